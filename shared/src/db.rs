@@ -1,0 +1,50 @@
+//! The Postgres pool and the project's migrations.
+
+use std::time::Duration;
+
+use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgPool};
+
+use crate::settings::DatabaseSettings;
+
+/// The project's own migrations table, so it can live beside an application that also migrates with sqlx.
+pub const MIGRATIONS_TABLE: &str = "asset_sweeper_migrations";
+
+/// Why the schema could not be brought up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    #[error("cannot connect to Postgres to apply the asset-sweeper migrations: {0}")]
+    Connect(#[source] sqlx::Error),
+    #[error("cannot apply the asset-sweeper migrations: {0}")]
+    Apply(#[from] MigrateError),
+}
+
+/// The migrations embedded in this build.
+pub fn migrator() -> Migrator {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
+    migrator
+}
+
+/// Applies every migration not yet applied. Safe to run again, and from two processes at once (sqlx takes an
+/// advisory lock for the duration).
+pub async fn migrate(pool: &PgPool) -> Result<(), MigrationError> {
+    let mut conn = pool.acquire().await.map_err(MigrationError::Connect)?;
+    let result = migrator().run(&mut *conn).await;
+    if result.is_err() {
+        // sqlx returns early on failure without releasing its session advisory lock: retire the connection
+        // rather than hand a lock-holding session back to the pool, where the next migrator would wait forever.
+        let _ = conn.detach().close().await;
+    }
+    Ok(result?)
+}
+
+/// A pool that connects on first use, so a cold start does not fail or wait on the database before the first
+/// event arrives.
+pub fn pool(settings: &DatabaseSettings) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_lazy_with(settings.connect_options())
+}

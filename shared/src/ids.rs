@@ -1,0 +1,33 @@
+//! Domain newtypes, so an asset id can never be passed where a workspace id is expected.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The primary key of one row in `assets`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct AssetId(pub Uuid);
+
+/// The workspace (tenant) that owns an asset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct WorkspaceId(pub Uuid);
+
+/// The key of one object in the asset bucket, and of its row in `stored_objects`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct StorageKey(pub String);
+
+macro_rules! display_inner {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    )*};
+}
+display_inner!(AssetId, WorkspaceId, StorageKey);

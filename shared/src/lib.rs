@@ -1,0 +1,10 @@
+//! The library both Lambda functions share. It has no Lambda runtime dependency: settings, the schema and
+//! database access, AWS clients, and the domain types the functions agree on.
+
+pub mod aws;
+pub mod db;
+pub mod ids;
+pub mod settings;
+
+pub use ids::{AssetId, StorageKey, WorkspaceId};
+pub use settings::{Settings, SettingsError};

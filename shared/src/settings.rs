@@ -1,0 +1,352 @@
+//! Typed settings, read from the environment once per cold start.
+//!
+//! Every missing or invalid variable is collected, so an operator fixes a deployment in one round instead of
+//! one variable per failed cold start. Secret values never reach an error message or a log line.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use sqlx::postgres::PgConnectOptions;
+
+/// Everything the functions are configured with. See the README's configuration table.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub database: DatabaseSettings,
+    /// Where the sweep sends one message per claimed asset.
+    pub cleanup_queue_url: String,
+    /// The bucket that holds the assets' bytes.
+    pub asset_bucket: String,
+    /// Path-style S3 addressing, for S3-compatible endpoints without virtual-host DNS (LocalStack).
+    pub s3_force_path_style: bool,
+    /// Must equal the queue's redrive `maxReceiveCount`: the consumer records the failure on the last receive.
+    pub max_receive_count: u32,
+    /// How long a retired asset stays restorable before it is purged.
+    pub retention: Duration,
+    /// Nothing written more recently than this is retired or deleted (invariant 3).
+    pub grace: Duration,
+    /// The most assets one sweep pass claims.
+    pub sweep_max_per_pass: u32,
+    /// The sweep stops starting new batches when less than this remains before the Lambda deadline.
+    pub sweep_time_reserve: Duration,
+}
+
+/// How to reach Postgres. The connection string is a secret: `Debug` shows only where it points.
+#[derive(Clone)]
+pub struct DatabaseSettings {
+    url: SecretString,
+    options: PgConnectOptions,
+    /// Connections per function instance; two consumers and a sweep share one database.
+    pub max_connections: u32,
+}
+
+impl DatabaseSettings {
+    /// Connection options parsed from `DATABASE_URL`.
+    pub fn connect_options(&self) -> PgConnectOptions {
+        self.options.clone()
+    }
+
+    /// The raw URL, for tools that need it verbatim (never log it).
+    pub fn expose_url(&self) -> &str {
+        self.url.expose_secret()
+    }
+}
+
+impl fmt::Debug for DatabaseSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseSettings")
+            .field("host", &self.options.get_host())
+            .field("port", &self.options.get_port())
+            .field("database", &self.options.get_database())
+            .field("url", &"[redacted]")
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+/// One thing wrong with the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    Missing { name: &'static str },
+    Invalid { name: &'static str, reason: String },
+}
+
+impl Problem {
+    /// The variable this problem is about.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Problem::Missing { name } | Problem::Invalid { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Missing { name } => write!(f, "{name} is not set"),
+            Problem::Invalid { name, reason } => write!(f, "{name} {reason}"),
+        }
+    }
+}
+
+/// All problems found in one reading of the environment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SettingsError {
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(f, "invalid configuration ({n} problem{}): ", if n == 1 { "" } else { "s" })?;
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Settings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, SettingsError> {
+        Self::from_lookup(|name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned()))
+    }
+
+    /// Reads settings through `lookup`, so tests need not touch the process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        let mut reader = Reader { lookup: &lookup, problems: Vec::new() };
+
+        let database_url = reader.required("DATABASE_URL");
+        let database_options = database_url.as_deref().and_then(|url| {
+            // The parser's message can quote the URL, password included: name the variable only.
+            match PgConnectOptions::from_str(url) {
+                Ok(options) => Some(options),
+                Err(_) => {
+                    reader.invalid("DATABASE_URL", "is not a valid postgres:// connection URL");
+                    None
+                }
+            }
+        });
+        let max_connections = reader.parsed("DATABASE_MAX_CONNECTIONS", 4, 1..=100u32);
+        let cleanup_queue_url = reader.required("CLEANUP_QUEUE_URL").and_then(|url| {
+            if url.starts_with("https://") || url.starts_with("http://") {
+                Some(url)
+            } else {
+                reader.invalid("CLEANUP_QUEUE_URL", format!("must be an http(s) queue URL, got {url:?}"));
+                None
+            }
+        });
+        let asset_bucket = reader.required("ASSET_BUCKET").and_then(|bucket| match bucket_name_problem(&bucket) {
+            None => Some(bucket),
+            Some(reason) => {
+                reader.invalid("ASSET_BUCKET", format!("{bucket:?} {reason}"));
+                None
+            }
+        });
+        let s3_force_path_style = reader.flag("S3_FORCE_PATH_STYLE", false);
+        // SQS allows 1..=1000; 1 would send a message to the DLQ on its first failure.
+        let max_receive_count = reader.parsed("MAX_RECEIVE_COUNT", 5, 2..=1000u32);
+        let retention = reader.duration("RETENTION", days(30), days(1));
+        let grace = reader.duration("GRACE", hours(24), hours(1));
+        let sweep_max_per_pass = reader.parsed("SWEEP_MAX_PER_PASS", 100_000, 1..=10_000_000u32);
+        let sweep_time_reserve = reader.duration("SWEEP_TIME_RESERVE", Duration::from_secs(60), Duration::from_secs(5));
+
+        match (database_url, database_options, cleanup_queue_url, asset_bucket) {
+            (Some(url), Some(options), Some(cleanup_queue_url), Some(asset_bucket)) if reader.problems.is_empty() => {
+                Ok(Settings {
+                    database: DatabaseSettings { url: SecretString::from(url), options, max_connections },
+                    cleanup_queue_url,
+                    asset_bucket,
+                    s3_force_path_style,
+                    max_receive_count,
+                    retention,
+                    grace,
+                    sweep_max_per_pass,
+                    sweep_time_reserve,
+                })
+            }
+            _ => Err(SettingsError { problems: reader.problems }),
+        }
+    }
+}
+
+struct Reader<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    problems: Vec<Problem>,
+}
+
+impl Reader<'_> {
+    /// A set, non-blank value; blank counts as unset (a template parameter left empty).
+    fn get(&self, name: &str) -> Option<String> {
+        (self.lookup)(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+    }
+
+    fn invalid(&mut self, name: &'static str, reason: impl Into<String>) {
+        self.problems.push(Problem::Invalid { name, reason: reason.into() });
+    }
+
+    fn required(&mut self, name: &'static str) -> Option<String> {
+        let value = self.get(name);
+        if value.is_none() {
+            self.problems.push(Problem::Missing { name });
+        }
+        value
+    }
+
+    fn parsed(&mut self, name: &'static str, default: u32, range: std::ops::RangeInclusive<u32>) -> u32 {
+        let Some(raw) = self.get(name) else { return default };
+        match raw.parse::<u32>() {
+            Ok(v) if range.contains(&v) => v,
+            _ => {
+                self.invalid(
+                    name,
+                    format!("must be a whole number from {} to {}, got {raw:?}", range.start(), range.end()),
+                );
+                default
+            }
+        }
+    }
+
+    fn flag(&mut self, name: &'static str, default: bool) -> bool {
+        let Some(raw) = self.get(name) else { return default };
+        match raw.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" => false,
+            _ => {
+                self.invalid(name, format!("must be true or false, got {raw:?}"));
+                default
+            }
+        }
+    }
+
+    /// A duration such as `30d`, `24h` or `90s`, no shorter than `min`.
+    fn duration(&mut self, name: &'static str, default: Duration, min: Duration) -> Duration {
+        let Some(raw) = self.get(name) else { return default };
+        match humantime::parse_duration(&raw) {
+            Ok(v) if v >= min => v,
+            Ok(_) => {
+                self.invalid(name, format!("must be at least {}, got {raw:?}", humantime::format_duration(min)));
+                default
+            }
+            Err(_) => {
+                self.invalid(name, format!("must be a duration such as 30d, 24h or 90s, got {raw:?}"));
+                default
+            }
+        }
+    }
+}
+
+const fn hours(n: u64) -> Duration {
+    Duration::from_secs(n * 3600)
+}
+
+const fn days(n: u64) -> Duration {
+    hours(n * 24)
+}
+
+/// Why `name` is not a valid S3 bucket name, if it is not (S3's naming rules, which LocalStack also enforces).
+fn bucket_name_problem(name: &str) -> Option<&'static str> {
+    let bytes = name.as_bytes();
+    if !(3..=63).contains(&bytes.len()) {
+        return Some("must be 3 to 63 characters long");
+    }
+    if !bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'.') {
+        return Some("may contain only lowercase letters, digits, '-' and '.'");
+    }
+    let edge_ok = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !edge_ok(bytes[0]) || !edge_ok(bytes[bytes.len() - 1]) {
+        return Some("must begin and end with a letter or digit");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn read(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::from_lookup(|name| vars.get(name).cloned())
+    }
+
+    const COMPLETE: [(&str, &str); 3] = [
+        ("DATABASE_URL", "postgres://sweeper:hunter2@db.internal:5432/app"),
+        ("CLEANUP_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/cleanup"),
+        ("ASSET_BUCKET", "acme-assets"),
+    ];
+
+    #[test]
+    fn a_complete_environment_gets_the_documented_defaults() {
+        let s = read(&COMPLETE).expect("complete environment");
+        assert_eq!(s.max_receive_count, 5);
+        assert_eq!(s.retention, days(30));
+        assert_eq!(s.grace, hours(24));
+        assert_eq!(s.database.max_connections, 4);
+        assert!(!s.s3_force_path_style);
+        assert_eq!(s.asset_bucket, "acme-assets");
+    }
+
+    #[test]
+    fn overrides_are_parsed() {
+        let mut vars = COMPLETE.to_vec();
+        vars.extend([
+            ("RETENTION", "45d"),
+            ("GRACE", "36h"),
+            ("MAX_RECEIVE_COUNT", "7"),
+            ("S3_FORCE_PATH_STYLE", "true"),
+        ]);
+        let s = read(&vars).expect("valid overrides");
+        assert_eq!(s.retention, days(45));
+        assert_eq!(s.grace, hours(36));
+        assert_eq!(s.max_receive_count, 7);
+        assert!(s.s3_force_path_style);
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_one_error() {
+        let err = read(&[("DATABASE_URL", "postgres://localhost/app"), ("MAX_RECEIVE_COUNT", "1"), ("GRACE", "5m")])
+            .expect_err("two variables are missing and two are invalid");
+        let names: Vec<_> = err.problems.iter().map(Problem::name).collect();
+        assert_eq!(names, ["CLEANUP_QUEUE_URL", "ASSET_BUCKET", "MAX_RECEIVE_COUNT", "GRACE"]);
+        let text = err.to_string();
+        assert!(text.starts_with("invalid configuration (4 problems): "), "{text}");
+        assert!(text.contains("CLEANUP_QUEUE_URL is not set; ASSET_BUCKET is not set"), "{text}");
+        assert!(text.contains("MAX_RECEIVE_COUNT must be a whole number from 2 to 1000, got \"1\""), "{text}");
+    }
+
+    #[test]
+    fn blank_values_count_as_missing() {
+        let mut vars = COMPLETE.to_vec();
+        vars[2] = ("ASSET_BUCKET", "  ");
+        let err = read(&vars).expect_err("blank bucket");
+        assert_eq!(err.problems, [Problem::Missing { name: "ASSET_BUCKET" }]);
+    }
+
+    #[test]
+    fn secrets_never_appear_in_errors_or_debug_output() {
+        let err = read(&[("DATABASE_URL", "mysql//sweeper:hunter2@db")]).expect_err("malformed url");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(err.to_string().contains("DATABASE_URL is not a valid postgres:// connection URL"));
+
+        let s = read(&COMPLETE).expect("complete environment");
+        let debug = format!("{s:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("db.internal"), "{debug}");
+    }
+
+    #[test]
+    fn bucket_names_follow_s3_rules() {
+        for bad in ["b", "Upper-Case", "-leading", "trailing-", "under_score"] {
+            let mut vars = COMPLETE.to_vec();
+            vars[2] = ("ASSET_BUCKET", bad);
+            let err = read(&vars).expect_err(bad);
+            assert_eq!(err.problems[0].name(), "ASSET_BUCKET", "{bad}");
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The migrations: what they create, that they apply twice, and the guarantees the schema itself enforces.
+
+use integration_tests::TestDatabase;
+use shared::db::{MIGRATIONS_TABLE, migrate};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+async fn tables(pool: &PgPool) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("list tables")
+}
+
+/// (table, column, referenced table, referenced column, on-delete action) for every foreign key.
+async fn foreign_keys(pool: &PgPool) -> Vec<(String, String, String, String, String)> {
+    sqlx::query_as(
+        "SELECT c.conrelid::regclass::text, a.attname::text, c.confrelid::regclass::text, fa.attname::text,
+                c.confdeltype::text
+           FROM pg_constraint c
+           JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+           JOIN pg_attribute fa ON fa.attrelid = c.confrelid AND fa.attnum = ANY (c.confkey)
+          WHERE c.contype = 'f'
+          ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("list foreign keys")
+}
+
+#[tokio::test]
+async fn migrations_create_the_tables_keys_domain_and_indexes_and_apply_twice() {
+    let db = TestDatabase::unmigrated().await;
+    assert!(tables(&db.pool).await.is_empty(), "a fresh database has no tables");
+
+    migrate(&db.pool).await.expect("first run");
+    let first = tables(&db.pool).await;
+    assert_eq!(
+        first,
+        [
+            "asset_reference_exclusions",
+            "asset_reference_sources",
+            "asset_sweeper_migrations",
+            "assets",
+            "settlement_events",
+            "stored_objects",
+            "sweep_runs",
+        ]
+    );
+    assert!(first.contains(&MIGRATIONS_TABLE.to_owned()));
+    // 'r' is ON DELETE RESTRICT: a stored object cannot vanish from under its asset rows.
+    assert_eq!(
+        foreign_keys(&db.pool).await,
+        [("assets".into(), "storage_key".into(), "stored_objects".into(), "storage_key".into(), "r".into())]
+    );
+
+    let domain: Option<String> = sqlx::query_scalar(
+        "SELECT format_type(typbasetype, typtypmod) FROM pg_type WHERE typname = 'asset_id' AND typtype = 'd'",
+    )
+    .fetch_optional(&db.pool)
+    .await
+    .expect("domain query");
+    assert_eq!(domain.as_deref(), Some("uuid"));
+
+    let indexes: Vec<String> =
+        sqlx::query_scalar("SELECT indexname::text FROM pg_indexes WHERE tablename = 'assets' ORDER BY 1")
+            .fetch_all(&db.pool)
+            .await
+            .expect("index query");
+    for wanted in ["assets_due", "assets_due_by_workspace", "assets_storage_key", "assets_workspace_state"] {
+        assert!(indexes.iter().any(|i| i == wanted), "missing index {wanted}: {indexes:?}");
+    }
+
+    migrate(&db.pool).await.expect("second run is a no-op");
+    assert_eq!(tables(&db.pool).await, first);
+    let applied: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM asset_sweeper_migrations").fetch_one(&db.pool).await.expect("count");
+    assert_eq!(applied as usize, shared::db::migrator().iter().count());
+}
+
+#[tokio::test]
+async fn migrations_applied_concurrently_from_two_pools_both_succeed() {
+    let db = TestDatabase::unmigrated().await;
+    let other = sqlx::postgres::PgPoolOptions::new().connect(&db.url).await.expect("second pool");
+    // A timeout, not a timing assertion: a migrator that leaked its lock would otherwise hang the suite.
+    let both = async { tokio::join!(migrate(&db.pool), migrate(&other)) };
+    let (a, b) = tokio::time::timeout(std::time::Duration::from_secs(60), both).await.expect("a migrator hung");
+    a.expect("first migrator");
+    b.expect("second migrator");
+    other.close().await;
+}
+
+async fn insert_object(pool: &PgPool, key: &str) {
+    sqlx::query("INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, 'sha256:x', 10)")
+        .bind(key)
+        .execute(pool)
+        .await
+        .expect("insert stored object");
+}
+
+async fn insert_asset(pool: &PgPool, key: &str) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size) VALUES ($1, $2, 'sha256:x', 10)
+         RETURNING id",
+    )
+    .bind(Uuid::new_v4())
+    .bind(key)
+    .fetch_one(pool)
+    .await
+}
+
+#[tokio::test]
+async fn an_asset_needs_its_stored_object_and_the_object_cannot_go_while_an_asset_uses_it() {
+    let db = TestDatabase::new().await;
+    let err = insert_asset(&db.pool, "nowhere").await.expect_err("no such stored object");
+    assert_eq!(err.as_database_error().and_then(|e| e.code()).as_deref(), Some("23503"));
+
+    insert_object(&db.pool, "a/b.png").await;
+    insert_asset(&db.pool, "a/b.png").await.expect("asset on an existing object");
+    let err = sqlx::query("DELETE FROM stored_objects WHERE storage_key = 'a/b.png'")
+        .execute(&db.pool)
+        .await
+        .expect_err("object still used");
+    assert_eq!(err.as_database_error().and_then(|e| e.code()).as_deref(), Some("23503"));
+}
+
+/// The newest write times the grace floor counts from, for one asset and its object.
+async fn write_times(pool: &PgPool, id: Uuid) -> (f64, f64) {
+    sqlx::query_as(
+        "SELECT extract(epoch FROM a.updated_at)::float8, extract(epoch FROM o.updated_at)::float8
+           FROM assets a JOIN stored_objects o USING (storage_key)
+          WHERE a.id = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await
+    .expect("write times")
+}
+
+#[tokio::test]
+async fn application_writes_move_the_grace_floor_and_sweeper_bookkeeping_does_not() {
+    let db = TestDatabase::new().await;
+    insert_object(&db.pool, "shared.png").await;
+    let id = insert_asset(&db.pool, "shared.png").await.expect("asset");
+    // Every statement below runs in its own transaction, so now() moves between them.
+    let before = write_times(&db.pool, id).await;
+
+    sqlx::query("UPDATE assets SET lease_token = gen_random_uuid(), leased_until = now(), attempts = 1 WHERE id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .expect("lease");
+    assert_eq!(write_times(&db.pool, id).await, before, "a lease is not a write about the asset");
+
+    sqlx::query("UPDATE assets SET state = 'released', due_at = now() WHERE id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .expect("release");
+    let released = write_times(&db.pool, id).await;
+    assert!(released.0 > before.0, "a release restarts the asset's grace floor");
+
+    insert_asset(&db.pool, "shared.png").await.expect("a second upload reusing the bytes");
+    let reused = write_times(&db.pool, id).await;
+    assert!(reused.1 > released.1, "reusing the bytes restarts the object's grace floor");
+}
+
+#[tokio::test]
+async fn an_unreadable_json_path_is_rejected_when_declared() {
+    let db = TestDatabase::new().await;
+    let err = sqlx::query(
+        "INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.[')",
+    )
+    .execute(&db.pool)
+    .await
+    .expect_err("malformed jsonpath");
+    assert_eq!(err.as_database_error().and_then(|e| e.code()).as_deref(), Some("42601"), "{err}");
+}

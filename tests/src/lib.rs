@@ -1,0 +1,248 @@
+//! The integration-test harness: every test gets its own migrated Postgres database and its own queue, DLQ
+//! and bucket on LocalStack, all removed when the test ends, whether it passed or panicked.
+//!
+//! The harness fails loudly, never skips, when Postgres or LocalStack is missing: run the tests through
+//! `scripts/test`, which starts what they need.
+
+use std::fmt::Display;
+
+use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_sqs::types::QueueAttributeName;
+use shared::aws;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool};
+use uuid::Uuid;
+
+/// The redrive setting of every harness queue, matching the settings' default.
+pub const MAX_RECEIVE_COUNT: u32 = 5;
+
+/// Where the harness creates and drops its databases.
+pub fn admin_database_url() -> String {
+    std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// Panics with `what` and how to fix it: a harness that cannot reach a service must fail, not skip.
+fn fail(what: impl Display) -> ! {
+    panic!("test harness: {what} (run the tests with scripts/test, which starts Postgres and LocalStack)")
+}
+
+/// One test's resources. Dropping it removes them.
+pub struct TestContext {
+    pub db: TestDatabase,
+    pub sqs: aws_sdk_sqs::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub queue: TestQueue,
+    pub bucket: String,
+}
+
+/// A uniquely named queue with its dead-letter queue.
+#[derive(Debug, Clone)]
+pub struct TestQueue {
+    pub url: String,
+    pub dlq_url: String,
+    pub dlq_arn: String,
+}
+
+impl TestContext {
+    /// A fresh migrated database, queue + DLQ (redrive after [`MAX_RECEIVE_COUNT`] receives) and versioned bucket.
+    pub async fn new() -> Self {
+        if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+            // Without it the SDK would talk to real AWS.
+            fail("AWS_ENDPOINT_URL is not set");
+        }
+        let suffix = short_id();
+        let config = aws::sdk_config().await;
+        let sqs = aws::sqs_client(&config);
+        let s3 = aws::s3_client(&config, true);
+        let db = TestDatabase::new().await;
+
+        let queue = create_queue_pair(&sqs, &format!("sweeper-test-{suffix}")).await;
+        let bucket = format!("sweeper-test-{suffix}");
+        create_versioned_bucket(&s3, &bucket).await;
+
+        TestContext { db, sqs, s3, queue, bucket }
+    }
+
+    /// The project's migrated pool for this test's database.
+    pub fn pool(&self) -> &PgPool {
+        &self.db.pool
+    }
+}
+
+impl Drop for TestContext {
+    fn drop(&mut self) {
+        let queues = [self.queue.url.clone(), self.queue.dlq_url.clone()];
+        let bucket = self.bucket.clone();
+        // Drop cannot await, and the test's runtime may be unwinding: clean up on a thread with its own runtime.
+        run_detached(async move {
+            let config = aws::sdk_config().await;
+            let sqs = aws::sqs_client(&config);
+            for url in queues {
+                if let Err(e) = sqs.delete_queue().queue_url(&url).send().await {
+                    eprintln!("test harness: could not delete queue {url}: {e}");
+                }
+            }
+            let s3 = aws::s3_client(&config, true);
+            if let Err(e) = empty_and_delete_bucket(&s3, &bucket).await {
+                eprintln!("test harness: could not delete bucket {bucket}: {e}");
+            }
+        });
+    }
+}
+
+/// A database created for one test, migrated, and dropped (`WITH (FORCE)`) when this value is dropped.
+pub struct TestDatabase {
+    pub name: String,
+    pub pool: PgPool,
+    pub url: String,
+}
+
+impl TestDatabase {
+    /// Creates and migrates a new database.
+    pub async fn new() -> Self {
+        let db = Self::unmigrated().await;
+        if let Err(e) = shared::db::migrate(&db.pool).await {
+            fail(format!("migrating {}: {e}", db.name));
+        }
+        db
+    }
+
+    /// Creates a new, empty database (for migration tests).
+    pub async fn unmigrated() -> Self {
+        let admin_url = admin_database_url();
+        let name = format!("sweeper_test_{}", Uuid::new_v4().simple());
+        let mut admin = PgConnection::connect(&admin_url)
+            .await
+            .unwrap_or_else(|e| fail(format!("cannot reach Postgres at TEST_DATABASE_URL: {e}")));
+        sqlx::query(AssertSqlSafe(format!(r#"CREATE DATABASE "{name}""#)))
+            .execute(&mut admin)
+            .await
+            .unwrap_or_else(|e| fail(format!("cannot create database {name}: {e}")));
+        let options: PgConnectOptions =
+            admin_url.parse().unwrap_or_else(|e| fail(format!("TEST_DATABASE_URL is invalid: {e}")));
+        let options = options.database(&name);
+        let pool = PgPoolOptions::new().max_connections(8).connect_lazy_with(options);
+        let url = with_database(&admin_url, &name);
+        TestDatabase { name, pool, url }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        run_detached(async move {
+            let result = async {
+                let mut admin = PgConnection::connect(&admin_database_url()).await?;
+                // FORCE ends the connections the test's pool still holds.
+                sqlx::query(AssertSqlSafe(format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#)))
+                    .execute(&mut admin)
+                    .await
+            }
+            .await;
+            if let Err(e) = result {
+                eprintln!("test harness: could not drop database {name}: {e}");
+            }
+        });
+    }
+}
+
+/// `url` with its database name replaced.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let base = base.rsplit_once('/').map_or(base, |(prefix, _)| prefix);
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// Runs `future` to completion on a fresh thread and runtime, blocking until it is done. Used from `Drop`.
+fn run_detached(future: impl Future<Output = ()> + Send + 'static) {
+    let joined = std::thread::spawn(move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(future),
+        Err(e) => eprintln!("test harness: no runtime for cleanup: {e}"),
+    })
+    .join();
+    if joined.is_err() {
+        eprintln!("test harness: cleanup panicked");
+    }
+}
+
+/// A short unique suffix for resource names (S3 bucket names are at most 63 characters).
+pub fn short_id() -> String {
+    Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// Creates `<name>-dlq` and `<name>` with a redrive policy to it after [`MAX_RECEIVE_COUNT`] receives.
+pub async fn create_queue_pair(sqs: &aws_sdk_sqs::Client, name: &str) -> TestQueue {
+    let dlq_url = sqs
+        .create_queue()
+        .queue_name(format!("{name}-dlq"))
+        .send()
+        .await
+        .unwrap_or_else(|e| fail(format!("cannot create queue {name}-dlq on LocalStack: {e:?}")))
+        .queue_url
+        .unwrap_or_else(|| fail("CreateQueue returned no URL"));
+    let dlq_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap_or_else(|e| fail(format!("cannot read the DLQ's ARN: {e:?}")))
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .unwrap_or_else(|| fail("GetQueueAttributes returned no QueueArn"));
+    let redrive =
+        serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT.to_string() });
+    let url = sqs
+        .create_queue()
+        .queue_name(name)
+        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
+        .attributes(QueueAttributeName::VisibilityTimeout, "30")
+        .send()
+        .await
+        .unwrap_or_else(|e| fail(format!("cannot create queue {name} on LocalStack: {e:?}")))
+        .queue_url
+        .unwrap_or_else(|| fail("CreateQueue returned no URL"));
+    TestQueue { url, dlq_url, dlq_arn }
+}
+
+/// Creates a bucket with versioning on, as the template's asset bucket has.
+pub async fn create_versioned_bucket(s3: &aws_sdk_s3::Client, bucket: &str) {
+    s3.create_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .unwrap_or_else(|e| fail(format!("cannot create bucket {bucket} on LocalStack: {e:?}")));
+    s3.put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build())
+        .send()
+        .await
+        .unwrap_or_else(|e| fail(format!("cannot enable versioning on {bucket}: {e:?}")));
+}
+
+/// Removes every version and delete marker, then the bucket.
+async fn empty_and_delete_bucket(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<(), String> {
+    loop {
+        let listing = s3.list_object_versions().bucket(bucket).send().await.map_err(|e| format!("{e:?}"))?;
+        let versions = listing.versions().iter().map(|v| (v.key(), v.version_id()));
+        let markers = listing.delete_markers().iter().map(|m| (m.key(), m.version_id()));
+        let all: Vec<_> = versions.chain(markers).collect();
+        if all.is_empty() {
+            break;
+        }
+        for (key, version) in all {
+            s3.delete_object()
+                .bucket(bucket)
+                .set_key(key.map(str::to_owned))
+                .set_version_id(version.map(str::to_owned))
+                .send()
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+        }
+    }
+    s3.delete_bucket().bucket(bucket).send().await.map_err(|e| format!("{e:?}"))?;
+    Ok(())
+}
