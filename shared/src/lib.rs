@@ -4,7 +4,12 @@
 pub mod aws;
 pub mod db;
 pub mod ids;
+pub mod message;
+pub mod metrics;
+pub mod references;
 pub mod settings;
+pub mod telemetry;
 
 pub use ids::{AssetId, StorageKey, WorkspaceId};
+pub use message::CleanupMessage;
 pub use settings::{Settings, SettingsError};

@@ -14,22 +14,65 @@ use sqlx::postgres::PgConnectOptions;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub database: DatabaseSettings,
-    /// Where the sweep sends one message per claimed asset.
-    pub cleanup_queue_url: String,
+    pub queue: QueueSettings,
     /// The bucket that holds the assets' bytes.
     pub asset_bucket: String,
     /// Path-style S3 addressing, for S3-compatible endpoints without virtual-host DNS (LocalStack).
     pub s3_force_path_style: bool,
-    /// Must equal the queue's redrive `maxReceiveCount`: the consumer records the failure on the last receive.
-    pub max_receive_count: u32,
     /// How long a retired asset stays restorable before it is purged.
     pub retention: Duration,
     /// Nothing written more recently than this is retired or deleted (invariant 3).
     pub grace: Duration,
-    /// The most assets one sweep pass claims.
-    pub sweep_max_per_pass: u32,
-    /// The sweep stops starting new batches when less than this remains before the Lambda deadline.
-    pub sweep_time_reserve: Duration,
+    /// How many values of each unexplained uuid, text or jsonb column the schema check samples (invariant 4).
+    pub schema_sample_rows: u32,
+    pub sweep: SweepSettings,
+    pub brake: BrakeSettings,
+}
+
+/// The cleanup queue, as the sweep and the consumer must both see it.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    /// Where the sweep sends one message per claimed asset.
+    pub url: String,
+    /// The queue's visibility timeout; with `max_receive_count` it sets how long a claim must live.
+    pub visibility_timeout: Duration,
+    /// Must equal the queue's redrive `maxReceiveCount`: the consumer records the failure on the last receive.
+    pub max_receive_count: u32,
+}
+
+impl QueueSettings {
+    /// How long a claim lives: longer than the queue can hold and redeliver one message (visibility timeout ×
+    /// maxReceiveCount), plus one more visibility period of margin, so no second message is sent for an asset
+    /// whose first one may still be delivered.
+    pub fn lease(&self) -> Duration {
+        self.visibility_timeout * (self.max_receive_count + 1)
+    }
+}
+
+/// How one sweep pass paces itself.
+#[derive(Debug, Clone)]
+pub struct SweepSettings {
+    /// The most assets one pass claims.
+    pub max_per_pass: u32,
+    /// Rows claimed by one statement (one short transaction) before they are sent.
+    pub batch_size: u32,
+    /// `SendMessageBatch` calls in flight at once.
+    pub send_concurrency: u32,
+    /// The pass stops starting new batches when less than this remains before the Lambda deadline.
+    pub time_reserve: Duration,
+}
+
+/// The blast-radius brake (invariant 11), applied per workspace to what is due against what it holds.
+#[derive(Debug, Clone)]
+pub struct BrakeSettings {
+    /// Largest share, in percent, of a workspace's assets or bytes that may be due in one pass.
+    pub max_share_percent: u32,
+    /// The share rule applies only from this many due assets, so a small workspace can release its few assets.
+    pub share_min_assets: u64,
+    /// Most assets of one workspace that may be due in one pass, whatever the share.
+    pub max_assets: u64,
+    /// Most bytes of one workspace that may be due in one pass, whatever the share.
+    pub max_bytes: u64,
 }
 
 /// How to reach Postgres. The connection string is a secret: `Debug` shows only where it points.
@@ -150,23 +193,37 @@ impl Settings {
         let s3_force_path_style = reader.flag("S3_FORCE_PATH_STYLE", false);
         // SQS allows 1..=1000; 1 would send a message to the DLQ on its first failure.
         let max_receive_count = reader.parsed("MAX_RECEIVE_COUNT", 5, 2..=1000u32);
+        // SQS allows up to 12 hours.
+        let visibility_timeout =
+            reader.duration_between("QUEUE_VISIBILITY_TIMEOUT", secs(360), secs(1)..=hours(12));
         let retention = reader.duration("RETENTION", days(30), days(1));
         let grace = reader.duration("GRACE", hours(24), hours(1));
-        let sweep_max_per_pass = reader.parsed("SWEEP_MAX_PER_PASS", 100_000, 1..=10_000_000u32);
-        let sweep_time_reserve = reader.duration("SWEEP_TIME_RESERVE", Duration::from_secs(60), Duration::from_secs(5));
+        let schema_sample_rows = reader.parsed("SCHEMA_SAMPLE_ROWS", 100, 1..=100_000u32);
+        let sweep = SweepSettings {
+            max_per_pass: reader.parsed("SWEEP_MAX_PER_PASS", 100_000, 1..=10_000_000u32),
+            batch_size: reader.parsed("SWEEP_BATCH_SIZE", 1_000, 10..=50_000u32),
+            send_concurrency: reader.parsed("SWEEP_SEND_CONCURRENCY", 8, 1..=64u32),
+            time_reserve: reader.duration("SWEEP_TIME_RESERVE", secs(60), secs(5)),
+        };
+        let brake = BrakeSettings {
+            max_share_percent: reader.parsed("BRAKE_MAX_SHARE_PERCENT", 25, 1..=100u32),
+            share_min_assets: reader.parsed("BRAKE_SHARE_MIN_ASSETS", 100, 1..=u64::MAX),
+            max_assets: reader.parsed("BRAKE_MAX_ASSETS", 50_000, 1..=u64::MAX),
+            max_bytes: reader.parsed("BRAKE_MAX_BYTES", 1 << 40, 1..=u64::MAX),
+        };
 
         match (database_url, database_options, cleanup_queue_url, asset_bucket) {
-            (Some(url), Some(options), Some(cleanup_queue_url), Some(asset_bucket)) if reader.problems.is_empty() => {
+            (Some(url), Some(options), Some(url_of_queue), Some(asset_bucket)) if reader.problems.is_empty() => {
                 Ok(Settings {
                     database: DatabaseSettings { url: SecretString::from(url), options, max_connections },
-                    cleanup_queue_url,
+                    queue: QueueSettings { url: url_of_queue, visibility_timeout, max_receive_count },
                     asset_bucket,
                     s3_force_path_style,
-                    max_receive_count,
                     retention,
                     grace,
-                    sweep_max_per_pass,
-                    sweep_time_reserve,
+                    schema_sample_rows,
+                    sweep,
+                    brake,
                 })
             }
             _ => Err(SettingsError { problems: reader.problems }),
@@ -197,9 +254,12 @@ impl Reader<'_> {
         value
     }
 
-    fn parsed(&mut self, name: &'static str, default: u32, range: std::ops::RangeInclusive<u32>) -> u32 {
+    fn parsed<T>(&mut self, name: &'static str, default: T, range: std::ops::RangeInclusive<T>) -> T
+    where
+        T: FromStr + PartialOrd + fmt::Display + Copy,
+    {
         let Some(raw) = self.get(name) else { return default };
-        match raw.parse::<u32>() {
+        match raw.parse::<T>() {
             Ok(v) if range.contains(&v) => v,
             _ => {
                 self.invalid(
@@ -225,11 +285,26 @@ impl Reader<'_> {
 
     /// A duration such as `30d`, `24h` or `90s`, no shorter than `min`.
     fn duration(&mut self, name: &'static str, default: Duration, min: Duration) -> Duration {
+        self.duration_between(name, default, min..=Duration::MAX)
+    }
+
+    fn duration_between(
+        &mut self,
+        name: &'static str,
+        default: Duration,
+        range: std::ops::RangeInclusive<Duration>,
+    ) -> Duration {
         let Some(raw) = self.get(name) else { return default };
         match humantime::parse_duration(&raw) {
-            Ok(v) if v >= min => v,
+            Ok(v) if range.contains(&v) => v,
+            Ok(_) if *range.end() == Duration::MAX => {
+                let min = humantime::format_duration(*range.start());
+                self.invalid(name, format!("must be at least {min}, got {raw:?}"));
+                default
+            }
             Ok(_) => {
-                self.invalid(name, format!("must be at least {}, got {raw:?}", humantime::format_duration(min)));
+                let (min, max) = (humantime::format_duration(*range.start()), humantime::format_duration(*range.end()));
+                self.invalid(name, format!("must be from {min} to {max}, got {raw:?}"));
                 default
             }
             Err(_) => {
@@ -238,6 +313,10 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
 }
 
 const fn hours(n: u64) -> Duration {
@@ -284,7 +363,10 @@ mod tests {
     #[test]
     fn a_complete_environment_gets_the_documented_defaults() {
         let s = read(&COMPLETE).expect("complete environment");
-        assert_eq!(s.max_receive_count, 5);
+        assert_eq!(s.queue.max_receive_count, 5);
+        assert_eq!(s.queue.visibility_timeout, secs(360));
+        assert_eq!(s.queue.lease(), secs(360 * 6), "a claim outlives every delivery of its message");
+        assert_eq!(s.brake.max_bytes, 1 << 40);
         assert_eq!(s.retention, days(30));
         assert_eq!(s.grace, hours(24));
         assert_eq!(s.database.max_connections, 4);
@@ -300,11 +382,15 @@ mod tests {
             ("GRACE", "36h"),
             ("MAX_RECEIVE_COUNT", "7"),
             ("S3_FORCE_PATH_STYLE", "true"),
+            ("QUEUE_VISIBILITY_TIMEOUT", "2m"),
+            ("BRAKE_MAX_BYTES", "5000000000000"),
         ]);
         let s = read(&vars).expect("valid overrides");
         assert_eq!(s.retention, days(45));
         assert_eq!(s.grace, hours(36));
-        assert_eq!(s.max_receive_count, 7);
+        assert_eq!(s.queue.max_receive_count, 7);
+        assert_eq!(s.queue.lease(), secs(120 * 8));
+        assert_eq!(s.brake.max_bytes, 5_000_000_000_000);
         assert!(s.s3_force_path_style);
     }
 

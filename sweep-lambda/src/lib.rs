@@ -1,4 +1,240 @@
-//! The scheduled half of the pair: claims due assets and enqueues one message each.
+//! The scheduled half of the pair: one pass claims due assets fairly across workspaces, under a per-pass cap
+//! and a time budget, and enqueues one cleanup message per asset.
 //!
-//! Its handler arrives with the sweep issue; until then this crate holds no function binary, so nothing can be
-//! deployed that pretends to sweep.
+//! A pass, in order: record the run; take the sweep lock or record `skipped`; validate the reference map or
+//! record `refused` (invariant 4); apply the blast-radius brake per workspace (invariant 11); then claim a
+//! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
+//! while SQS is called.
+
+pub mod brake;
+pub mod claim;
+pub mod enqueue;
+pub mod lock;
+pub mod record;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use lambda_runtime::{Diagnostic, LambdaEvent};
+use serde_json::{Value, json};
+use shared::Settings;
+use shared::references::{self, SchemaCheckError};
+use sqlx::PgPool;
+use tracing::{Instrument, error, info, warn};
+use uuid::Uuid;
+
+use crate::lock::SweepLock;
+use crate::record::{Outcome, Stop, SweepReport, WorkspaceCounts};
+
+/// The code version written into every run record.
+pub const CODE_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
+
+/// A pass that could not be carried out (its run row says `failed` when the database allowed writing it).
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("sweep pass {run_id} failed: {source}")]
+    Database {
+        run_id: Uuid,
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+impl From<SweepError> for Diagnostic {
+    fn from(e: SweepError) -> Diagnostic {
+        Diagnostic { error_type: "SweepError".into(), error_message: e.to_string() }
+    }
+}
+
+/// The sweep with its clients, built once per cold start.
+pub struct Sweeper {
+    pool: PgPool,
+    sqs: aws_sdk_sqs::Client,
+    settings: Settings,
+}
+
+impl Sweeper {
+    pub fn new(pool: PgPool, sqs: aws_sdk_sqs::Client, settings: Settings) -> Self {
+        Sweeper { pool, sqs, settings }
+    }
+
+    /// The Lambda handler. The event (an EventBridge scheduled event, or anything for a manual invoke) only
+    /// triggers the pass; the time budget comes from the invocation's deadline.
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<SweepReport, SweepError> {
+        let remaining = event.context.deadline().duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
+        let budget_end = Instant::now() + remaining.saturating_sub(self.settings.sweep.time_reserve);
+        let field = |name| event.payload.get(name).and_then(serde_json::Value::as_str).unwrap_or("-");
+        let (event_id, event_time) = (field("id"), field("time"));
+        info!(
+            request_id = %event.context.request_id,
+            event_id,
+            event_time,
+            remaining_ms = remaining.as_millis() as u64,
+            "sweep invoked"
+        );
+        self.run_pass(budget_end).await
+    }
+
+    /// One pass that starts no new batch after `budget_end`.
+    pub async fn run_pass(&self, budget_end: Instant) -> Result<SweepReport, SweepError> {
+        let started = Instant::now();
+        let mut report = SweepReport::new(Uuid::new_v4());
+        let run_id = report.run_id;
+        let fail = |source| SweepError::Database { run_id, source };
+        record::start(&self.pool, run_id, CODE_VERSION).await.map_err(fail)?;
+
+        let span = tracing::info_span!("sweep_pass", run_id = %run_id);
+        let result = self.locked_pass(&mut report, budget_end).instrument(span.clone()).await;
+        let _entered = span.enter();
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        if let Err(e) = &result {
+            report.outcome = Outcome::Failed;
+            report.error = Some(e.to_string());
+            error!(error = %e, claimed = report.claimed, enqueued = report.enqueued, "sweep pass failed");
+        }
+        // The row is the record of the pass: a failure to complete it fails the invocation.
+        let finished = record::finish(&self.pool, &report).await;
+        println!("{}", record::metrics_line(&report));
+        result.map_err(fail)?;
+        finished.map_err(fail)?;
+        info!(
+            outcome = report.outcome.as_str(),
+            claimed = report.claimed,
+            enqueued = report.enqueued,
+            released = report.released,
+            braked_workspaces = report.braked_workspaces,
+            duration_ms = report.duration_ms,
+            "sweep pass finished"
+        );
+        Ok(report)
+    }
+
+    async fn locked_pass(&self, report: &mut SweepReport, budget_end: Instant) -> Result<(), sqlx::Error> {
+        let Some(mut lock) = SweepLock::try_acquire(&self.pool).await? else {
+            info!("another sweep holds the lock; skipping this pass");
+            report.outcome = Outcome::Skipped;
+            return Ok(());
+        };
+        let result = self.checked_pass(&mut lock, report, budget_end).await;
+        lock.release().await;
+        result
+    }
+
+    async fn checked_pass(
+        &self,
+        lock: &mut SweepLock,
+        report: &mut SweepReport,
+        budget_end: Instant,
+    ) -> Result<(), sqlx::Error> {
+        match references::check(lock.conn(), self.settings.schema_sample_rows).await {
+            Ok(map) => info!(sources = map.sources.len(), "reference map validated"),
+            Err(SchemaCheckError::Refused(refusal)) => {
+                error!(reason = %refusal, "schema check refused: enqueueing nothing");
+                report.outcome = Outcome::Refused;
+                report.reason = Some(json!({ "schema_check": refusal }));
+                return Ok(());
+            }
+            Err(SchemaCheckError::Database(e)) => return Err(e),
+        }
+
+        let due = brake::due_workspaces(&self.pool).await?;
+        let ids: Vec<Uuid> = due.iter().map(|d| d.workspace_id.0).collect();
+        let approvals = brake::approvals(&self.pool, &ids).await?;
+        let mut eligible = Vec::new();
+        for workspace in due {
+            let id = workspace.workspace_id;
+            let mut counts = WorkspaceCounts::default();
+            match (brake::verdict(&workspace, &self.settings.brake), approvals.get(&id)) {
+                (Some(reason), None) => {
+                    warn!(workspace_id = %id, %reason, "blast-radius brake: enqueueing nothing for this workspace");
+                    report.braked_workspaces += 1;
+                    counts.braked = Some(reason);
+                }
+                (Some(reason), Some(approval)) => {
+                    info!(workspace_id = %id, %reason, approval = approval.id, "brake tripped but approved");
+                    counts.approval = Some(approval.clone());
+                    eligible.push(id.0);
+                }
+                (None, _) => eligible.push(id.0),
+            }
+            counts.due = Some(workspace);
+            report.per_workspace.insert(id, counts);
+        }
+
+        report.stopped = Some(self.claim_and_send(&eligible, report, budget_end).await?);
+        report.outcome = if report.braked_workspaces > 0 {
+            Outcome::Braked
+        } else if report.released > 0 {
+            Outcome::Partial
+        } else {
+            Outcome::Ok
+        };
+        Ok(())
+    }
+
+    /// Claims and sends batch after batch until a stop condition; returns which one.
+    async fn claim_and_send(
+        &self,
+        workspaces: &[Uuid],
+        report: &mut SweepReport,
+        budget_end: Instant,
+    ) -> Result<Stop, sqlx::Error> {
+        let settings = &self.settings.sweep;
+        let cap = u64::from(settings.max_per_pass);
+        loop {
+            if workspaces.is_empty() {
+                return Ok(Stop::Drained);
+            }
+            if report.claimed >= cap {
+                return Ok(Stop::Cap);
+            }
+            if Instant::now() >= budget_end {
+                return Ok(Stop::TimeBudget);
+            }
+            let limit = (cap - report.claimed).min(u64::from(settings.batch_size)) as i64;
+            // An even share of the batch for each workspace with due rows; at least one each.
+            let per_workspace = (limit + workspaces.len() as i64 - 1) / workspaces.len() as i64;
+            let claims =
+                claim::claim_batch(&self.pool, workspaces, per_workspace, limit, self.settings.queue.lease()).await?;
+            if claims.is_empty() {
+                return Ok(Stop::Drained);
+            }
+            let batch_size = claims.len();
+            for c in &claims {
+                report.per_workspace.entry(c.workspace_id).or_default().claimed += 1;
+            }
+            report.claimed += batch_size as u64;
+
+            let sent = enqueue::send_all(
+                &self.sqs,
+                &self.settings.queue.url,
+                report.run_id,
+                claims,
+                settings.send_concurrency as usize,
+            )
+            .await;
+            report.sqs_calls += sent.calls;
+            for c in &sent.delivered {
+                report.per_workspace.entry(c.workspace_id).or_default().enqueued += 1;
+            }
+            report.enqueued += sent.delivered.len() as u64;
+            if let Some((_, reason)) = sent.failed.first() {
+                warn!(failed = sent.failed.len(), first_reason = %reason, "messages not sent; releasing their claims");
+                report.error.get_or_insert_with(|| reason.clone());
+            }
+            let unsent: Vec<_> = sent.failed.into_iter().map(|(claim, _)| claim).collect();
+            for c in &unsent {
+                report.per_workspace.entry(c.workspace_id).or_default().released += 1;
+            }
+            report.released += claim::release(&self.pool, &unsent).await?;
+            record::progress(&self.pool, report).await?;
+
+            if sent.delivered.is_empty() && sent.failed_calls > 0 {
+                return Ok(Stop::QueueUnavailable);
+            }
+            if (batch_size as i64) < limit {
+                // Fewer rows than asked for: everything claimable in these workspaces is claimed.
+                return Ok(Stop::Drained);
+            }
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! The reference map: every place an owner record can refer to an asset, and the schema check that must pass
+//! before anything is destroyed (invariant 4).
+//!
+//! Sources are derived from the live catalog — every foreign key to `assets`, every column of the `asset_id`
+//! domain (scalar or array) — plus the JSONB documents declared in `asset_reference_sources`. The check fails
+//! closed: a declared source that is missing, unreadable or not `jsonb`, a foreign key to `assets` whose
+//! delete action would change owner records, or any other column whose sampled values are asset ids or storage
+//! keys (and which is not listed in `asset_reference_exclusions`) makes it refuse, naming every cause.
+
+use std::fmt;
+
+use serde::Serialize;
+use sqlx::{AssertSqlSafe, PgConnection};
+
+/// How a source refers to assets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SourceKind {
+    /// A column with a foreign key to `assets(id)`.
+    ForeignKey,
+    /// A column of the `asset_id` domain.
+    Domain,
+    /// A column of `asset_id[]`.
+    DomainArray,
+    /// A declared `jsonb` column; `json_path` selects the asset ids in each document.
+    Json { json_path: String },
+}
+
+/// One column that can hold references to assets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReferenceSource {
+    pub schema: String,
+    pub table: String,
+    pub column: String,
+    #[serde(flatten)]
+    pub kind: SourceKind,
+}
+
+impl ReferenceSource {
+    /// `schema.table.column`, quoted as SQL identifiers, for the queries that read this source.
+    pub fn quoted_table(&self) -> String {
+        format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.table))
+    }
+}
+
+impl fmt::Display for ReferenceSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.schema, self.table, self.column)?;
+        match &self.kind {
+            SourceKind::ForeignKey => f.write_str(" (foreign key)"),
+            SourceKind::Domain => f.write_str(" (asset_id)"),
+            SourceKind::DomainArray => f.write_str(" (asset_id[])"),
+            SourceKind::Json { json_path } => write!(f, " (jsonb {json_path})"),
+        }
+    }
+}
+
+/// The validated map: every source settlement must recheck.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReferenceMap {
+    pub sources: Vec<ReferenceSource>,
+}
+
+/// One reason the schema cannot be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "problem", rename_all = "snake_case")]
+pub enum SchemaProblem {
+    /// The `asset_id` domain is gone: domain-typed references can no longer be found.
+    DomainMissing,
+    /// A declared JSONB source names a table or column that does not exist.
+    DeclaredSourceMissing { schema: String, table: String, column: String },
+    /// A declared JSONB source is not of type `jsonb`.
+    DeclaredSourceWrongType { schema: String, table: String, column: String, found: String },
+    /// A reference source this role cannot read.
+    SourceUnreadable { schema: String, table: String, column: String },
+    /// A foreign key to `assets` that would delete or rewrite owner records when an asset row goes.
+    DestructiveForeignKey { schema: String, table: String, column: String, on_delete: String },
+    /// A column that is no source but whose sampled values are asset ids or storage keys.
+    UnexplainedAssetIds { schema: String, table: String, column: String, data_type: String },
+}
+
+impl fmt::Display for SchemaProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchemaProblem::DomainMissing => f.write_str("the asset_id domain does not exist"),
+            SchemaProblem::DeclaredSourceMissing { schema, table, column } => {
+                write!(f, "declared source {schema}.{table}.{column} does not exist")
+            }
+            SchemaProblem::DeclaredSourceWrongType { schema, table, column, found } => {
+                write!(f, "declared source {schema}.{table}.{column} is {found}, not jsonb")
+            }
+            SchemaProblem::SourceUnreadable { schema, table, column } => {
+                write!(f, "{schema}.{table}.{column} cannot be read by this database role")
+            }
+            SchemaProblem::DestructiveForeignKey { schema, table, column, on_delete } => {
+                write!(f, "foreign key {schema}.{table}.{column} -> assets is ON DELETE {on_delete}")
+            }
+            SchemaProblem::UnexplainedAssetIds { schema, table, column, data_type } => write!(
+                f,
+                "{schema}.{table}.{column} ({data_type}) holds asset ids or storage keys but is neither a \
+                 reference source nor listed in asset_reference_exclusions"
+            ),
+        }
+    }
+}
+
+/// The schema check refused: nothing may be retired, deleted or purged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+pub struct SchemaRefusal {
+    pub problems: Vec<SchemaProblem>,
+}
+
+impl fmt::Display for SchemaRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the reference map does not validate: ")?;
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why the check gave no map.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaCheckError {
+    #[error(transparent)]
+    Refused(#[from] SchemaRefusal),
+    #[error("cannot read the catalog for the schema check: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Tables the project owns: their columns are bookkeeping, not owner records.
+const OWN_TABLES: &[&str] = &[
+    "assets",
+    "stored_objects",
+    "asset_reference_sources",
+    "asset_reference_exclusions",
+    "sweep_runs",
+    "settlement_events",
+    "brake_approvals",
+    "asset_sweeper_migrations",
+];
+
+/// Derives the reference map from the live schema and validates it; samples up to `sample_rows` values of each
+/// column that is not a source.
+pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<ReferenceMap, SchemaCheckError> {
+    let mut problems = Vec::new();
+    let mut sources = Vec::new();
+
+    let domain: Option<(sqlx::postgres::types::Oid, sqlx::postgres::types::Oid)> = sqlx::query_as(
+        "SELECT t.oid, t.typarray FROM pg_type t
+          WHERE t.typname = 'asset_id' AND t.typtype = 'd'
+            AND t.typnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)",
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if domain.is_none() {
+        problems.push(SchemaProblem::DomainMissing);
+    }
+
+    // Foreign keys to assets. Partitions inherit their parent's key (conparentid <> 0): check the parent only.
+    let keys: Vec<(String, String, String, String, bool)> = sqlx::query_as(
+        "SELECT n.nspname::text, c.relname::text, a.attname::text, con.confdeltype::text,
+                has_column_privilege(c.oid, a.attnum, 'SELECT')
+           FROM pg_constraint con
+           JOIN pg_class c ON c.oid = con.conrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+           JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = con.conkey[1]
+          WHERE con.contype = 'f' AND con.confrelid = 'assets'::regclass AND con.conparentid = 0
+          ORDER BY 1, 2, 3",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for (schema, table, column, action, readable) in keys {
+        let on_delete = match action.as_str() {
+            "c" => Some("CASCADE"),
+            "n" => Some("SET NULL"),
+            "d" => Some("SET DEFAULT"),
+            _ => None,
+        };
+        if let Some(on_delete) = on_delete {
+            problems.push(SchemaProblem::DestructiveForeignKey {
+                schema: schema.clone(),
+                table: table.clone(),
+                column: column.clone(),
+                on_delete: on_delete.to_owned(),
+            });
+        }
+        if !readable {
+            problems.push(SchemaProblem::SourceUnreadable {
+                schema: schema.clone(),
+                table: table.clone(),
+                column: column.clone(),
+            });
+        }
+        sources.push(ReferenceSource { schema, table, column, kind: SourceKind::ForeignKey });
+    }
+
+    if let Some((domain_oid, array_oid)) = domain {
+        let columns: Vec<(String, String, String, bool, bool)> = sqlx::query_as(
+            "SELECT n.nspname::text, c.relname::text, a.attname::text, a.atttypid = $1,
+                    has_column_privilege(c.oid, a.attnum, 'SELECT')
+               FROM pg_attribute a
+               JOIN pg_class c ON c.oid = a.attrelid
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE a.atttypid IN ($1, $2) AND a.attnum > 0 AND NOT a.attisdropped
+                AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+              ORDER BY 1, 2, 3",
+        )
+        .bind(domain_oid)
+        .bind(array_oid)
+        .fetch_all(&mut *conn)
+        .await?;
+        for (schema, table, column, scalar, readable) in columns {
+            // A domain column with a foreign key as well is one source, not two.
+            if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
+                continue;
+            }
+            if !readable {
+                problems.push(SchemaProblem::SourceUnreadable {
+                    schema: schema.clone(),
+                    table: table.clone(),
+                    column: column.clone(),
+                });
+            }
+            let kind = if scalar { SourceKind::Domain } else { SourceKind::DomainArray };
+            sources.push(ReferenceSource { schema, table, column, kind });
+        }
+    }
+
+    let declared: Vec<(String, String, String, String, Option<String>, Option<bool>)> = sqlx::query_as(
+        "SELECT s.table_schema, s.table_name, s.column_name, s.json_path::text,
+                format_type(a.atttypid, a.atttypmod), has_column_privilege(c.oid, a.attnum, 'SELECT')
+           FROM asset_reference_sources s
+           LEFT JOIN pg_namespace n ON n.nspname = s.table_schema
+           LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.table_name AND c.relkind IN ('r', 'p')
+           LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.column_name
+                                   AND a.attnum > 0 AND NOT a.attisdropped
+          ORDER BY s.id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for (schema, table, column, json_path, data_type, readable) in declared {
+        match data_type.as_deref() {
+            None => problems.push(SchemaProblem::DeclaredSourceMissing {
+                schema: schema.clone(),
+                table: table.clone(),
+                column: column.clone(),
+            }),
+            Some("jsonb") => {
+                if readable != Some(true) {
+                    problems.push(SchemaProblem::SourceUnreadable {
+                        schema: schema.clone(),
+                        table: table.clone(),
+                        column: column.clone(),
+                    });
+                }
+            }
+            Some(found) => problems.push(SchemaProblem::DeclaredSourceWrongType {
+                schema: schema.clone(),
+                table: table.clone(),
+                column: column.clone(),
+                found: found.to_owned(),
+            }),
+        }
+        sources.push(ReferenceSource { schema, table, column, kind: SourceKind::Json { json_path } });
+    }
+
+    problems.extend(unexplained_columns(conn, &sources, sample_rows).await?);
+
+    if problems.is_empty() { Ok(ReferenceMap { sources }) } else { Err(SchemaRefusal { problems }.into()) }
+}
+
+/// Samples every uuid, text and JSON column that is neither a source, excluded, nor the project's own, and
+/// reports those whose values are asset ids (or, for text, storage keys).
+async fn unexplained_columns(
+    conn: &mut PgConnection,
+    sources: &[ReferenceSource],
+    sample_rows: u32,
+) -> Result<Vec<SchemaProblem>, sqlx::Error> {
+    let candidates: Vec<(String, String, String, String, bool)> = sqlx::query_as(
+        "SELECT n.nspname::text, c.relname::text, a.attname::text, t.typname::text,
+                has_column_privilege(c.oid, a.attnum, 'SELECT')
+           FROM pg_attribute a
+           JOIN pg_class c ON c.oid = a.attrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+           JOIN pg_type t ON t.oid = a.atttypid
+          WHERE a.attnum > 0 AND NOT a.attisdropped
+            AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+            AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
+            AND t.typname IN ('uuid', '_uuid', 'text', '_text', 'varchar', '_varchar', 'json', 'jsonb')
+            AND NOT (c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
+                     AND c.relname = ANY ($1))
+            AND NOT EXISTS (SELECT 1 FROM asset_reference_exclusions x
+                             WHERE x.table_schema = n.nspname AND x.table_name = c.relname
+                               AND x.column_name = a.attname)
+          ORDER BY 1, 2, 3",
+    )
+    .bind(OWN_TABLES)
+    .fetch_all(&mut *conn)
+    .await?;
+
+    let mut problems = Vec::new();
+    for (schema, table, column, type_name, readable) in candidates {
+        if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
+            continue;
+        }
+        if !readable {
+            // Fail closed: a column nobody can sample might hold references.
+            problems.push(SchemaProblem::SourceUnreadable { schema, table, column });
+            continue;
+        }
+        let table_sql = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
+        let col = quote_ident(&column);
+        // Each form yields the sampled values as text `v`; uuids are then found anywhere inside them.
+        let values = match type_name.as_str() {
+            "uuid" | "text" | "varchar" | "json" | "jsonb" => {
+                format!("SELECT {col}::text AS v FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1")
+            }
+            _ => format!(
+                "SELECT unnest(x.{col})::text AS v FROM (SELECT {col} FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1) x"
+            ),
+        };
+        let storage_keys = if matches!(type_name.as_str(), "text" | "varchar" | "_text" | "_varchar") {
+            "OR EXISTS (SELECT 1 FROM sample s JOIN stored_objects o ON o.storage_key = s.v)"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "WITH sample AS ({values})
+             SELECT EXISTS (
+                 SELECT 1 FROM sample s,
+                        regexp_matches(s.v, '([0-9a-fA-F]{{8}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{12}})', 'g') m
+                   JOIN assets a ON a.id = m[1]::uuid
+             ) {storage_keys}"
+        );
+        let hit: bool = sqlx::query_scalar(AssertSqlSafe(sql)).bind(i64::from(sample_rows)).fetch_one(&mut *conn).await?;
+        if hit {
+            problems.push(SchemaProblem::UnexplainedAssetIds { schema, table, column, data_type: type_name });
+        }
+    }
+    Ok(problems)
+}
+
+/// Quotes an SQL identifier (catalog names are data, so they are never spliced in raw).
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_quoted_so_catalog_names_cannot_inject_sql() {
+        assert_eq!(quote_ident("pages"), "\"pages\"");
+        assert_eq!(quote_ident("we\"ird; DROP TABLE assets"), "\"we\"\"ird; DROP TABLE assets\"");
+    }
+
+    #[test]
+    fn a_refusal_names_every_problem() {
+        let refusal = SchemaRefusal {
+            problems: vec![
+                SchemaProblem::DomainMissing,
+                SchemaProblem::DestructiveForeignKey {
+                    schema: "public".into(),
+                    table: "products".into(),
+                    column: "image_id".into(),
+                    on_delete: "CASCADE".into(),
+                },
+            ],
+        };
+        assert_eq!(
+            refusal.to_string(),
+            "the reference map does not validate: the asset_id domain does not exist; \
+             foreign key public.products.image_id -> assets is ON DELETE CASCADE"
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! The blast-radius brake (invariant 11): a workspace whose due assets are too large a share of what it holds,
+//! or too many in absolute terms, gets nothing enqueued until an operator approves it.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use shared::WorkspaceId;
+use shared::settings::BrakeSettings;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// What one workspace has due now, against everything it holds.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct WorkspaceDue {
+    #[serde(skip)]
+    pub workspace_id: WorkspaceId,
+    pub due_assets: i64,
+    pub due_bytes: i64,
+    pub live_assets: i64,
+    pub live_bytes: i64,
+}
+
+/// An operator's unexpired release of a workspace.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct Approval {
+    #[serde(skip)]
+    pub workspace_id: WorkspaceId,
+    pub id: i64,
+    pub approved_by: String,
+    pub reason: String,
+}
+
+/// Every workspace with due assets, the one whose oldest due asset is oldest first. Due counts include assets
+/// already claimed by an earlier pass: they are destruction in flight.
+pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Error> {
+    sqlx::query_as(
+        "WITH due AS (
+             SELECT workspace_id, count(*) AS due_assets, sum(byte_size)::bigint AS due_bytes, min(due_at) AS oldest
+               FROM assets
+              WHERE due_at IS NOT NULL AND state <> 'failed' AND due_at <= now()
+              GROUP BY workspace_id
+         )
+         SELECT d.workspace_id, d.due_assets, d.due_bytes, l.live_assets, l.live_bytes
+           FROM due d
+          CROSS JOIN LATERAL (
+                SELECT count(*) AS live_assets, coalesce(sum(byte_size), 0)::bigint AS live_bytes
+                  FROM assets WHERE workspace_id = d.workspace_id
+          ) l
+          ORDER BY d.oldest, d.workspace_id",
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The newest unexpired approval of each of `workspaces` that has one.
+pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<WorkspaceId, Approval>, sqlx::Error> {
+    let rows: Vec<Approval> = sqlx::query_as(
+        "SELECT DISTINCT ON (workspace_id) workspace_id, id, approved_by, reason
+           FROM brake_approvals
+          WHERE workspace_id = ANY ($1) AND expires_at > now()
+          ORDER BY workspace_id, approved_at DESC",
+    )
+    .bind(workspaces)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|a| (a.workspace_id, a)).collect())
+}
+
+/// Why the brake trips for `due`, or `None` when the workspace may proceed.
+pub fn verdict(due: &WorkspaceDue, limits: &BrakeSettings) -> Option<String> {
+    let (due_assets, due_bytes) = (due.due_assets.max(0) as u64, due.due_bytes.max(0) as u64);
+    let (live_assets, live_bytes) = (due.live_assets.max(0) as u64, due.live_bytes.max(0) as u64);
+    if due_assets > limits.max_assets {
+        return Some(format!("{due_assets} assets due, above the cap of {}", limits.max_assets));
+    }
+    if due_bytes > limits.max_bytes {
+        return Some(format!("{due_bytes} bytes due, above the cap of {}", limits.max_bytes));
+    }
+    if due_assets >= limits.share_min_assets {
+        let share = u128::from(limits.max_share_percent);
+        if u128::from(due_assets) * 100 > share * u128::from(live_assets) {
+            return Some(format!(
+                "{due_assets} of {live_assets} assets due, above {}%",
+                limits.max_share_percent
+            ));
+        }
+        if u128::from(due_bytes) * 100 > share * u128::from(live_bytes) {
+            return Some(format!("{due_bytes} of {live_bytes} bytes due, above {}%", limits.max_share_percent));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: BrakeSettings = BrakeSettings { max_share_percent: 25, share_min_assets: 100, max_assets: 50_000, max_bytes: 1 << 40 };
+
+    fn due(due_assets: i64, live_assets: i64, due_bytes: i64, live_bytes: i64) -> WorkspaceDue {
+        WorkspaceDue { workspace_id: WorkspaceId(Uuid::nil()), due_assets, due_bytes, live_assets, live_bytes }
+    }
+
+    #[test]
+    fn a_normal_release_passes() {
+        assert_eq!(verdict(&due(200, 10_000, 2_000, 100_000), &LIMITS), None);
+    }
+
+    #[test]
+    fn a_mass_release_trips_on_the_share_of_assets_or_bytes() {
+        let tripped = verdict(&due(9_000, 10_000, 10, 100_000), &LIMITS).expect("90% of assets");
+        assert_eq!(tripped, "9000 of 10000 assets due, above 25%");
+        let tripped = verdict(&due(200, 10_000, 90_000, 100_000), &LIMITS).expect("90% of bytes");
+        assert_eq!(tripped, "90000 of 100000 bytes due, above 25%");
+    }
+
+    #[test]
+    fn a_small_workspace_may_release_most_of_its_few_assets() {
+        assert_eq!(verdict(&due(3, 4, 30, 40), &LIMITS), None);
+    }
+
+    #[test]
+    fn the_absolute_caps_apply_whatever_the_share() {
+        let tripped = verdict(&due(60_000, 10_000_000, 1, 1 << 50), &LIMITS).expect("count cap");
+        assert_eq!(tripped, "60000 assets due, above the cap of 50000");
+        let tripped = verdict(&due(5, 10_000_000, (1 << 40) + 1, 1 << 50), &LIMITS).expect("bytes cap");
+        assert!(tripped.contains("bytes due, above the cap"), "{tripped}");
+    }
+}

@@ -1,0 +1,76 @@
+//! Claiming due rows with a lease, and giving claims back.
+
+use std::time::Duration;
+
+use shared::{AssetId, WorkspaceId};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// One claimed asset: the lease token is what the message carries.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Claim {
+    pub asset_id: AssetId,
+    pub workspace_id: WorkspaceId,
+    pub token: Uuid,
+}
+
+/// Claims up to `limit` due, unleased rows, at most `per_workspace` from each of `workspaces` (in that order),
+/// oldest first within each, and leases them for `lease`. One statement, one short transaction.
+///
+/// SKIP LOCKED: rows a consumer is settling right now are skipped, not waited for. The per-workspace limit is
+/// what keeps one workspace's backlog from starving the others.
+pub async fn claim_batch(
+    pool: &PgPool,
+    workspaces: &[Uuid],
+    per_workspace: i64,
+    limit: i64,
+    lease: Duration,
+) -> Result<Vec<Claim>, sqlx::Error> {
+    sqlx::query_as(
+        "WITH picked AS (
+             SELECT c.id
+               FROM unnest($1::uuid[]) WITH ORDINALITY AS w(workspace_id, position)
+              CROSS JOIN LATERAL (
+                    SELECT a.id FROM assets a
+                     WHERE a.workspace_id = w.workspace_id
+                       AND a.due_at IS NOT NULL AND a.state <> 'failed' AND a.due_at <= now()
+                       AND (a.leased_until IS NULL OR a.leased_until <= now())
+                     ORDER BY a.due_at, a.id
+                     LIMIT $2
+                       FOR UPDATE SKIP LOCKED
+              ) c
+              ORDER BY w.position
+              LIMIT $3
+         )
+         UPDATE assets a
+            SET lease_token = gen_random_uuid(), leased_until = now() + $4 * interval '1 second'
+           FROM picked
+          WHERE a.id = picked.id
+         RETURNING a.id AS asset_id, a.workspace_id, a.lease_token AS token",
+    )
+    .bind(workspaces)
+    .bind(per_workspace)
+    .bind(limit)
+    .bind(lease.as_secs_f64())
+    .fetch_all(pool)
+    .await
+}
+
+/// Ends the leases of `claims` that still hold the same token, so the next pass can claim them again.
+pub async fn release(pool: &PgPool, claims: &[Claim]) -> Result<u64, sqlx::Error> {
+    if claims.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = claims.iter().map(|c| c.asset_id.0).collect();
+    let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
+    let done = sqlx::query(
+        "UPDATE assets a SET lease_token = NULL, leased_until = NULL
+           FROM unnest($1::uuid[], $2::uuid[]) AS r(id, token)
+          WHERE a.id = r.id AND a.lease_token = r.token",
+    )
+    .bind(ids)
+    .bind(tokens)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

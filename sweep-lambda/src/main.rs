@@ -1,0 +1,13 @@
+use anyhow::Context;
+use lambda_runtime::{run, service_fn};
+use shared::Settings;
+use sweep_lambda::Sweeper;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    shared::telemetry::init();
+    let settings = Settings::from_env().context("sweep-lambda cannot start")?;
+    let config = shared::aws::sdk_config().await;
+    let sweeper = Sweeper::new(shared::db::pool(&settings.database), shared::aws::sqs_client(&config), settings);
+    run(service_fn(|event| sweeper.handle(event))).await
+}

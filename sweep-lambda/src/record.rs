@@ -1,0 +1,193 @@
+//! The sweep-run row (invariant 10) and the run's metrics line. The row is written when a pass starts and
+//! updated after every batch, so a pass that dies still says how far it got.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use shared::WorkspaceId;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::brake::{Approval, WorkspaceDue};
+
+/// How a pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Everything claimed was enqueued.
+    Ok,
+    /// Some claims could not be sent and were released for the next pass.
+    Partial,
+    /// The schema check failed: nothing was claimed.
+    Refused,
+    /// At least one workspace was held back by the brake.
+    Braked,
+    /// Another sweep held the lock.
+    Skipped,
+    /// An error ended the pass.
+    Failed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Partial => "partial",
+            Outcome::Refused => "refused",
+            Outcome::Braked => "braked",
+            Outcome::Skipped => "skipped",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// One workspace's part in a pass.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkspaceCounts {
+    #[serde(flatten)]
+    pub due: Option<WorkspaceDue>,
+    pub claimed: u64,
+    pub enqueued: u64,
+    pub released: u64,
+    /// Why the brake held this workspace back, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub braked: Option<String>,
+    /// The approval that let it through the brake, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+}
+
+/// Why a pass stopped claiming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// No due, unleased rows were left in the workspaces it could work on.
+    Drained,
+    /// The per-pass cap was reached.
+    Cap,
+    /// Too little time was left before the Lambda deadline to start another batch.
+    TimeBudget,
+    /// Every send of a batch failed: the queue is unreachable, so the pass stopped claiming.
+    QueueUnavailable,
+}
+
+/// What one pass did: the run row, the metrics line and the handler's response.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepReport {
+    pub run_id: Uuid,
+    pub outcome: Outcome,
+    pub claimed: u64,
+    pub enqueued: u64,
+    pub released: u64,
+    pub sqs_calls: u64,
+    pub braked_workspaces: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stop>,
+    pub per_workspace: BTreeMap<WorkspaceId, WorkspaceCounts>,
+    /// Structured cause of a refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+impl SweepReport {
+    pub fn new(run_id: Uuid) -> Self {
+        SweepReport {
+            run_id,
+            outcome: Outcome::Ok,
+            claimed: 0,
+            enqueued: 0,
+            released: 0,
+            sqs_calls: 0,
+            braked_workspaces: 0,
+            stopped: None,
+            per_workspace: BTreeMap::new(),
+            reason: None,
+            error: None,
+            duration_ms: 0,
+        }
+    }
+
+    fn per_workspace_json(&self) -> Value {
+        serde_json::to_value(&self.per_workspace).unwrap_or_else(|_| json!({}))
+    }
+}
+
+/// Writes the row of a pass that has just started.
+pub async fn start(pool: &PgPool, run_id: Uuid, code_version: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO sweep_runs (id, code_version) VALUES ($1, $2)")
+        .bind(run_id)
+        .bind(code_version)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Records the counts so far (the outcome stays `running`).
+pub async fn progress(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE sweep_runs SET claimed = $2, enqueued = $3, released = $4, per_workspace = $5 WHERE id = $1")
+        .bind(report.run_id)
+        .bind(report.claimed as i64)
+        .bind(report.enqueued as i64)
+        .bind(report.released as i64)
+        .bind(report.per_workspace_json())
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Completes the row with the outcome.
+pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Error> {
+    let reason = match (&report.reason, report.stopped) {
+        (Some(reason), _) => Some(reason.clone()),
+        (None, Some(stop)) => Some(json!({ "stopped": stop })),
+        (None, None) => None,
+    };
+    sqlx::query(
+        "UPDATE sweep_runs
+            SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
+                duration_ms = $7, reason = $8, error = $9
+          WHERE id = $1",
+    )
+    .bind(report.run_id)
+    .bind(report.outcome.as_str())
+    .bind(report.claimed as i64)
+    .bind(report.enqueued as i64)
+    .bind(report.released as i64)
+    .bind(report.per_workspace_json())
+    .bind(report.duration_ms as i64)
+    .bind(reason)
+    .bind(&report.error)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The run's Embedded Metric Format line: the alarms on refused and braked passes read these.
+pub fn metrics_line(report: &SweepReport) -> String {
+    let is = |o: Outcome| u64::from(report.outcome == o);
+    shared::metrics::emf_line(
+        &[("Function", "sweep")],
+        &[
+            ("SweepRuns", 1),
+            ("Claimed", report.claimed),
+            ("Enqueued", report.enqueued),
+            ("Released", report.released),
+            ("SqsCalls", report.sqs_calls),
+            ("BrakedWorkspaces", report.braked_workspaces),
+            ("SweepRefused", is(Outcome::Refused)),
+            ("SweepBraked", is(Outcome::Braked)),
+            ("SweepSkipped", is(Outcome::Skipped)),
+            ("SweepFailed", is(Outcome::Failed)),
+            ("SweepPartial", is(Outcome::Partial)),
+        ],
+        &[
+            ("RunId", json!(report.run_id)),
+            ("Outcome", json!(report.outcome.as_str())),
+            ("DurationMs", json!(report.duration_ms)),
+        ],
+    )
+}
