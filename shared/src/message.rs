@@ -62,7 +62,8 @@ mod tests {
 
     #[test]
     fn a_message_round_trips_through_its_body() {
-        let m = CleanupMessage::new(AssetId(Uuid::new_v4()), WorkspaceId(Uuid::new_v4()), Uuid::new_v4(), Uuid::new_v4());
+        let m =
+            CleanupMessage::new(AssetId(Uuid::new_v4()), WorkspaceId(Uuid::new_v4()), Uuid::new_v4(), Uuid::new_v4());
         let body = m.to_body();
         assert!(body.starts_with(r#"{"version":1,"asset_id":""#), "{body}");
         assert_eq!(CleanupMessage::parse(&body).expect("round trip"), m);

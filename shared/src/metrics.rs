@@ -56,7 +56,10 @@ mod tests {
             v["_aws"]["CloudWatchMetrics"][0]["Metrics"],
             json!([{"Name": "Claimed", "Unit": "Count"}, {"Name": "Refused", "Unit": "Count"}])
         );
-        assert_eq!((v["Function"].clone(), v["Claimed"].clone(), v["RunId"].clone()), (json!("sweep"), json!(12), json!("r1")));
+        assert_eq!(
+            (v["Function"].clone(), v["Claimed"].clone(), v["RunId"].clone()),
+            (json!("sweep"), json!(12), json!("r1"))
+        );
         assert!(v["_aws"]["Timestamp"].as_u64().is_some_and(|t| t > 1_700_000_000_000));
     }
 }

@@ -132,6 +132,18 @@ pub enum SchemaCheckError {
     Database(#[from] sqlx::Error),
 }
 
+/// A declaration in `asset_reference_sources` and what the catalog says of its column.
+#[derive(sqlx::FromRow)]
+struct DeclaredRow {
+    schema: String,
+    table: String,
+    column: String,
+    json_path: String,
+    /// `None` when the table or column does not exist.
+    data_type: Option<String>,
+    readable: Option<bool>,
+}
+
 /// Tables the project owns: their columns are bookkeeping, not owner records.
 const OWN_TABLES: &[&str] = &[
     "assets",
@@ -231,9 +243,10 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
         }
     }
 
-    let declared: Vec<(String, String, String, String, Option<String>, Option<bool>)> = sqlx::query_as(
-        "SELECT s.table_schema, s.table_name, s.column_name, s.json_path::text,
-                format_type(a.atttypid, a.atttypmod), has_column_privilege(c.oid, a.attnum, 'SELECT')
+    let declared: Vec<DeclaredRow> = sqlx::query_as(
+        "SELECT s.table_schema AS schema, s.table_name AS table, s.column_name AS column, s.json_path::text,
+                format_type(a.atttypid, a.atttypmod) AS data_type,
+                has_column_privilege(c.oid, a.attnum, 'SELECT') AS readable
            FROM asset_reference_sources s
            LEFT JOIN pg_namespace n ON n.nspname = s.table_schema
            LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.table_name AND c.relkind IN ('r', 'p')
@@ -243,7 +256,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
     )
     .fetch_all(&mut *conn)
     .await?;
-    for (schema, table, column, json_path, data_type, readable) in declared {
+    for DeclaredRow { schema, table, column, json_path, data_type, readable } in declared {
         match data_type.as_deref() {
             None => problems.push(SchemaProblem::DeclaredSourceMissing {
                 schema: schema.clone(),
@@ -337,7 +350,8 @@ async fn unexplained_columns(
                    JOIN assets a ON a.id = m[1]::uuid
              ) {storage_keys}"
         );
-        let hit: bool = sqlx::query_scalar(AssertSqlSafe(sql)).bind(i64::from(sample_rows)).fetch_one(&mut *conn).await?;
+        let hit: bool =
+            sqlx::query_scalar(AssertSqlSafe(sql)).bind(i64::from(sample_rows)).fetch_one(&mut *conn).await?;
         if hit {
             problems.push(SchemaProblem::UnexplainedAssetIds { schema, table, column, data_type: type_name });
         }

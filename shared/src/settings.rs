@@ -194,8 +194,7 @@ impl Settings {
         // SQS allows 1..=1000; 1 would send a message to the DLQ on its first failure.
         let max_receive_count = reader.parsed("MAX_RECEIVE_COUNT", 5, 2..=1000u32);
         // SQS allows up to 12 hours.
-        let visibility_timeout =
-            reader.duration_between("QUEUE_VISIBILITY_TIMEOUT", secs(360), secs(1)..=hours(12));
+        let visibility_timeout = reader.duration_between("QUEUE_VISIBILITY_TIMEOUT", secs(360), secs(1)..=hours(12));
         let retention = reader.duration("RETENTION", days(30), days(1));
         let grace = reader.duration("GRACE", hours(24), hours(1));
         let schema_sample_rows = reader.parsed("SCHEMA_SAMPLE_ROWS", 100, 1..=100_000u32);

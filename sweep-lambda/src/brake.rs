@@ -79,10 +79,7 @@ pub fn verdict(due: &WorkspaceDue, limits: &BrakeSettings) -> Option<String> {
     if due_assets >= limits.share_min_assets {
         let share = u128::from(limits.max_share_percent);
         if u128::from(due_assets) * 100 > share * u128::from(live_assets) {
-            return Some(format!(
-                "{due_assets} of {live_assets} assets due, above {}%",
-                limits.max_share_percent
-            ));
+            return Some(format!("{due_assets} of {live_assets} assets due, above {}%", limits.max_share_percent));
         }
         if u128::from(due_bytes) * 100 > share * u128::from(live_bytes) {
             return Some(format!("{due_bytes} of {live_bytes} bytes due, above {}%", limits.max_share_percent));
@@ -95,7 +92,8 @@ pub fn verdict(due: &WorkspaceDue, limits: &BrakeSettings) -> Option<String> {
 mod tests {
     use super::*;
 
-    const LIMITS: BrakeSettings = BrakeSettings { max_share_percent: 25, share_min_assets: 100, max_assets: 50_000, max_bytes: 1 << 40 };
+    const LIMITS: BrakeSettings =
+        BrakeSettings { max_share_percent: 25, share_min_assets: 100, max_assets: 50_000, max_bytes: 1 << 40 };
 
     fn due(due_assets: i64, live_assets: i64, due_bytes: i64, live_bytes: i64) -> WorkspaceDue {
         WorkspaceDue { workspace_id: WorkspaceId(Uuid::nil()), due_assets, due_bytes, live_assets, live_bytes }

@@ -62,7 +62,11 @@ async fn send_chunk(sqs: &aws_sdk_sqs::Client, queue_url: &str, sweep_run_id: Uu
         Ok(entries) => sqs.send_message_batch().queue_url(queue_url).set_entries(Some(entries)).send().await,
         Err(e) => {
             let reason = format!("cannot build SendMessageBatch entries: {e}");
-            return ChunkResult { failed: chunk.into_iter().map(|c| (c, reason.clone())).collect(), delivered: vec![], call_failed: true };
+            return ChunkResult {
+                failed: chunk.into_iter().map(|c| (c, reason.clone())).collect(),
+                delivered: vec![],
+                call_failed: true,
+            };
         }
     };
     match response {
@@ -84,7 +88,11 @@ async fn send_chunk(sqs: &aws_sdk_sqs::Client, queue_url: &str, sweep_run_id: Uu
         }
         Err(e) => {
             let reason = format!("SendMessageBatch failed: {}", aws_sdk_sqs::error::DisplayErrorContext(&e));
-            ChunkResult { failed: chunk.into_iter().map(|c| (c, reason.clone())).collect(), delivered: vec![], call_failed: true }
+            ChunkResult {
+                failed: chunk.into_iter().map(|c| (c, reason.clone())).collect(),
+                delivered: vec![],
+                call_failed: true,
+            }
         }
     }
 }
@@ -94,7 +102,11 @@ fn body(claim: &Claim, sweep_run_id: Uuid) -> String {
     // Tests make SQS itself reject chosen entries: a character SQS does not accept corrupts the body of each
     // asset named in the failpoint's argument.
     fail::fail_point!("sweep::reject_entry", |ids: Option<String>| {
-        if ids.is_some_and(|ids| ids.contains(&claim.asset_id.to_string())) { format!("{body}\u{1}") } else { body.clone() }
+        if ids.is_some_and(|ids| ids.contains(&claim.asset_id.to_string())) {
+            format!("{body}\u{1}")
+        } else {
+            body.clone()
+        }
     });
     body
 }

@@ -12,6 +12,7 @@ pub mod enqueue;
 pub mod lock;
 pub mod record;
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -83,13 +84,12 @@ impl Sweeper {
         record::start(&self.pool, run_id, CODE_VERSION).await.map_err(fail)?;
 
         let span = tracing::info_span!("sweep_pass", run_id = %run_id);
-        let result = self.locked_pass(&mut report, budget_end).instrument(span.clone()).await;
-        let _entered = span.enter();
+        let result = self.locked_pass(&mut report, budget_end).instrument(span).await;
         report.duration_ms = started.elapsed().as_millis() as u64;
         if let Err(e) = &result {
             report.outcome = Outcome::Failed;
             report.error = Some(e.to_string());
-            error!(error = %e, claimed = report.claimed, enqueued = report.enqueued, "sweep pass failed");
+            error!(%run_id, error = %e, claimed = report.claimed, enqueued = report.enqueued, "sweep pass failed");
         }
         // The row is the record of the pass: a failure to complete it fails the invocation.
         let finished = record::finish(&self.pool, &report).await;
@@ -97,6 +97,7 @@ impl Sweeper {
         result.map_err(fail)?;
         finished.map_err(fail)?;
         info!(
+            %run_id,
             outcome = report.outcome.as_str(),
             claimed = report.claimed,
             enqueued = report.enqueued,
@@ -160,7 +161,7 @@ impl Sweeper {
             report.per_workspace.insert(id, counts);
         }
 
-        report.stopped = Some(self.claim_and_send(&eligible, report, budget_end).await?);
+        report.stopped = Some(self.claim_and_send(eligible, report, budget_end).await?);
         report.outcome = if report.braked_workspaces > 0 {
             Outcome::Braked
         } else if report.released > 0 {
@@ -174,7 +175,7 @@ impl Sweeper {
     /// Claims and sends batch after batch until a stop condition; returns which one.
     async fn claim_and_send(
         &self,
-        workspaces: &[Uuid],
+        mut workspaces: Vec<Uuid>,
         report: &mut SweepReport,
         budget_end: Instant,
     ) -> Result<Stop, sqlx::Error> {
@@ -194,15 +195,21 @@ impl Sweeper {
             // An even share of the batch for each workspace with due rows; at least one each.
             let per_workspace = (limit + workspaces.len() as i64 - 1) / workspaces.len() as i64;
             let claims =
-                claim::claim_batch(&self.pool, workspaces, per_workspace, limit, self.settings.queue.lease()).await?;
+                claim::claim_batch(&self.pool, &workspaces, per_workspace, limit, self.settings.queue.lease()).await?;
             if claims.is_empty() {
                 return Ok(Stop::Drained);
             }
-            let batch_size = claims.len();
+            let mut in_batch: HashMap<Uuid, i64> = HashMap::new();
             for c in &claims {
                 report.per_workspace.entry(c.workspace_id).or_default().claimed += 1;
+                *in_batch.entry(c.workspace_id.0).or_default() += 1;
             }
-            report.claimed += batch_size as u64;
+            report.claimed += claims.len() as u64;
+            if (claims.len() as i64) < limit {
+                // Not cut short by the batch limit, so a workspace that gave less than its share has nothing
+                // claimable left; the others may have more.
+                workspaces.retain(|w| in_batch.get(w).copied().unwrap_or(0) >= per_workspace);
+            }
 
             let sent = enqueue::send_all(
                 &self.sqs,
@@ -230,10 +237,6 @@ impl Sweeper {
 
             if sent.delivered.is_empty() && sent.failed_calls > 0 {
                 return Ok(Stop::QueueUnavailable);
-            }
-            if (batch_size as i64) < limit {
-                // Fewer rows than asked for: everything claimable in these workspaces is claimed.
-                return Ok(Stop::Drained);
             }
         }
     }

@@ -191,3 +191,27 @@ pub fn metrics_line(report: &SweepReport) -> String {
         ],
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_pass_publishes_a_refusal_count_the_alarm_can_watch() {
+        let mut report = SweepReport::new(Uuid::nil());
+        report.outcome = Outcome::Refused;
+        let line: Value = serde_json::from_str(&metrics_line(&report)).expect("json");
+        assert_eq!((line["SweepRefused"].clone(), line["SweepBraked"].clone()), (json!(1), json!(0)));
+        assert_eq!(line["Outcome"], "refused");
+        let declared: Vec<&str> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .filter_map(|m| m["Name"].as_str())
+            .collect();
+        for name in ["SweepRuns", "Claimed", "Enqueued", "Released", "SweepRefused", "SweepBraked", "BrakedWorkspaces"]
+        {
+            assert!(declared.contains(&name), "{name} missing from {declared:?}");
+        }
+    }
+}

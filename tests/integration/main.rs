@@ -2,3 +2,4 @@
 
 mod harness;
 mod schema;
+mod sweep;

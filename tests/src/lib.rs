@@ -4,11 +4,14 @@
 //! The harness fails loudly, never skips, when Postgres or LocalStack is missing: run the tests through
 //! `scripts/test`, which starts what they need.
 
+pub mod fixtures;
+
+use std::collections::HashMap;
 use std::fmt::Display;
 
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use aws_sdk_sqs::types::QueueAttributeName;
-use shared::aws;
+use shared::{Settings, aws};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool};
 use uuid::Uuid;
@@ -66,6 +69,74 @@ impl TestContext {
     /// The project's migrated pool for this test's database.
     pub fn pool(&self) -> &PgPool {
         &self.db.pool
+    }
+
+    /// Settings pointing at this test's database, queue and bucket, with `overrides` applied, read through
+    /// the same parser as the functions' environment.
+    pub fn settings(&self, overrides: &[(&str, &str)]) -> Settings {
+        let max_receive_count = MAX_RECEIVE_COUNT.to_string();
+        let mut vars: HashMap<&str, &str> = HashMap::from([
+            ("DATABASE_URL", self.db.url.as_str()),
+            ("CLEANUP_QUEUE_URL", self.queue.url.as_str()),
+            ("ASSET_BUCKET", self.bucket.as_str()),
+            ("S3_FORCE_PATH_STYLE", "true"),
+            ("MAX_RECEIVE_COUNT", max_receive_count.as_str()),
+            ("QUEUE_VISIBILITY_TIMEOUT", "30s"),
+        ]);
+        vars.extend(overrides.iter().copied());
+        Settings::from_lookup(|name| vars.get(name).map(|v| (*v).to_owned()))
+            .unwrap_or_else(|e| fail(format!("test settings: {e}")))
+    }
+
+    /// Receives and deletes every message now on the cleanup queue.
+    pub async fn drain_queue(&self) -> Vec<String> {
+        drain(&self.sqs, &self.queue.url).await
+    }
+
+    /// How many messages the queue holds (visible and in flight).
+    pub async fn queue_depth(&self) -> u64 {
+        let attributes = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.queue.url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap_or_else(|e| fail(format!("GetQueueAttributes: {e:?}")));
+        let count =
+            |name| attributes.attributes().and_then(|a| a.get(&name)).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        count(QueueAttributeName::ApproximateNumberOfMessages)
+            + count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+    }
+}
+
+/// Receives and deletes messages from `queue_url` until a receive comes back empty; returns their bodies.
+pub async fn drain(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Vec<String> {
+    let mut bodies = Vec::new();
+    loop {
+        let batch = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .unwrap_or_else(|e| fail(format!("ReceiveMessage: {e:?}")));
+        if batch.messages().is_empty() {
+            return bodies;
+        }
+        for message in batch.messages() {
+            bodies.push(message.body().unwrap_or_default().to_owned());
+            if let Some(handle) = message.receipt_handle() {
+                sqs.delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| fail(format!("DeleteMessage: {e:?}")));
+            }
+        }
     }
 }
 

@@ -1,0 +1,398 @@
+//! sweep-lambda against real Postgres and LocalStack SQS: what it claims, how fairly, within which limits, and
+//! what it records when it cannot or must not enqueue.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use integration_tests::TestContext;
+use integration_tests::fixtures::{insert_asset, insert_released};
+use shared::CleanupMessage;
+use sqlx::{Connection, PgConnection};
+use sweep_lambda::Sweeper;
+use sweep_lambda::record::{Outcome, Stop, SweepReport};
+use uuid::Uuid;
+
+fn later() -> Instant {
+    Instant::now() + Duration::from_secs(600)
+}
+
+fn sweeper(ctx: &TestContext, overrides: &[(&str, &str)]) -> Sweeper {
+    Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(overrides))
+}
+
+async fn pass(ctx: &TestContext, overrides: &[(&str, &str)]) -> SweepReport {
+    sweeper(ctx, overrides).run_pass(later()).await.expect("sweep pass")
+}
+
+/// The asset ids of every message now on the queue (which is emptied).
+async fn enqueued(ctx: &TestContext) -> Vec<Uuid> {
+    ctx.drain_queue()
+        .await
+        .iter()
+        .map(|body| CleanupMessage::parse(body).expect("the sweep writes valid messages").asset_id.0)
+        .collect()
+}
+
+fn set(ids: impl IntoIterator<Item = Uuid>) -> BTreeSet<Uuid> {
+    ids.into_iter().collect()
+}
+
+async fn leased(ctx: &TestContext) -> BTreeSet<Uuid> {
+    let ids: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM assets WHERE lease_token IS NOT NULL")
+        .fetch_all(ctx.pool())
+        .await
+        .expect("leased rows");
+    set(ids)
+}
+
+/// A recorded run.
+#[derive(Debug, sqlx::FromRow)]
+struct RunRow {
+    outcome: String,
+    claimed: i32,
+    enqueued: i32,
+    released: i32,
+    reason: Option<serde_json::Value>,
+    error: Option<String>,
+}
+
+async fn run_row(ctx: &TestContext, run_id: Uuid) -> RunRow {
+    sqlx::query_as("SELECT outcome, claimed, enqueued, released, reason, error FROM sweep_runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("the pass wrote its run row")
+}
+
+#[tokio::test]
+async fn exactly_the_due_rows_are_claimed_and_never_a_leased_one() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let due_a = insert_asset(ctx.pool(), ws, "released", Some("2 hours")).await;
+    let due_b = insert_asset(ctx.pool(), ws, "retired", Some("1 minute")).await;
+    let expired_lease = insert_asset(ctx.pool(), ws, "released", Some("3 hours")).await;
+    let live_lease = insert_asset(ctx.pool(), ws, "released", Some("3 hours")).await;
+    insert_asset(ctx.pool(), ws, "released", Some("-1 hour")).await; // due in an hour
+    insert_asset(ctx.pool(), ws, "attached", None).await;
+    insert_asset(ctx.pool(), ws, "failed", Some("5 hours")).await; // waits for an operator
+    let pending = insert_asset(ctx.pool(), ws, "pending", None).await; // due a day after upload
+    sqlx::query(
+        "UPDATE assets SET lease_token = gen_random_uuid(),
+                leased_until = CASE WHEN id = $1 THEN now() - interval '1 second' ELSE now() + interval '1 hour' END
+          WHERE id IN ($1, $2)",
+    )
+    .bind(expired_lease)
+    .bind(live_lease)
+    .execute(ctx.pool())
+    .await
+    .expect("leases");
+
+    let report = pass(&ctx, &[]).await;
+
+    assert_eq!(report.outcome, Outcome::Ok);
+    assert_eq!(report.stopped, Some(Stop::Drained));
+    assert_eq!((report.claimed, report.enqueued, report.released), (3, 3, 0));
+    let bodies = ctx.drain_queue().await;
+    let messages: Vec<CleanupMessage> = bodies.iter().map(|b| CleanupMessage::parse(b).expect("valid")).collect();
+    assert_eq!(set(messages.iter().map(|m| m.asset_id.0)), set([due_a, due_b, expired_lease]));
+    assert!(!messages.iter().any(|m| m.asset_id.0 == pending), "a fresh upload is not due yet");
+
+    // Each message carries the row's own lease token, the run id and the workspace, and the lease outlives
+    // every delivery the queue could make (visibility 30 s × (5 + 1)).
+    for m in &messages {
+        let (token, workspace, lease_secs): (Uuid, Uuid, f64) = sqlx::query_as(
+            "SELECT lease_token, workspace_id, extract(epoch FROM leased_until - now())::float8 FROM assets WHERE id = $1",
+        )
+        .bind(m.asset_id.0)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("claimed row");
+        assert_eq!((m.claim_token, m.workspace_id.0, m.sweep_run_id), (token, workspace, report.run_id));
+        assert!(lease_secs > 150.0 && lease_secs <= 180.0, "lease of {lease_secs}s");
+    }
+    let run = run_row(&ctx, report.run_id).await;
+    assert_eq!((run.outcome.as_str(), run.claimed, run.enqueued, run.released), ("ok", 3, 3, 0));
+}
+
+#[tokio::test]
+async fn a_sweep_that_finds_the_lock_held_records_a_skipped_run_and_claims_nothing() {
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 5, "1 hour", 10).await;
+    let mut other = PgConnection::connect(&ctx.db.url).await.expect("second session");
+    let held: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(sweep_lambda::lock::SWEEP_LOCK_KEY)
+        .fetch_one(&mut other)
+        .await
+        .expect("lock");
+    assert!(held);
+
+    let report = pass(&ctx, &[]).await;
+    assert_eq!((report.outcome, report.claimed), (Outcome::Skipped, 0));
+    assert_eq!(run_row(&ctx, report.run_id).await.outcome, "skipped");
+    assert_eq!(ctx.queue_depth().await, 0);
+    assert!(leased(&ctx).await.is_empty());
+
+    other.close().await.expect("close");
+    let report = pass(&ctx, &[]).await;
+    assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 5), "the lock ends with the session holding it");
+}
+
+#[tokio::test]
+async fn two_passes_never_enqueue_an_asset_twice_while_its_lease_lives_but_do_after_it_expires() {
+    let ctx = TestContext::new().await;
+    let ids = insert_released(ctx.pool(), Uuid::new_v4(), 3, "1 hour", 10).await;
+
+    assert_eq!(pass(&ctx, &[]).await.enqueued, 3);
+    assert_eq!(pass(&ctx, &[]).await.enqueued, 0, "leased rows are not due");
+    assert_eq!(set(enqueued(&ctx).await), set(ids.clone()));
+
+    // The lease running out (a consumer that never settled): the next pass sends the assets again.
+    sqlx::query("UPDATE assets SET leased_until = now() - interval '1 second'")
+        .execute(ctx.pool())
+        .await
+        .expect("expire leases");
+    assert_eq!(pass(&ctx, &[]).await.enqueued, 3);
+    assert_eq!(set(enqueued(&ctx).await), set(ids));
+}
+
+#[tokio::test]
+async fn a_large_backlog_in_one_workspace_does_not_keep_another_waiting_past_one_pass() {
+    let ctx = TestContext::new().await;
+    let (big, small) = (Uuid::new_v4(), Uuid::new_v4());
+    // The big workspace's rows are all older: oldest-first alone would serve only it.
+    insert_released(ctx.pool(), big, 3_000, "2 days", 10).await;
+    let small_ids = insert_released(ctx.pool(), small, 10, "1 hour", 10).await;
+
+    let report =
+        pass(&ctx, &[("SWEEP_MAX_PER_PASS", "100"), ("SWEEP_BATCH_SIZE", "100"), ("BRAKE_MAX_SHARE_PERCENT", "100")])
+            .await;
+
+    assert_eq!(report.claimed, 100);
+    assert_eq!(report.stopped, Some(Stop::Cap));
+    let sent = set(enqueued(&ctx).await);
+    assert!(set(small_ids.clone()).is_subset(&sent), "the small workspace waited behind the big one");
+    assert_eq!(report.per_workspace[&shared::WorkspaceId(small)].enqueued, 10);
+    assert_eq!(report.per_workspace[&shared::WorkspaceId(big)].enqueued, 90);
+}
+
+#[tokio::test]
+async fn a_pass_stops_at_its_cap_and_takes_the_oldest_first() {
+    let ctx = TestContext::new().await;
+    let ids = insert_released(ctx.pool(), Uuid::new_v4(), 250, "1 hour", 10).await;
+    let settings = [("SWEEP_MAX_PER_PASS", "100"), ("SWEEP_BATCH_SIZE", "40"), ("BRAKE_MAX_SHARE_PERCENT", "100")];
+
+    let report = pass(&ctx, &settings).await;
+    assert_eq!((report.claimed, report.enqueued, report.stopped), (100, 100, Some(Stop::Cap)));
+    // insert_released makes id order the due order.
+    assert_eq!(set(enqueued(&ctx).await), set(ids[..100].to_vec()));
+    assert_eq!(run_row(&ctx, report.run_id).await.reason, Some(serde_json::json!({"stopped": "cap"})));
+}
+
+#[tokio::test]
+async fn a_pass_whose_time_budget_is_spent_starts_no_batch() {
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 20, "1 hour", 10).await;
+
+    let report = sweeper(&ctx, &[]).run_pass(Instant::now()).await.expect("pass");
+    assert_eq!((report.claimed, report.stopped), (0, Some(Stop::TimeBudget)));
+    assert!(leased(&ctx).await.is_empty());
+    assert_eq!(ctx.queue_depth().await, 0);
+}
+
+/// Failpoints are process-wide: tests that configure one take turns.
+static FAILPOINTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test]
+async fn entries_sqs_rejects_have_their_claims_released_and_the_run_is_partial() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ids = insert_released(ctx.pool(), Uuid::new_v4(), 25, "1 hour", 10).await;
+    let rejected = [ids[3], ids[17]];
+    fail::cfg("sweep::reject_entry", &format!("return({} {})", rejected[0], rejected[1])).expect("failpoint");
+
+    let report = pass(&ctx, &[]).await;
+    fail::remove("sweep::reject_entry");
+
+    assert_eq!(report.outcome, Outcome::Partial);
+    assert_eq!((report.claimed, report.enqueued, report.released), (25, 23, 2));
+    assert!(report.error.as_deref().is_some_and(|e| e.contains("InvalidMessageContents")), "{:?}", report.error);
+    let leased_now = leased(&ctx).await;
+    assert!(rejected.iter().all(|id| !leased_now.contains(id)), "a rejected entry kept its claim");
+    assert_eq!(leased_now.len(), 23);
+    let sent = set(enqueued(&ctx).await);
+    assert_eq!(sent.len(), 23);
+    assert!(rejected.iter().all(|id| !sent.contains(id)));
+    let run = run_row(&ctx, report.run_id).await;
+    assert_eq!((run.outcome.as_str(), run.claimed, run.enqueued, run.released), ("partial", 25, 23, 2));
+    assert!(run.error.is_some());
+
+    // The released rows are claimable by the next pass.
+    let report = pass(&ctx, &[]).await;
+    assert_eq!(set(enqueued(&ctx).await), set(rejected));
+    assert_eq!(report.outcome, Outcome::Ok);
+}
+
+#[tokio::test]
+async fn with_the_queue_unreachable_a_pass_releases_everything_and_records_what_it_sent() {
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 30, "1 hour", 10).await;
+    let missing = format!("{}-gone", ctx.queue.url);
+
+    let report = pass(&ctx, &[("CLEANUP_QUEUE_URL", &missing), ("SWEEP_BATCH_SIZE", "10")]).await;
+
+    assert_eq!(report.outcome, Outcome::Partial);
+    assert_eq!(report.stopped, Some(Stop::QueueUnavailable), "it stops claiming once the queue is gone");
+    assert_eq!((report.claimed, report.enqueued, report.released), (10, 0, 10));
+    assert!(leased(&ctx).await.is_empty());
+    let run = run_row(&ctx, report.run_id).await;
+    assert_eq!((run.outcome.as_str(), run.enqueued, run.released), ("partial", 0, 10));
+    assert_eq!(run.reason, Some(serde_json::json!({"stopped": "queue_unavailable"})));
+    assert!(run.error.is_some_and(|e| e.contains("SendMessageBatch failed")));
+}
+
+/// Runs a pass with one due asset after `breakage`, and checks it refused with `expected` in its reason.
+async fn assert_refused(breakage: &str, expected: &str) {
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 3, "1 hour", 10).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(breakage)).execute(ctx.pool()).await.expect("break the schema");
+
+    let report = pass(&ctx, &[]).await;
+
+    assert_eq!(report.outcome, Outcome::Refused, "{breakage}");
+    assert_eq!((report.claimed, report.enqueued), (0, 0));
+    assert_eq!(ctx.queue_depth().await, 0);
+    assert!(leased(&ctx).await.is_empty());
+    let run = run_row(&ctx, report.run_id).await;
+    assert_eq!((run.outcome.as_str(), run.claimed), ("refused", 0));
+    let reason = run.reason.expect("a refusal records its reason").to_string();
+    assert!(reason.contains(expected), "{reason} lacks {expected}");
+}
+
+#[tokio::test]
+async fn a_declared_source_that_does_not_exist_refuses_the_pass() {
+    assert_refused(
+        "INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**')",
+        r#""problem":"declared_source_missing""#,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_declared_source_of_the_wrong_type_refuses_the_pass() {
+    assert_refused(
+        "CREATE TABLE pages (id serial PRIMARY KEY, body text);
+         INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**')",
+        r#""found":"text""#,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_cascading_foreign_key_to_assets_refuses_the_pass() {
+    assert_refused(
+        "CREATE TABLE products (id serial PRIMARY KEY, image uuid REFERENCES assets (id) ON DELETE CASCADE)",
+        r#""on_delete":"CASCADE""#,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_missing_asset_id_domain_refuses_the_pass() {
+    assert_refused("DROP DOMAIN asset_id", r#""problem":"domain_missing""#).await;
+}
+
+#[tokio::test]
+async fn an_undeclared_column_holding_asset_ids_refuses_the_pass_until_it_is_excluded() {
+    let undeclared = "CREATE TABLE legacy_gallery (id serial PRIMARY KEY, picture uuid, caption text);
+         INSERT INTO legacy_gallery (picture, caption) SELECT id, 'a cat' FROM assets LIMIT 1";
+    assert_refused(undeclared, r#""column":"picture""#).await;
+    // Embedded in text (a URL) counts too.
+    assert_refused(
+        "CREATE TABLE legacy_pages (id serial PRIMARY KEY, html text);
+         INSERT INTO legacy_pages (html) SELECT '<img src=\"/a/' || id || '.png\">' FROM assets LIMIT 1",
+        r#""column":"html""#,
+    )
+    .await;
+
+    // An operator's explicit exclusion is a statement that the column is not a reference.
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 3, "1 hour", 10).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(undeclared)).execute(ctx.pool()).await.expect("undeclared column");
+    sqlx::query(
+        "INSERT INTO asset_reference_exclusions (table_name, column_name, reason)
+         VALUES ('legacy_gallery', 'picture', 'copied ids, kept for history')",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("exclusion");
+    let report = pass(&ctx, &[]).await;
+    assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 3));
+}
+
+#[tokio::test]
+async fn the_brake_holds_back_a_mass_release_and_an_approval_lets_the_next_pass_through() {
+    let ctx = TestContext::new().await;
+    let (mass, normal) = (Uuid::new_v4(), Uuid::new_v4());
+    // Everything the mass workspace holds became due at once, as an outage that made it all look unused would.
+    insert_released(ctx.pool(), mass, 150, "1 hour", 1_000).await;
+    for _ in 0..5 {
+        insert_asset(ctx.pool(), normal, "attached", None).await;
+    }
+    let normal_due = insert_asset(ctx.pool(), normal, "released", Some("1 hour")).await;
+
+    let report = pass(&ctx, &[]).await;
+
+    assert_eq!(report.outcome, Outcome::Braked);
+    assert_eq!(report.braked_workspaces, 1);
+    assert_eq!(set(enqueued(&ctx).await), set([normal_due]), "only the unbraked workspace is enqueued");
+    let mass_counts = &report.per_workspace[&shared::WorkspaceId(mass)];
+    assert_eq!(mass_counts.braked.as_deref(), Some("150 of 150 assets due, above 25%"));
+    assert_eq!(mass_counts.claimed, 0);
+    assert_eq!(run_row(&ctx, report.run_id).await.outcome, "braked");
+    let recorded: serde_json::Value =
+        sqlx::query_scalar("SELECT per_workspace -> $2::text FROM sweep_runs WHERE id = $1")
+            .bind(report.run_id)
+            .bind(mass.to_string())
+            .fetch_one(ctx.pool())
+            .await
+            .expect("per-workspace figures");
+    assert_eq!(
+        (&recorded["due_assets"], &recorded["live_assets"], &recorded["due_bytes"]),
+        (&serde_json::json!(150), &serde_json::json!(150), &serde_json::json!(150_000))
+    );
+
+    sqlx::query(
+        "INSERT INTO brake_approvals (workspace_id, approved_by, reason) VALUES ($1, 'ops@example.com', 'migration')",
+    )
+    .bind(mass)
+    .execute(ctx.pool())
+    .await
+    .expect("approve");
+    let report = pass(&ctx, &[]).await;
+    assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 150));
+    let approval = report.per_workspace[&shared::WorkspaceId(mass)].approval.as_ref().expect("approval recorded");
+    assert_eq!(approval.approved_by, "ops@example.com");
+}
+
+#[tokio::test]
+async fn the_scheduled_event_fixture_drives_the_handler() {
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 4, "1 hour", 10).await;
+    let fixture = include_str!("../fixtures/eventbridge-scheduled-event.json");
+    // The fixture is the EventBridge shape the schedule rule delivers.
+    let typed: aws_lambda_events::event::eventbridge::EventBridgeEvent =
+        serde_json::from_str(fixture).expect("EventBridge event");
+    assert_eq!(typed.detail_type, "Scheduled Event");
+    let payload: serde_json::Value = serde_json::from_str(fixture).expect("json");
+    let mut context = lambda_runtime::Context::default();
+    context.request_id = "fixture".into();
+    context.deadline = (std::time::SystemTime::now() + Duration::from_secs(900))
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+
+    let report = sweeper(&ctx, &[]).handle(lambda_runtime::LambdaEvent::new(payload, context)).await.expect("handler");
+    assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 4));
+    let response = serde_json::to_value(&report).expect("the response serializes");
+    assert_eq!(response["outcome"], "ok");
+}
