@@ -145,7 +145,7 @@ struct DeclaredRow {
 }
 
 /// Tables the project owns: their columns are bookkeeping, not owner records.
-const OWN_TABLES: &[&str] = &[
+pub const OWN_TABLES: &[&str] = &[
     "assets",
     "stored_objects",
     "asset_reference_sources",
