@@ -44,7 +44,8 @@ CREATE TABLE assets (
 
 -- The grace floor (invariant 3) counts from the newest write about an asset or its stored object. The
 -- application is not trusted to maintain `updated_at`: these triggers do it. The trigger on `assets` fires only
--- for the columns the application writes, so the sweeper's lease bookkeeping does not move the floor.
+-- for the columns that describe the asset (the consumer's own state changes move it too, which only makes the
+-- floor more cautious); the sweeper's lease bookkeeping does not move it.
 CREATE FUNCTION asset_sweeper_touch() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     NEW.updated_at := now();

@@ -42,9 +42,14 @@ pub async fn migrate(pool: &PgPool) -> Result<(), MigrationError> {
 
 /// A pool that connects on first use, so a cold start does not fail or wait on the database before the first
 /// event arrives.
+///
+/// Every session gets a statement and a lock timeout, so a statement stuck behind a lock (an application
+/// migration holding `ACCESS EXCLUSIVE`, say) fails with an error the run record keeps instead of running the
+/// function into its deadline.
 pub fn pool(settings: &DatabaseSettings) -> PgPool {
+    let options = settings.connect_options().options([("statement_timeout", "120s"), ("lock_timeout", "30s")]);
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(Duration::from_secs(10))
-        .connect_lazy_with(settings.connect_options())
+        .connect_lazy_with(options)
 }

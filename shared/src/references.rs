@@ -156,6 +156,17 @@ pub const OWN_TABLES: &[&str] = &[
     "asset_sweeper_migrations",
 ];
 
+/// SQL that is true when this role reads every row of column `a` of table `c` in schema `n`: schema usage,
+/// column privilege, and no row-level security policy that would silently hide rows (and so references) from it.
+macro_rules! readable_sql {
+    () => {
+        "(has_schema_privilege(n.oid, 'USAGE') AND has_column_privilege(c.oid, a.attnum, 'SELECT')
+          AND (NOT c.relrowsecurity
+               OR (SELECT rolbypassrls FROM pg_roles WHERE rolname = current_user)
+               OR (pg_has_role(c.relowner, 'USAGE') AND NOT c.relforcerowsecurity)))"
+    };
+}
+
 /// Derives the reference map from the live schema and validates it; samples up to `sample_rows` values of each
 /// column that is not a source.
 pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<ReferenceMap, SchemaCheckError> {
@@ -173,17 +184,21 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
         problems.push(SchemaProblem::DomainMissing);
     }
 
-    // Foreign keys to assets. Partitions inherit their parent's key (conparentid <> 0): check the parent only.
-    let keys: Vec<(String, String, String, String, bool)> = sqlx::query_as(
-        "SELECT n.nspname::text, c.relname::text, a.attname::text, con.confdeltype::text,
-                has_column_privilege(c.oid, a.attnum, 'SELECT')
-           FROM pg_constraint con
+    // Foreign keys to assets, by the column that maps to assets.id (a key may be composite). Partitions inherit
+    // their parent's key (conparentid <> 0): check the parent only.
+    let keys: Vec<(String, String, String, String, bool)> = sqlx::query_as(concat!(
+        "SELECT n.nspname::text, c.relname::text, a.attname::text, con.confdeltype::text, ",
+        readable_sql!(),
+        "  FROM pg_constraint con
            JOIN pg_class c ON c.oid = con.conrelid
            JOIN pg_namespace n ON n.oid = c.relnamespace
-           JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = con.conkey[1]
+          CROSS JOIN LATERAL unnest(con.conkey, con.confkey) AS k(attnum, refnum)
+           JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
+           JOIN pg_attribute ra ON ra.attrelid = con.confrelid AND ra.attnum = k.refnum
           WHERE con.contype = 'f' AND con.confrelid = 'assets'::regclass AND con.conparentid = 0
-          ORDER BY 1, 2, 3",
-    )
+            AND ra.attname = 'id'
+          ORDER BY 1, 2, 3"
+    ))
     .fetch_all(&mut *conn)
     .await?;
     for (schema, table, column, action, readable) in keys {
@@ -211,19 +226,27 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
         sources.push(ReferenceSource { schema, table, column, kind: SourceKind::ForeignKey });
     }
 
-    if let Some((domain_oid, array_oid)) = domain {
-        let columns: Vec<(String, String, String, bool, bool)> = sqlx::query_as(
-            "SELECT n.nspname::text, c.relname::text, a.attname::text, a.atttypid = $1,
-                    has_column_privilege(c.oid, a.attnum, 'SELECT')
-               FROM pg_attribute a
+    if let Some((domain_oid, _)) = domain {
+        // Columns of asset_id, of any domain built on it, and arrays of those.
+        let columns: Vec<(String, String, String, bool, bool)> = sqlx::query_as(concat!(
+            "WITH RECURSIVE ref_types(oid) AS (
+                 SELECT $1::oid
+                 UNION
+                 SELECT d.oid FROM pg_type d JOIN ref_types r ON d.typbasetype = r.oid WHERE d.typtype = 'd'
+             )
+             SELECT n.nspname::text, c.relname::text, a.attname::text,
+                    a.atttypid IN (SELECT oid FROM ref_types), ",
+            readable_sql!(),
+            "  FROM pg_attribute a
                JOIN pg_class c ON c.oid = a.attrelid
                JOIN pg_namespace n ON n.oid = c.relnamespace
-              WHERE a.atttypid IN ($1, $2) AND a.attnum > 0 AND NOT a.attisdropped
+              WHERE (a.atttypid IN (SELECT oid FROM ref_types)
+                     OR a.atttypid IN (SELECT t.typarray FROM pg_type t JOIN ref_types r ON r.oid = t.oid))
+                AND a.attnum > 0 AND NOT a.attisdropped
                 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-              ORDER BY 1, 2, 3",
-        )
+              ORDER BY 1, 2, 3"
+        ))
         .bind(domain_oid)
-        .bind(array_oid)
         .fetch_all(&mut *conn)
         .await?;
         for (schema, table, column, scalar, readable) in columns {
@@ -243,17 +266,18 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
         }
     }
 
-    let declared: Vec<DeclaredRow> = sqlx::query_as(
+    let declared: Vec<DeclaredRow> = sqlx::query_as(concat!(
         "SELECT s.table_schema AS schema, s.table_name AS table, s.column_name AS column, s.json_path::text,
-                format_type(a.atttypid, a.atttypmod) AS data_type,
-                has_column_privilege(c.oid, a.attnum, 'SELECT') AS readable
+                format_type(a.atttypid, a.atttypmod) AS data_type, ",
+        readable_sql!(),
+        " AS readable
            FROM asset_reference_sources s
            LEFT JOIN pg_namespace n ON n.nspname = s.table_schema
            LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.table_name AND c.relkind IN ('r', 'p')
            LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.column_name
                                    AND a.attnum > 0 AND NOT a.attisdropped
-          ORDER BY s.id",
-    )
+          ORDER BY s.id"
+    ))
     .fetch_all(&mut *conn)
     .await?;
     for DeclaredRow { schema, table, column, json_path, data_type, readable } in declared {
@@ -294,30 +318,50 @@ async fn unexplained_columns(
     sources: &[ReferenceSource],
     sample_rows: u32,
 ) -> Result<Vec<SchemaProblem>, sqlx::Error> {
-    let candidates: Vec<(String, String, String, String, bool)> = sqlx::query_as(
-        "SELECT n.nspname::text, c.relname::text, a.attname::text, t.typname::text,
-                has_column_privilege(c.oid, a.attnum, 'SELECT')
-           FROM pg_attribute a
+    // Every column whose type is, or is a domain over, a uuid, string or JSON type, or an array of one.
+    let candidates: Vec<(String, String, String, String, String, bool)> = sqlx::query_as(concat!(
+        "WITH RECURSIVE base(oid, base) AS (
+             SELECT oid, oid FROM pg_type WHERE typtype <> 'd'
+             UNION ALL
+             SELECT d.oid, b.base FROM pg_type d JOIN base b ON d.typbasetype = b.oid WHERE d.typtype = 'd'
+         ),
+         shaped AS (
+             SELECT b.oid,
+                    CASE WHEN bt.typcategory = 'A' THEN 'array' ELSE 'scalar' END AS shape,
+                    CASE WHEN bt.typcategory = 'A' THEN eb.base ELSE b.base END AS scalar_base
+               FROM base b
+               JOIN pg_type bt ON bt.oid = b.base
+               LEFT JOIN base eb ON eb.oid = bt.typelem AND bt.typcategory = 'A'
+         ),
+         families AS (
+             SELECT sh.oid, sh.shape,
+                    CASE WHEN st.typname = 'uuid' THEN 'uuid'
+                         WHEN st.typname IN ('json', 'jsonb') THEN 'json'
+                         WHEN st.typcategory = 'S' THEN 'text' END AS family
+               FROM shaped sh JOIN pg_type st ON st.oid = sh.scalar_base
+         )
+         SELECT n.nspname::text, c.relname::text, a.attname::text, f.shape, f.family, ",
+        readable_sql!(),
+        "  FROM pg_attribute a
            JOIN pg_class c ON c.oid = a.attrelid
            JOIN pg_namespace n ON n.oid = c.relnamespace
-           JOIN pg_type t ON t.oid = a.atttypid
+           JOIN families f ON f.oid = a.atttypid AND f.family IS NOT NULL
           WHERE a.attnum > 0 AND NOT a.attisdropped
             AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
-            AND t.typname IN ('uuid', '_uuid', 'text', '_text', 'varchar', '_varchar', 'json', 'jsonb')
             AND NOT (c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
                      AND c.relname = ANY ($1))
             AND NOT EXISTS (SELECT 1 FROM asset_reference_exclusions x
                              WHERE x.table_schema = n.nspname AND x.table_name = c.relname
                                AND x.column_name = a.attname)
-          ORDER BY 1, 2, 3",
-    )
+          ORDER BY 1, 2, 3"
+    ))
     .bind(OWN_TABLES)
     .fetch_all(&mut *conn)
     .await?;
 
     let mut problems = Vec::new();
-    for (schema, table, column, type_name, readable) in candidates {
+    for (schema, table, column, shape, family, readable) in candidates {
         if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
             continue;
         }
@@ -329,15 +373,14 @@ async fn unexplained_columns(
         let table_sql = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
         let col = quote_ident(&column);
         // Each form yields the sampled values as text `v`; uuids are then found anywhere inside them.
-        let values = match type_name.as_str() {
-            "uuid" | "text" | "varchar" | "json" | "jsonb" => {
-                format!("SELECT {col}::text AS v FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1")
-            }
-            _ => format!(
+        let values = if shape == "array" {
+            format!(
                 "SELECT unnest(x.{col})::text AS v FROM (SELECT {col} FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1) x"
-            ),
+            )
+        } else {
+            format!("SELECT {col}::text AS v FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1")
         };
-        let storage_keys = if matches!(type_name.as_str(), "text" | "varchar" | "_text" | "_varchar") {
+        let storage_keys = if family == "text" {
             "OR EXISTS (SELECT 1 FROM sample s JOIN stored_objects o ON o.storage_key = s.v)"
         } else {
             ""
@@ -353,7 +396,8 @@ async fn unexplained_columns(
         let hit: bool =
             sqlx::query_scalar(AssertSqlSafe(sql)).bind(i64::from(sample_rows)).fetch_one(&mut *conn).await?;
         if hit {
-            problems.push(SchemaProblem::UnexplainedAssetIds { schema, table, column, data_type: type_name });
+            let data_type = if shape == "array" { format!("{family}[]") } else { family };
+            problems.push(SchemaProblem::UnexplainedAssetIds { schema, table, column, data_type });
         }
     }
     Ok(problems)

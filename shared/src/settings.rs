@@ -41,9 +41,10 @@ pub struct QueueSettings {
 }
 
 impl QueueSettings {
-    /// How long a claim lives: longer than the queue can hold and redeliver one message (visibility timeout ×
-    /// maxReceiveCount), plus one more visibility period of margin, so no second message is sent for an asset
-    /// whose first one may still be delivered.
+    /// How long a claim lives: longer than the queue takes to redeliver one message until it dead-letters
+    /// (visibility timeout × maxReceiveCount), plus one more visibility period of margin. Time a message waits
+    /// unreceived in a backlog is not covered: a claim can lapse with its message still queued, so a second
+    /// message for the asset is possible and the consumer must treat a stale claim as a no-op (invariant 6).
     pub fn lease(&self) -> Duration {
         self.visibility_timeout * (self.max_receive_count + 1)
     }

@@ -30,12 +30,13 @@ pub struct Approval {
     pub reason: String,
 }
 
-/// Every workspace with due assets, the one whose oldest due asset is oldest first. Due counts include assets
+/// Every workspace with due assets, the one whose oldest claimable asset is oldest first. Due counts include assets
 /// already claimed by an earlier pass: they are destruction in flight.
 pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Error> {
     sqlx::query_as(
         "WITH due AS (
-             SELECT workspace_id, count(*) AS due_assets, sum(byte_size)::bigint AS due_bytes, min(due_at) AS oldest
+             SELECT workspace_id, count(*) AS due_assets, sum(byte_size)::bigint AS due_bytes,
+                    min(due_at) FILTER (WHERE leased_until IS NULL OR leased_until <= now()) AS oldest
                FROM assets
               WHERE due_at IS NOT NULL AND state <> 'failed' AND due_at <= now()
               GROUP BY workspace_id
@@ -46,7 +47,7 @@ pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Er
                 SELECT count(*) AS live_assets, coalesce(sum(byte_size), 0)::bigint AS live_bytes
                   FROM assets WHERE workspace_id = d.workspace_id
           ) l
-          ORDER BY d.oldest, d.workspace_id",
+          ORDER BY d.oldest NULLS LAST, d.workspace_id",
     )
     .fetch_all(pool)
     .await

@@ -14,8 +14,8 @@ pub struct Claim {
     pub token: Uuid,
 }
 
-/// Claims up to `limit` due, unleased rows, at most `per_workspace` from each of `workspaces` (in that order),
-/// oldest first within each, and leases them for `lease`. One statement, one short transaction.
+/// Claims up to `limit` due, unleased rows not in `skip`, at most `per_workspace` from each of `workspaces` (in
+/// that order), oldest first within each, and leases them for `lease`. One statement, one short transaction.
 ///
 /// SKIP LOCKED: rows a consumer is settling right now are skipped, not waited for. The per-workspace limit is
 /// what keeps one workspace's backlog from starving the others.
@@ -25,6 +25,7 @@ pub async fn claim_batch(
     per_workspace: i64,
     limit: i64,
     lease: Duration,
+    skip: &[Uuid],
 ) -> Result<Vec<Claim>, sqlx::Error> {
     sqlx::query_as(
         "WITH picked AS (
@@ -35,6 +36,7 @@ pub async fn claim_batch(
                      WHERE a.workspace_id = w.workspace_id
                        AND a.due_at IS NOT NULL AND a.state <> 'failed' AND a.due_at <= now()
                        AND (a.leased_until IS NULL OR a.leased_until <= now())
+                       AND a.id <> ALL ($5::uuid[])
                      ORDER BY a.due_at, a.id
                      LIMIT $2
                        FOR UPDATE SKIP LOCKED
@@ -52,6 +54,7 @@ pub async fn claim_batch(
     .bind(per_workspace)
     .bind(limit)
     .bind(lease.as_secs_f64())
+    .bind(skip)
     .fetch_all(pool)
     .await
 }

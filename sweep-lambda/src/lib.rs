@@ -115,7 +115,14 @@ impl Sweeper {
             report.outcome = Outcome::Skipped;
             return Ok(());
         };
-        let result = self.checked_pass(&mut lock, report, budget_end).await;
+        let result = async {
+            let abandoned = record::fail_abandoned(&self.pool, report.run_id).await?;
+            if abandoned > 0 {
+                warn!(abandoned, "earlier passes died without finishing their run rows; marked failed");
+            }
+            self.checked_pass(&mut lock, report, budget_end).await
+        }
+        .await;
         lock.release().await;
         result
     }
@@ -181,6 +188,7 @@ impl Sweeper {
     ) -> Result<Stop, sqlx::Error> {
         let settings = &self.settings.sweep;
         let cap = u64::from(settings.max_per_pass);
+        let mut released_this_pass: Vec<Uuid> = Vec::new();
         loop {
             if workspaces.is_empty() {
                 return Ok(Stop::Drained);
@@ -194,8 +202,9 @@ impl Sweeper {
             let limit = (cap - report.claimed).min(u64::from(settings.batch_size)) as i64;
             // An even share of the batch for each workspace with due rows; at least one each.
             let per_workspace = (limit + workspaces.len() as i64 - 1) / workspaces.len() as i64;
+            let lease = self.settings.queue.lease();
             let claims =
-                claim::claim_batch(&self.pool, &workspaces, per_workspace, limit, self.settings.queue.lease()).await?;
+                claim::claim_batch(&self.pool, &workspaces, per_workspace, limit, lease, &released_this_pass).await?;
             if claims.is_empty() {
                 return Ok(Stop::Drained);
             }
@@ -209,6 +218,11 @@ impl Sweeper {
                 // Not cut short by the batch limit, so a workspace that gave less than its share has nothing
                 // claimable left; the others may have more.
                 workspaces.retain(|w| in_batch.get(w).copied().unwrap_or(0) >= per_workspace);
+            } else {
+                // Cut short (more workspaces than the batch has room for): those not served go first next time.
+                let (waiting, served): (Vec<Uuid>, Vec<Uuid>) =
+                    workspaces.iter().partition(|w| !in_batch.contains_key(*w));
+                workspaces = waiting.into_iter().chain(served).collect();
             }
 
             let sent = enqueue::send_all(
@@ -229,10 +243,12 @@ impl Sweeper {
                 report.error.get_or_insert_with(|| reason.clone());
             }
             let unsent: Vec<_> = sent.failed.into_iter().map(|(claim, _)| claim).collect();
+            report.released += claim::release(&self.pool, &unsent).await?;
             for c in &unsent {
                 report.per_workspace.entry(c.workspace_id).or_default().released += 1;
+                // Retried by the next pass, not by the next batch of this one.
+                released_this_pass.push(c.asset_id.0);
             }
-            report.released += claim::release(&self.pool, &unsent).await?;
             record::progress(&self.pool, report).await?;
 
             if sent.delivered.is_empty() && sent.failed_calls > 0 {

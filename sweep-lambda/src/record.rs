@@ -126,6 +126,20 @@ pub async fn start(pool: &PgPool, run_id: Uuid, code_version: &str) -> Result<()
     Ok(())
 }
 
+/// Marks `failed` every run still `running` that is not `current`: called with the sweep lock held, so no
+/// other pass can be live (the one-minute margin spares a skipped pass still writing its own row).
+pub async fn fail_abandoned(pool: &PgPool, current: Uuid) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE sweep_runs SET outcome = 'failed', finished_at = now(),
+                error = coalesce(error, 'the pass ended without finishing its record (timeout or crash)')
+          WHERE outcome = 'running' AND id <> $1 AND started_at < now() - interval '1 minute'",
+    )
+    .bind(current)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// Records the counts so far (the outcome stays `running`).
 pub async fn progress(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE sweep_runs SET claimed = $2, enqueued = $3, released = $4, per_workspace = $5 WHERE id = $1")
@@ -182,7 +196,8 @@ pub fn metrics_line(report: &SweepReport) -> String {
             ("SweepBraked", is(Outcome::Braked)),
             ("SweepSkipped", is(Outcome::Skipped)),
             ("SweepFailed", is(Outcome::Failed)),
-            ("SweepPartial", is(Outcome::Partial)),
+            // Also when the brake's outcome outranks it.
+            ("SweepPartial", u64::from(report.released > 0)),
         ],
         &[
             ("RunId", json!(report.run_id)),

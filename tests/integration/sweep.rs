@@ -396,3 +396,66 @@ async fn the_scheduled_event_fixture_drives_the_handler() {
     let response = serde_json::to_value(&report).expect("the response serializes");
     assert_eq!(response["outcome"], "ok");
 }
+
+#[tokio::test]
+async fn a_column_of_a_domain_over_uuid_holding_asset_ids_refuses_the_pass() {
+    assert_refused(
+        "CREATE DOMAIN legacy_ref AS uuid;
+         CREATE TABLE legacy_banners (id serial PRIMARY KEY, image legacy_ref[]);
+         INSERT INTO legacy_banners (image) SELECT ARRAY[id::legacy_ref] FROM assets LIMIT 1",
+        r#""column":"image","data_type":"uuid[]""#,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_composite_foreign_key_and_a_domain_built_on_asset_id_are_sources_not_unexplained_columns() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let kept = insert_asset(ctx.pool(), ws, "attached", None).await;
+    insert_released(ctx.pool(), ws, 3, "1 hour", 10).await;
+    sqlx::raw_sql(
+        "ALTER TABLE assets ADD UNIQUE (workspace_id, id);
+         CREATE TABLE products (id serial PRIMARY KEY, workspace uuid, hero uuid,
+                                FOREIGN KEY (workspace, hero) REFERENCES assets (workspace_id, id));
+         CREATE DOMAIN thumbnail AS asset_id;
+         CREATE TABLE pages (id serial PRIMARY KEY, thumb thumbnail);",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("owner tables");
+    sqlx::query("INSERT INTO products (workspace, hero) VALUES ($1, $2)")
+        .bind(ws)
+        .bind(kept)
+        .execute(ctx.pool())
+        .await
+        .expect("product");
+    sqlx::query("INSERT INTO pages (thumb) VALUES ($1)").bind(kept).execute(ctx.pool()).await.expect("page");
+
+    let report = pass(&ctx, &[]).await;
+    assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 3), "{:?}", report.reason);
+
+    let mut conn = ctx.pool().acquire().await.expect("connection");
+    let map = shared::references::check(&mut conn, 100).await.expect("valid map");
+    let found: Vec<String> = map.sources.iter().map(ToString::to_string).collect();
+    assert_eq!(found, ["public.products.hero (foreign key)", "public.pages.thumb (asset_id)"]);
+}
+
+#[tokio::test]
+async fn a_pass_marks_the_run_row_of_a_pass_that_died_as_failed() {
+    let ctx = TestContext::new().await;
+    let dead = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO sweep_runs (id, started_at, code_version, claimed) VALUES ($1, now() - interval '2 hours', 'old', 7)",
+    )
+    .bind(dead)
+    .execute(ctx.pool())
+    .await
+    .expect("a run that never finished");
+
+    pass(&ctx, &[]).await;
+
+    let run = run_row(&ctx, dead).await;
+    assert_eq!((run.outcome.as_str(), run.claimed), ("failed", 7), "how far it got is kept");
+    assert!(run.error.is_some_and(|e| e.contains("without finishing")));
+}
