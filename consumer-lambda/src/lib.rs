@@ -1,4 +1,307 @@
-//! The consuming half of the pair: settles each claimed asset inside one transaction.
+//! The consuming half of the pair: settles each claimed asset inside one transaction and reports only the
+//! failed messages (`ReportBatchItemFailures`).
 //!
-//! Its handler arrives with the consumer issue; until then this crate holds no function binary, so nothing can
-//! be deployed that pretends to settle.
+//! Per invocation the schema check runs once (invariant 4); per record: parse the message, settle it
+//! (`settle`), and on failure count the attempt on the asset — on the final permitted receive, mark the asset
+//! `failed` first, so the row and the dead-letter message agree (invariant 10).
+
+pub mod bytes;
+pub mod restore;
+pub mod settle;
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::StreamExt;
+use lambda_runtime::{Diagnostic, LambdaEvent};
+use serde_json::json;
+use shared::references::{self, ReferenceMap, SchemaCheckError, SchemaRefusal};
+use shared::{CleanupMessage, Settings};
+use sqlx::PgPool;
+use tracing::{Instrument, error, info, warn};
+
+use crate::bytes::Presence;
+use crate::settle::{Action, SettleError, Settled};
+
+/// The code version written into every audit record.
+pub const CODE_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
+
+/// Errors that fail the whole invocation (every message in the batch is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumerError {
+    /// A record without a message id cannot be reported on its own; an empty id would make Lambda fail the
+    /// batch anyway, so say so explicitly.
+    #[error("record {position} of the batch has no message id")]
+    MissingMessageId { position: usize },
+}
+
+impl From<ConsumerError> for Diagnostic {
+    fn from(e: ConsumerError) -> Diagnostic {
+        Diagnostic { error_type: "ConsumerError".into(), error_message: e.to_string() }
+    }
+}
+
+/// The reference map as this invocation found it.
+enum Schema {
+    Valid(ReferenceMap),
+    Refused(SchemaRefusal),
+    Unreadable(String),
+}
+
+/// How one record ended, for the response and the metrics line.
+enum Item {
+    Settled(Settled, Option<Presence>),
+    Failed { marked_failed: bool },
+}
+
+/// The consumer with its clients, built once per cold start.
+pub struct Consumer {
+    pool: PgPool,
+    s3: aws_sdk_s3::Client,
+    settings: Settings,
+}
+
+impl Consumer {
+    pub fn new(pool: PgPool, s3: aws_sdk_s3::Client, settings: Settings) -> Self {
+        Consumer { pool, s3, settings }
+    }
+
+    /// The Lambda handler: settles every record and lists only the failed ones. Returning failures is a
+    /// successful invocation; only a record without an id fails the invocation.
+    pub async fn handle(&self, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, ConsumerError> {
+        let records = event.payload.records;
+        for (position, record) in records.iter().enumerate() {
+            if record.message_id.as_deref().is_none_or(str::is_empty) {
+                return Err(ConsumerError::MissingMessageId { position });
+            }
+        }
+        let schema = self.schema().await;
+        // Bounded by the pool: two consumers share one database, and each settle holds one connection.
+        let concurrency = (self.settings.database.max_connections as usize).clamp(1, records.len().max(1));
+        let outcomes: Vec<(String, Item)> = futures::stream::iter(records.iter())
+            .map(|record| self.process(record, &schema))
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+
+        let mut response = SqsBatchResponse::default();
+        for (message_id, item) in &outcomes {
+            if matches!(item, Item::Failed { .. }) {
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = message_id.clone();
+                response.batch_item_failures.push(failure);
+            }
+        }
+        println!("{}", metrics_line(&outcomes, matches!(schema, Schema::Refused(_))));
+        Ok(response)
+    }
+
+    async fn schema(&self) -> Schema {
+        let checked = match self.pool.acquire().await {
+            Ok(mut conn) => references::check(&mut conn, self.settings.schema_sample_rows).await,
+            Err(e) => Err(SchemaCheckError::Database(e)),
+        };
+        match checked {
+            Ok(map) => Schema::Valid(map),
+            Err(SchemaCheckError::Refused(refusal)) => {
+                error!(reason = %refusal, "schema check refused: settling nothing in this batch");
+                Schema::Refused(refusal)
+            }
+            Err(SchemaCheckError::Database(e)) => Schema::Unreadable(e.to_string()),
+        }
+    }
+
+    async fn process(&self, record: &SqsMessage, schema: &Schema) -> (String, Item) {
+        let message_id = record.message_id.clone().unwrap_or_default();
+        let span = tracing::info_span!(
+            "settle",
+            message_id = %message_id,
+            asset_id = tracing::field::Empty,
+            workspace_id = tracing::field::Empty
+        );
+        let item = self.process_in_span(record, &message_id, schema, &span).instrument(span.clone()).await;
+        (message_id, item)
+    }
+
+    async fn process_in_span(
+        &self,
+        record: &SqsMessage,
+        message_id: &str,
+        schema: &Schema,
+        span: &tracing::Span,
+    ) -> Item {
+        let message = match CleanupMessage::parse(record.body.as_deref().unwrap_or_default()) {
+            Ok(message) => message,
+            Err(source) => {
+                let e = SettleError::Malformed { message_id: message_id.to_owned(), source };
+                error!(error = %e, "malformed message");
+                return Item::Failed { marked_failed: false };
+            }
+        };
+        span.record("asset_id", tracing::field::display(message.asset_id));
+        span.record("workspace_id", tracing::field::display(message.workspace_id));
+
+        let result = match schema {
+            Schema::Valid(map) => {
+                let cx = settle::Context {
+                    pool: &self.pool,
+                    s3: &self.s3,
+                    bucket: &self.settings.asset_bucket,
+                    map,
+                    grace: self.settings.grace,
+                    retention: self.settings.retention,
+                    abandon_after: self.settings.abandon_after,
+                    s3_timeout: self.settings.s3_delete_timeout,
+                    message_id,
+                };
+                settle::settle(&cx, &message).await
+            }
+            Schema::Refused(refusal) => Err(SettleError::SchemaRefused(refusal.clone())),
+            Schema::Unreadable(e) => Err(SettleError::Database(sqlx::Error::Protocol(format!("schema check: {e}")))),
+        };
+        match result {
+            Ok(settled) => {
+                let presence = match &settled.verify_bytes {
+                    Some(key) => self.verify_kept_bytes(&message, key).await,
+                    None => None,
+                };
+                Item::Settled(settled, presence)
+            }
+            Err(e) => {
+                let marked_failed = self.record_failure(record, &message, &e).await;
+                Item::Failed { marked_failed }
+            }
+        }
+    }
+
+    /// After a keep commits: the bytes must be there; bring back the newest kept version if they are not.
+    async fn verify_kept_bytes(&self, message: &CleanupMessage, key: &str) -> Option<Presence> {
+        let presence = match bytes::ensure_present(&self.s3, &self.settings.asset_bucket, key).await {
+            Ok(presence) => presence,
+            Err(e) => {
+                warn!(error = %e, "could not verify a kept asset's bytes");
+                return None;
+            }
+        };
+        let (action, evidence) = match &presence {
+            Presence::Present => return Some(presence),
+            Presence::Restored { version_id } => {
+                warn!(version_id, "kept asset's bytes were missing: restored the newest kept version");
+                ("integrity", json!({ "bytes": "restored", "version_id": version_id }))
+            }
+            Presence::Lost => {
+                error!("kept asset's bytes are missing and no version is kept: asset lost");
+                ("lost", json!({ "bytes": "missing", "versions": 0 }))
+            }
+        };
+        let written = sqlx::query(
+            "INSERT INTO settlement_events (asset_id, workspace_id, storage_key, action, sweep_run_id, evidence, code_version)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(message.asset_id.0)
+        .bind(message.workspace_id.0)
+        .bind(key)
+        .bind(action)
+        .bind(message.sweep_run_id)
+        .bind(evidence)
+        .bind(CODE_VERSION)
+        .execute(&self.pool)
+        .await;
+        if let Err(e) = written {
+            error!(error = %e, action, "could not record the integrity event");
+        }
+        Some(presence)
+    }
+
+    /// Counts the failed attempt on the asset; on the final permitted receive, marks it `failed` with the error
+    /// (its own transaction, before the failure is reported and SQS dead-letters the message). Returns whether
+    /// the asset was marked.
+    async fn record_failure(&self, record: &SqsMessage, message: &CleanupMessage, e: &SettleError) -> bool {
+        let receives: u32 = record.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1);
+        let last = receives >= self.settings.queue.max_receive_count;
+        error!(error = %e, receives, final_receive = last, "settle failed");
+        if matches!(e, SettleError::WrongWorkspace { .. }) {
+            // The message is not trusted: it may not change a row of another workspace.
+            return false;
+        }
+        let written = mark(&self.pool, message, &e.to_string(), last).await;
+        match written {
+            Ok(marked) => marked,
+            Err(write_error) => {
+                error!(error = %write_error, final_receive = last, "could not record the failure on the asset");
+                false
+            }
+        }
+    }
+}
+
+/// The failure write: always the attempt and the error; on the last receive also state `failed` and an audit
+/// row. Only for a row of the workspace the message names.
+async fn mark(pool: &PgPool, message: &CleanupMessage, error: &str, last: bool) -> Result<bool, sqlx::Error> {
+    fail::fail_point!("consumer::final_receive_write", last, |_| Err(sqlx::Error::Protocol(
+        "injected failure of the final-receive write".into()
+    )));
+    let mut tx = pool.begin().await?;
+    let updated: Option<serde_json::Value> = sqlx::query_scalar(
+        "UPDATE assets
+            SET attempts = attempts + 1, last_error = $3,
+                state = CASE WHEN $4 THEN 'failed' ELSE state END,
+                failed_at = CASE WHEN $4 THEN now() ELSE failed_at END,
+                lease_token = CASE WHEN $4 THEN NULL ELSE lease_token END,
+                leased_until = CASE WHEN $4 THEN NULL ELSE leased_until END
+          WHERE id = $1 AND workspace_id = $2
+         RETURNING to_jsonb(assets.*)",
+    )
+    .bind(message.asset_id.0)
+    .bind(message.workspace_id.0)
+    .bind(error)
+    .bind(last)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let marked = last && updated.is_some();
+    if marked {
+        sqlx::query(
+            "INSERT INTO settlement_events (asset_id, workspace_id, action, sweep_run_id, asset_row, evidence, code_version)
+             VALUES ($1, $2, 'failed', $3, $4, $5, $6)",
+        )
+        .bind(message.asset_id.0)
+        .bind(message.workspace_id.0)
+        .bind(message.sweep_run_id)
+        .bind(updated)
+        .bind(json!({ "error": error, "final_receive": true }))
+        .bind(CODE_VERSION)
+        .execute(&mut *tx)
+        .await?;
+        info!("final receive: asset marked failed before the message goes to the dead-letter queue");
+    }
+    tx.commit().await?;
+    Ok(marked)
+}
+
+fn metrics_line(outcomes: &[(String, Item)], refused: bool) -> String {
+    let count = |f: &dyn Fn(&Item) -> bool| outcomes.iter().filter(|(_, item)| f(item)).count() as u64;
+    let action = |a: Action| move |item: &Item| matches!(item, Item::Settled(s, _) if s.action == a);
+    let bytes_freed: u64 = outcomes
+        .iter()
+        .map(|(_, item)| match item {
+            Item::Settled(s, _) => s.bytes_freed,
+            Item::Failed { .. } => 0,
+        })
+        .sum();
+    shared::metrics::emf_line(
+        &[("Function", "consumer")],
+        &[
+            ("Kept", count(&action(Action::Keep))),
+            ("Retired", count(&action(Action::Retire))),
+            ("Deleted", count(&action(Action::Delete))),
+            ("Purged", count(&action(Action::Purge))),
+            ("Deferred", count(&action(Action::Defer))),
+            ("Unchanged", count(&action(Action::Noop))),
+            ("FailedItems", count(&|i| matches!(i, Item::Failed { .. }))),
+            ("AssetsMarkedFailed", count(&|i| matches!(i, Item::Failed { marked_failed: true }))),
+            ("BytesRestored", count(&|i| matches!(i, Item::Settled(_, Some(Presence::Restored { .. }))))),
+            ("AssetsLost", count(&|i| matches!(i, Item::Settled(_, Some(Presence::Lost))))),
+            ("ConsumerRefused", u64::from(refused)),
+            ("BytesFreed", bytes_freed),
+        ],
+        &[],
+    )
+}

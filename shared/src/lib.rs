@@ -6,6 +6,7 @@ pub mod db;
 pub mod ids;
 pub mod message;
 pub mod metrics;
+pub mod recheck;
 pub mod references;
 pub mod settings;
 pub mod telemetry;

@@ -34,6 +34,9 @@ pub struct ReferenceSource {
     pub column: String,
     #[serde(flatten)]
     pub kind: SourceKind,
+    /// The column's SQL type as the catalog prints it (`asset_id[]`, `jsonb`, ...).
+    #[serde(skip)]
+    pub column_type: String,
 }
 
 impl ReferenceSource {
@@ -186,8 +189,9 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
 
     // Foreign keys to assets, by the column that maps to assets.id (a key may be composite). Partitions inherit
     // their parent's key (conparentid <> 0): check the parent only.
-    let keys: Vec<(String, String, String, String, bool)> = sqlx::query_as(concat!(
-        "SELECT n.nspname::text, c.relname::text, a.attname::text, con.confdeltype::text, ",
+    let keys: Vec<(String, String, String, String, String, bool)> = sqlx::query_as(concat!(
+        "SELECT n.nspname::text, c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod),
+                con.confdeltype::text, ",
         readable_sql!(),
         "  FROM pg_constraint con
            JOIN pg_class c ON c.oid = con.conrelid
@@ -201,7 +205,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
     ))
     .fetch_all(&mut *conn)
     .await?;
-    for (schema, table, column, action, readable) in keys {
+    for (schema, table, column, column_type, action, readable) in keys {
         let on_delete = match action.as_str() {
             "c" => Some("CASCADE"),
             "n" => Some("SET NULL"),
@@ -223,18 +227,18 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
                 column: column.clone(),
             });
         }
-        sources.push(ReferenceSource { schema, table, column, kind: SourceKind::ForeignKey });
+        sources.push(ReferenceSource { schema, table, column, kind: SourceKind::ForeignKey, column_type });
     }
 
     if let Some((domain_oid, _)) = domain {
         // Columns of asset_id, of any domain built on it, and arrays of those.
-        let columns: Vec<(String, String, String, bool, bool)> = sqlx::query_as(concat!(
+        let columns: Vec<(String, String, String, String, bool, bool)> = sqlx::query_as(concat!(
             "WITH RECURSIVE ref_types(oid) AS (
                  SELECT $1::oid
                  UNION
                  SELECT d.oid FROM pg_type d JOIN ref_types r ON d.typbasetype = r.oid WHERE d.typtype = 'd'
              )
-             SELECT n.nspname::text, c.relname::text, a.attname::text,
+             SELECT n.nspname::text, c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod),
                     a.atttypid IN (SELECT oid FROM ref_types), ",
             readable_sql!(),
             "  FROM pg_attribute a
@@ -249,7 +253,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
         .bind(domain_oid)
         .fetch_all(&mut *conn)
         .await?;
-        for (schema, table, column, scalar, readable) in columns {
+        for (schema, table, column, column_type, scalar, readable) in columns {
             // A domain column with a foreign key as well is one source, not two.
             if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
                 continue;
@@ -262,7 +266,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
                 });
             }
             let kind = if scalar { SourceKind::Domain } else { SourceKind::DomainArray };
-            sources.push(ReferenceSource { schema, table, column, kind });
+            sources.push(ReferenceSource { schema, table, column, kind, column_type });
         }
     }
 
@@ -303,7 +307,8 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
                 found: found.to_owned(),
             }),
         }
-        sources.push(ReferenceSource { schema, table, column, kind: SourceKind::Json { json_path } });
+        let column_type = data_type.unwrap_or_default();
+        sources.push(ReferenceSource { schema, table, column, kind: SourceKind::Json { json_path }, column_type });
     }
 
     problems.extend(unexplained_columns(conn, &sources, sample_rows).await?);

@@ -23,6 +23,10 @@ pub struct Settings {
     pub retention: Duration,
     /// Nothing written more recently than this is retired or deleted (invariant 3).
     pub grace: Duration,
+    /// An upload still `pending` this long after it was created is abandoned and may be deleted.
+    pub abandon_after: Duration,
+    /// The timeout of the one S3 call made while a settle transaction holds its row locks (invariant 5).
+    pub s3_delete_timeout: Duration,
     /// How many values of each unexplained uuid, text or jsonb column the schema check samples (invariant 4).
     pub schema_sample_rows: u32,
     pub sweep: SweepSettings,
@@ -198,6 +202,11 @@ impl Settings {
         let visibility_timeout = reader.duration_between("QUEUE_VISIBILITY_TIMEOUT", secs(360), secs(1)..=hours(12));
         let retention = reader.duration("RETENTION", days(30), days(1));
         let grace = reader.duration("GRACE", hours(24), hours(1));
+        let abandon_after = reader.duration("ABANDON_AFTER", days(7), hours(1));
+        if abandon_after < grace {
+            reader.invalid("ABANDON_AFTER", "must not be shorter than GRACE: an upload in flight is never abandoned");
+        }
+        let s3_delete_timeout = reader.duration_between("S3_DELETE_TIMEOUT", secs(5), secs(1)..=secs(60));
         let schema_sample_rows = reader.parsed("SCHEMA_SAMPLE_ROWS", 100, 1..=100_000u32);
         let sweep = SweepSettings {
             max_per_pass: reader.parsed("SWEEP_MAX_PER_PASS", 100_000, 1..=10_000_000u32),
@@ -221,6 +230,8 @@ impl Settings {
                     s3_force_path_style,
                     retention,
                     grace,
+                    abandon_after,
+                    s3_delete_timeout,
                     schema_sample_rows,
                     sweep,
                     brake,

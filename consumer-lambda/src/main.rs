@@ -1,0 +1,14 @@
+use anyhow::Context;
+use consumer_lambda::Consumer;
+use lambda_runtime::{run, service_fn};
+use shared::Settings;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    shared::telemetry::init();
+    let settings = Settings::from_env().context("consumer-lambda cannot start")?;
+    let config = shared::aws::sdk_config().await;
+    let s3 = shared::aws::s3_client(&config, settings.s3_force_path_style);
+    let consumer = Consumer::new(shared::db::pool(&settings.database), s3, settings);
+    run(service_fn(|event| consumer.handle(event))).await
+}

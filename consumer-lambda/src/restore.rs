@@ -1,0 +1,93 @@
+//! Restoring a retired asset (invariant 8): back to `attached` with its bytes intact, until its purge time.
+//! The operator CLI calls this.
+
+use serde_json::json;
+use shared::AssetId;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::CODE_VERSION;
+use crate::bytes::{self, Presence};
+
+/// Why an asset could not be restored. Nothing was changed.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error("asset {0} does not exist (purged or never created)")]
+    NotFound(AssetId),
+    #[error("asset {asset} is {state}, not retired: only a retired asset can be restored")]
+    NotRetired { asset: AssetId, state: String },
+    #[error("asset {asset} was due to be purged at {purge_after}: too late to restore")]
+    PurgeTimePassed { asset: AssetId, purge_after: String },
+    #[error("asset {asset}'s bytes ({key}) are missing and the bucket keeps no earlier version")]
+    BytesMissing { asset: AssetId, key: String },
+    #[error("bucket: {0}")]
+    Storage(String),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+#[derive(sqlx::FromRow)]
+struct Retired {
+    workspace_id: Uuid,
+    storage_key: String,
+    state: String,
+    purge_after: Option<String>,
+    restorable: bool,
+}
+
+/// Returns retired `asset` to `attached`, checking (and if need be restoring from a kept version) its bytes
+/// first. `by` names who asked, for the audit record.
+pub async fn restore(
+    pool: &PgPool,
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    asset: AssetId,
+    by: &str,
+) -> Result<(), RestoreError> {
+    let mut tx = pool.begin().await?;
+    // Locked for the whole restore, so a purge of the same asset waits and then finds it attached.
+    let row: Option<Retired> = sqlx::query_as(
+        "SELECT workspace_id, storage_key, state, purge_after::text AS purge_after,
+                purge_after IS NOT NULL AND purge_after > now() AS restorable
+           FROM assets WHERE id = $1 FOR UPDATE",
+    )
+    .bind(asset.0)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let row = row.ok_or(RestoreError::NotFound(asset))?;
+    if row.state != "retired" {
+        return Err(RestoreError::NotRetired { asset, state: row.state });
+    }
+    if !row.restorable {
+        return Err(RestoreError::PurgeTimePassed { asset, purge_after: row.purge_after.unwrap_or_default() });
+    }
+    let presence = bytes::ensure_present(s3, bucket, &row.storage_key).await.map_err(RestoreError::Storage)?;
+    if presence == Presence::Lost {
+        return Err(RestoreError::BytesMissing { asset, key: row.storage_key });
+    }
+    sqlx::query(
+        "UPDATE assets SET state = 'attached', retired_at = NULL, purge_after = NULL, due_at = NULL,
+                lease_token = NULL, leased_until = NULL
+          WHERE id = $1",
+    )
+    .bind(asset.0)
+    .execute(&mut *tx)
+    .await?;
+    let restored_version = match presence {
+        Presence::Restored { version_id } => Some(version_id),
+        _ => None,
+    };
+    sqlx::query(
+        "INSERT INTO settlement_events (asset_id, workspace_id, storage_key, action, evidence, code_version)
+         VALUES ($1, $2, $3, 'restore', $4, $5)",
+    )
+    .bind(asset.0)
+    .bind(row.workspace_id)
+    .bind(&row.storage_key)
+    .bind(json!({ "by": by, "purge_after": row.purge_after, "bytes_restored_from_version": restored_version }))
+    .bind(CODE_VERSION)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,321 @@
+//! Settling one asset: one transaction, in the order DESIGN.md sets out. The message only names the asset;
+//! everything decided comes from the locked rows and the recheck.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use shared::references::{ReferenceMap, SchemaRefusal};
+use shared::{AssetId, CleanupMessage, WorkspaceId, recheck};
+use sqlx::{PgConnection, PgPool};
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::CODE_VERSION;
+use crate::bytes;
+
+/// What a settle did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// A source still refers to it: back to `attached`.
+    Keep,
+    /// Released and unreferenced: hidden, bytes kept, restorable until its purge time.
+    Retire,
+    /// An abandoned upload: bytes (unless shared) and row removed.
+    Delete,
+    /// Retired past its purge time: bytes (unless shared) and row removed.
+    Purge,
+    /// Inside its grace period, abandon window or retention: looked at again later.
+    Defer,
+    /// Nothing to do: the row is gone, already settled, not due, failed, or the claim is stale.
+    Noop,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Keep => "keep",
+            Action::Retire => "retire",
+            Action::Delete => "delete",
+            Action::Purge => "purge",
+            Action::Defer => "defer",
+            Action::Noop => "noop",
+        }
+    }
+}
+
+/// The result of one settle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    pub action: Action,
+    pub bytes_freed: u64,
+    /// For a keep: the storage key whose bytes must be checked after commit.
+    pub verify_bytes: Option<String>,
+}
+
+/// Why a settle failed. Nothing was changed: the transaction rolled back.
+#[derive(Debug, thiserror::Error)]
+pub enum SettleError {
+    #[error("message {message_id}: {source}")]
+    Malformed {
+        message_id: String,
+        #[source]
+        source: shared::message::MessageError,
+    },
+    #[error(
+        "message {message_id} names workspace {claimed} for asset {asset_id}, which belongs to workspace {actual}: rejected, nothing touched"
+    )]
+    WrongWorkspace { message_id: String, asset_id: AssetId, claimed: WorkspaceId, actual: WorkspaceId },
+    #[error(transparent)]
+    SchemaRefused(#[from] SchemaRefusal),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("bucket: {0}")]
+    Storage(String),
+    #[error("injected fault: {0}")]
+    Injected(String),
+}
+
+/// The locked asset row with the facts the decision needs, computed by the database's clock.
+#[derive(Debug, sqlx::FromRow)]
+struct Locked {
+    workspace_id: Uuid,
+    storage_key: String,
+    byte_size: i64,
+    state: String,
+    lease_token: Option<Uuid>,
+    due: bool,
+    within_grace: bool,
+    grace_ends: String,
+    abandoned: bool,
+    purge_due: bool,
+    row_json: Value,
+}
+
+/// What the settle is told besides the message.
+pub struct Context<'a> {
+    pub pool: &'a PgPool,
+    pub s3: &'a aws_sdk_s3::Client,
+    pub bucket: &'a str,
+    pub map: &'a ReferenceMap,
+    pub grace: Duration,
+    pub retention: Duration,
+    pub abandon_after: Duration,
+    pub s3_timeout: Duration,
+    pub message_id: &'a str,
+}
+
+/// Settles the asset `message` names, in one transaction.
+pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settled, SettleError> {
+    let mut tx = cx.pool.begin().await?;
+    let asset = message.asset_id;
+
+    // Both rows locked in one statement: the object row is what a concurrent upload of the same bytes needs.
+    let locked: Option<Locked> = sqlx::query_as(
+        "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.lease_token,
+                a.due_at IS NOT NULL AND a.due_at <= now() AS due,
+                greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second' > now() AS within_grace,
+                (greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second')::text AS grace_ends,
+                a.created_at + $3 * interval '1 second' <= now() AS abandoned,
+                a.purge_after IS NOT NULL AND a.purge_after <= now() AS purge_due,
+                to_jsonb(a) AS row_json
+           FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
+          WHERE a.id = $1
+            FOR UPDATE OF a, o",
+    )
+    .bind(asset.0)
+    .bind(cx.grace.as_secs_f64())
+    .bind(cx.abandon_after.as_secs_f64())
+    .fetch_optional(&mut *tx)
+    .await?;
+
+    let Some(row) = locked else {
+        // Removed by an earlier settle of the same asset (a duplicate or redelivered message): done.
+        return Ok(Settled { action: Action::Noop, bytes_freed: 0, verify_bytes: None });
+    };
+    if row.workspace_id != message.workspace_id.0 {
+        return Err(SettleError::WrongWorkspace {
+            message_id: cx.message_id.to_owned(),
+            asset_id: asset,
+            claimed: message.workspace_id,
+            actual: WorkspaceId(row.workspace_id),
+        });
+    }
+    if row.lease_token != Some(message.claim_token) || !row.due || row.state == "failed" {
+        // Already settled (the settle cleared the lease), re-claimed under a newer message, no longer due, or
+        // waiting for an operator: this message changes nothing.
+        info!(state = %row.state, due = row.due, "nothing to settle");
+        return Ok(Settled { action: Action::Noop, bytes_freed: 0, verify_bytes: None });
+    }
+
+    let found = recheck::recheck(&mut tx, cx.map, asset).await?;
+    let mut evidence = json!({
+        "sources_checked": found.answers,
+        "state": row.state,
+        "message_id": cx.message_id,
+    });
+
+    let decided = if let Some(source) = found.referenced_by() {
+        evidence["referenced_by"] = json!(source);
+        keep(&mut tx, asset).await?;
+        Settled { action: Action::Keep, bytes_freed: 0, verify_bytes: Some(row.storage_key.clone()) }
+    } else if row.within_grace {
+        evidence["deferred"] = json!({ "why": "grace", "until": row.grace_ends });
+        defer(&mut tx, asset, Until::Timestamp(&row.grace_ends)).await?;
+        Settled { action: Action::Defer, bytes_freed: 0, verify_bytes: None }
+    } else {
+        match row.state.as_str() {
+            "pending" if !row.abandoned => {
+                evidence["deferred"] = json!({ "why": "abandon_window" });
+                defer(&mut tx, asset, Until::AfterCreation(cx.abandon_after)).await?;
+                Settled { action: Action::Defer, bytes_freed: 0, verify_bytes: None }
+            }
+            "pending" => remove(cx, &mut tx, asset, &row, Action::Delete, &mut evidence).await?,
+            "retired" if !row.purge_due => {
+                evidence["deferred"] = json!({ "why": "retention" });
+                defer(&mut tx, asset, Until::PurgeTime).await?;
+                Settled { action: Action::Defer, bytes_freed: 0, verify_bytes: None }
+            }
+            "retired" => remove(cx, &mut tx, asset, &row, Action::Purge, &mut evidence).await?,
+            // released, or attached with nothing referring to it: the recheck is the authority, not the state.
+            _ => {
+                retire(&mut tx, asset, cx.retention).await?;
+                Settled { action: Action::Retire, bytes_freed: 0, verify_bytes: None }
+            }
+        }
+    };
+
+    record(&mut tx, message, &row, decided.action, decided.bytes_freed, evidence).await?;
+    tx.commit().await?;
+    info!(action = decided.action.as_str(), bytes_freed = decided.bytes_freed, "settled");
+    Ok(decided)
+}
+
+async fn keep(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE assets SET state = 'attached', due_at = NULL, lease_token = NULL, leased_until = NULL,
+                retired_at = NULL, purge_after = NULL, last_error = NULL
+          WHERE id = $1",
+    )
+    .bind(asset.0)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+async fn retire(conn: &mut PgConnection, asset: AssetId, retention: Duration) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE assets SET state = 'retired', retired_at = now(),
+                purge_after = now() + $2 * interval '1 second', due_at = now() + $2 * interval '1 second',
+                lease_token = NULL, leased_until = NULL
+          WHERE id = $1",
+    )
+    .bind(asset.0)
+    .bind(retention.as_secs_f64())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// When a deferred asset is due again.
+enum Until<'a> {
+    /// A time the database printed (the end of the grace period).
+    Timestamp(&'a str),
+    /// This long after the upload (the abandon window).
+    AfterCreation(Duration),
+    /// Its purge time (retention).
+    PurgeTime,
+}
+
+/// Sets the next due time and ends the lease.
+async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until<'_>) -> Result<(), sqlx::Error> {
+    let query = match until {
+        Until::Timestamp(at) => sqlx::query(
+            "UPDATE assets SET due_at = $2::timestamptz, lease_token = NULL, leased_until = NULL WHERE id = $1",
+        )
+        .bind(asset.0)
+        .bind(at),
+        Until::AfterCreation(window) => sqlx::query(
+            "UPDATE assets SET due_at = created_at + $2 * interval '1 second', lease_token = NULL,
+                    leased_until = NULL
+              WHERE id = $1",
+        )
+        .bind(asset.0)
+        .bind(window.as_secs_f64()),
+        Until::PurgeTime => {
+            sqlx::query("UPDATE assets SET due_at = purge_after, lease_token = NULL, leased_until = NULL WHERE id = $1")
+                .bind(asset.0)
+        }
+    };
+    query.execute(conn).await?;
+    Ok(())
+}
+
+/// Delete or purge: the bytes go first, inside the transaction, while both rows are locked (invariant 5), and
+/// only when no other asset row shares them (invariant 2); then the rows.
+async fn remove(
+    cx: &Context<'_>,
+    conn: &mut PgConnection,
+    asset: AssetId,
+    row: &Locked,
+    action: Action,
+    evidence: &mut Value,
+) -> Result<Settled, SettleError> {
+    let sharers: i64 = sqlx::query_scalar("SELECT count(*) FROM assets WHERE storage_key = $1 AND id <> $2")
+        .bind(&row.storage_key)
+        .bind(asset.0)
+        .fetch_one(&mut *conn)
+        .await?;
+    evidence["sharers"] = json!(sharers);
+    let bytes_freed = if sharers == 0 {
+        fail::fail_point!("consumer::before_bytes_removed", |_| Err(SettleError::Injected(
+            "crash before the bytes were removed".into()
+        )));
+        bytes::remove(cx.s3, cx.bucket, &row.storage_key, cx.s3_timeout).await.map_err(SettleError::Storage)?;
+        fail::fail_point!("consumer::after_bytes_removed", |_| Err(SettleError::Injected(
+            "crash after the bytes were removed, before commit".into()
+        )));
+        sqlx::query("DELETE FROM assets WHERE id = $1").bind(asset.0).execute(&mut *conn).await?;
+        sqlx::query("DELETE FROM stored_objects WHERE storage_key = $1")
+            .bind(&row.storage_key)
+            .execute(&mut *conn)
+            .await?;
+        row.byte_size.max(0) as u64
+    } else {
+        warn!(sharers, "bytes shared with other assets: removing the row only");
+        sqlx::query("DELETE FROM assets WHERE id = $1").bind(asset.0).execute(&mut *conn).await?;
+        0
+    };
+    Ok(Settled { action, bytes_freed, verify_bytes: None })
+}
+
+/// The audit row of a decision, with the asset row as it was decided on.
+async fn record(
+    conn: &mut PgConnection,
+    message: &CleanupMessage,
+    row: &Locked,
+    action: Action,
+    bytes_freed: u64,
+    evidence: Value,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO settlement_events
+             (asset_id, workspace_id, storage_key, action, sweep_run_id, message_id, asset_row, evidence,
+              bytes_freed, code_version)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(message.asset_id.0)
+    .bind(row.workspace_id)
+    .bind(&row.storage_key)
+    .bind(action.as_str())
+    .bind(message.sweep_run_id)
+    .bind(evidence.get("message_id").and_then(Value::as_str))
+    .bind(&row.row_json)
+    .bind(&evidence)
+    .bind(bytes_freed as i64)
+    .bind(CODE_VERSION)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
