@@ -1,5 +1,6 @@
 //! One test binary for every integration test (one link, one harness).
 
+mod consumer;
 mod harness;
 mod schema;
 mod sweep;

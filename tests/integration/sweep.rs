@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use integration_tests::TestContext;
+use integration_tests::{FAILPOINTS, TestContext};
 use integration_tests::fixtures::{insert_asset, insert_released};
 use shared::CleanupMessage;
 use sqlx::{Connection, PgConnection};
@@ -198,9 +198,6 @@ async fn a_pass_whose_time_budget_is_spent_starts_no_batch() {
     assert!(leased(&ctx).await.is_empty());
     assert_eq!(ctx.queue_depth().await, 0);
 }
-
-/// Failpoints are process-wide: tests that configure one take turns.
-static FAILPOINTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test]
 async fn entries_sqs_rejects_have_their_claims_released_and_the_run_is_partial() {

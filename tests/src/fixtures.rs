@@ -51,3 +51,63 @@ pub async fn insert_released(pool: &PgPool, workspace: Uuid, n: i64, oldest_ago:
     .await
     .expect("insert released assets")
 }
+
+/// Puts `bytes` under `key` in the bucket.
+pub async fn put_bytes(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, bytes: &[u8]) {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(aws_sdk_s3::primitives::ByteStream::from(bytes.to_vec()))
+        .send()
+        .await
+        .expect("put object");
+}
+
+/// Whether `key` currently exists in the bucket (a delete marker counts as gone).
+pub async fn object_exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> bool {
+    match s3.head_object().bucket(bucket).key(key).send().await {
+        Ok(_) => true,
+        Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => false,
+        Err(e) => panic!("HeadObject {key}: {e:?}"),
+    }
+}
+
+/// Seeds an asset as an application would have left it `age` ago (an SQL interval), with its bytes in the
+/// bucket under `key` (shared if another asset already uses it), and due now. A `retired` asset's purge time
+/// has passed; a `pending` one is as old as `age`.
+pub async fn seed(ctx: &crate::TestContext, workspace: Uuid, state: &str, age: &str, key: &str) -> Uuid {
+    put_bytes(&ctx.s3, &ctx.bucket, key, format!("bytes of {key}").as_bytes()).await;
+    let pool = ctx.pool();
+    sqlx::query(
+        "INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, 'sha256:' || md5($1), 100)
+         ON CONFLICT (storage_key) DO NOTHING",
+    )
+    .bind(key)
+    .execute(pool)
+    .await
+    .expect("stored object");
+    let id = sqlx::query_scalar(
+        "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at,
+                             updated_at, retired_at, purge_after)
+         SELECT $1, $2, 'sha256:' || md5($2), 100, $3, now() - interval '1 minute', t, t,
+                CASE WHEN $3 = 'retired' THEN t END,
+                CASE WHEN $3 = 'retired' THEN now() - interval '1 minute' END
+           FROM (SELECT now() - $4::interval AS t) ages
+         RETURNING id",
+    )
+    .bind(workspace)
+    .bind(key)
+    .bind(state)
+    .bind(age)
+    .fetch_one(pool)
+    .await
+    .expect("asset");
+    // The insert touched the object (a reuse restarts its grace period): set it back to the seeded age.
+    sqlx::query("UPDATE stored_objects SET updated_at = now() - $2::interval WHERE storage_key = $1")
+        .bind(key)
+        .bind(age)
+        .execute(pool)
+        .await
+        .expect("object age");
+    id
+}

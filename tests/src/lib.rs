@@ -111,6 +111,66 @@ impl TestContext {
     }
 }
 
+/// Process-wide failpoints: tests that configure one take turns.
+pub static FAILPOINTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Receives up to ten messages as Lambda's SQS event source mapping would hand them to the consumer.
+pub async fn receive_event(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> aws_lambda_events::event::sqs::SqsEvent {
+    let received = sqs
+        .receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap_or_else(|e| fail(format!("ReceiveMessage: {e:?}")));
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    for message in received.messages() {
+        let mut record = aws_lambda_events::event::sqs::SqsMessage::default();
+        record.message_id = message.message_id().map(str::to_owned);
+        record.receipt_handle = message.receipt_handle().map(str::to_owned);
+        record.body = message.body().map(str::to_owned);
+        record.md5_of_body = message.md5_of_body().map(str::to_owned);
+        record.event_source = Some("aws:sqs".into());
+        record.aws_region = Some("us-east-1".into());
+        if let Some(attributes) = message.attributes() {
+            for (name, value) in attributes {
+                record.attributes.insert(name.as_str().to_owned(), value.clone());
+            }
+        }
+        event.records.push(record);
+    }
+    event
+}
+
+/// What the event source mapping does with a handler's answer: deletes the messages that succeeded and makes
+/// the failed ones visible again at once (standing in for the visibility timeout running out).
+pub async fn acknowledge(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    event: &aws_lambda_events::event::sqs::SqsEvent,
+    response: &aws_lambda_events::event::sqs::SqsBatchResponse,
+) {
+    for record in &event.records {
+        let failed = response.batch_item_failures.iter().any(|f| Some(&f.item_identifier) == record.message_id.as_ref());
+        let Some(handle) = record.receipt_handle.as_deref() else { continue };
+        let sent = if failed {
+            sqs.change_message_visibility()
+                .queue_url(queue_url)
+                .receipt_handle(handle)
+                .visibility_timeout(0)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e:?}"))
+        } else {
+            sqs.delete_message().queue_url(queue_url).receipt_handle(handle).send().await.map(|_| ()).map_err(|e| format!("{e:?}"))
+        };
+        sent.unwrap_or_else(|e| fail(format!("acknowledging a message: {e}")));
+    }
+}
+
 /// Receives and deletes messages from `queue_url` until a receive comes back empty; returns their bodies.
 pub async fn drain(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Vec<String> {
     let mut bodies = Vec::new();

@@ -1,0 +1,244 @@
+//! consumer-lambda against real Postgres and LocalStack S3/SQS: messages claimed by the real sweep, delivered
+//! as the event source mapping would, settled, and acknowledged.
+
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use consumer_lambda::Consumer;
+use integration_tests::fixtures::{object_exists, put_bytes, seed};
+use integration_tests::{FAILPOINTS, TestContext, acknowledge, receive_event};
+use serde_json::Value;
+use shared::AssetId;
+use sweep_lambda::Sweeper;
+use uuid::Uuid;
+
+const OWNER_TABLES: &str = "
+    CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
+    CREATE TABLE banners (id serial PRIMARY KEY, image asset_id);
+    CREATE TABLE galleries (id serial PRIMARY KEY, images asset_id[]);
+    CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
+    CREATE INDEX pages_body ON pages USING gin (body);
+    INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');";
+
+async fn owner_tables(ctx: &TestContext) {
+    sqlx::raw_sql(OWNER_TABLES).execute(ctx.pool()).await.expect("owner tables");
+}
+
+fn consumer(ctx: &TestContext) -> Consumer {
+    Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]))
+}
+
+/// Claims every due asset with the real sweep and enqueues its message.
+async fn sweep(ctx: &TestContext) -> u64 {
+    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&[]));
+    sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep").enqueued
+}
+
+async fn handle(consumer: &Consumer, event: SqsEvent) -> SqsBatchResponse {
+    consumer
+        .handle(lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()))
+        .await
+        .expect("the handler answers with per-item failures")
+}
+
+/// One delivery of up to ten messages from the queue, acknowledged; returns the ids that failed.
+async fn deliver(ctx: &TestContext, consumer: &Consumer) -> Vec<String> {
+    let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
+    let response = handle(consumer, event.clone()).await;
+    acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
+    response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect()
+}
+
+/// Sweeps, then delivers until the queue is empty; panics if anything failed.
+async fn settle_everything(ctx: &TestContext) {
+    sweep(ctx).await;
+    let consumer = consumer(ctx);
+    while ctx.queue_depth().await > 0 {
+        let failed = deliver(ctx, &consumer).await;
+        assert!(failed.is_empty(), "failed items: {failed:?}");
+    }
+}
+
+async fn state(ctx: &TestContext, id: Uuid) -> Option<String> {
+    sqlx::query_scalar("SELECT state FROM assets WHERE id = $1").bind(id).fetch_optional(ctx.pool()).await.expect("state")
+}
+
+async fn stored_object_exists(ctx: &TestContext, key: &str) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM stored_objects WHERE storage_key = $1)")
+        .bind(key)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("stored object")
+}
+
+/// (action, evidence) of every audit event about `id`, oldest first.
+async fn events(ctx: &TestContext, id: Uuid) -> Vec<(String, Value)> {
+    sqlx::query_as("SELECT action, evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id")
+        .bind(id)
+        .fetch_all(ctx.pool())
+        .await
+        .expect("events")
+}
+
+fn key(ws: Uuid) -> String {
+    format!("{ws}/{}.png", Uuid::new_v4())
+}
+
+#[tokio::test]
+async fn a_reference_through_each_kind_of_source_keeps_the_asset() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(seed(&ctx, ws, "released", "3 days", &key(ws)).await);
+    }
+    let [by_fk, by_domain, by_array, by_json, unreferenced] = ids[..] else { unreachable!() };
+    sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(by_fk).execute(ctx.pool()).await.expect("fk");
+    sqlx::query("INSERT INTO banners (image) VALUES ($1)").bind(by_domain).execute(ctx.pool()).await.expect("domain");
+    sqlx::query("INSERT INTO galleries (images) VALUES (ARRAY[gen_random_uuid(), $1]::asset_id[])")
+        .bind(by_array)
+        .execute(ctx.pool())
+        .await
+        .expect("array");
+    // Deep inside the document, where only an any-depth path finds it.
+    sqlx::query(r#"INSERT INTO pages (body) VALUES (jsonb_build_object('blocks', jsonb_build_array(jsonb_build_object('type', 'image', 'figure', jsonb_build_object('asset', $1::text)))))"#)
+        .bind(by_json)
+        .execute(ctx.pool())
+        .await
+        .expect("json");
+
+    settle_everything(&ctx).await;
+
+    for (id, source) in [
+        (by_fk, "public.products.hero (foreign key)"),
+        (by_domain, "public.banners.image (asset_id)"),
+        (by_array, "public.galleries.images (asset_id[])"),
+        (by_json, "public.pages.body (jsonb $.**)"),
+    ] {
+        assert_eq!(state(&ctx, id).await.as_deref(), Some("attached"), "{source}");
+        let events = events(&ctx, id).await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].0, "keep");
+        assert_eq!(events[0].1["referenced_by"], source);
+    }
+    assert_eq!(state(&ctx, unreferenced).await.as_deref(), Some("retired"));
+    let retire = &events(&ctx, unreferenced).await[0];
+    assert_eq!(retire.0, "retire");
+    assert_eq!(retire.1["sources_checked"].as_array().map(Vec::len), Some(4), "every source was asked");
+    let due_cleared: i64 = sqlx::query_scalar("SELECT count(*) FROM assets WHERE state = 'attached' AND due_at IS NULL")
+        .fetch_one(ctx.pool())
+        .await
+        .expect("count");
+    assert_eq!(due_cleared, 4);
+}
+
+#[tokio::test]
+async fn released_assets_retire_with_their_bytes_and_abandoned_and_expired_ones_go() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let (released_key, abandoned_key, expired_key, young_key) = (key(ws), key(ws), key(ws), key(ws));
+    let released = seed(&ctx, ws, "released", "3 days", &released_key).await;
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &abandoned_key).await;
+    let expired = seed(&ctx, ws, "retired", "40 days", &expired_key).await;
+    let young_upload = seed(&ctx, ws, "pending", "2 days", &young_key).await;
+
+    settle_everything(&ctx).await;
+
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &released_key).await, "retiring keeps the bytes");
+    let purge_in_days: f64 = sqlx::query_scalar(
+        "SELECT (extract(epoch FROM purge_after - now()) / 86400)::float8 FROM assets WHERE id = $1 AND due_at = purge_after",
+    )
+    .bind(released)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("purge time");
+    assert!((29.9..=30.0).contains(&purge_in_days), "{purge_in_days}");
+
+    for (id, key, action) in [(abandoned, &abandoned_key, "delete"), (expired, &expired_key, "purge")] {
+        assert_eq!(state(&ctx, id).await, None, "{action}: the row is gone");
+        assert!(!object_exists(&ctx.s3, &ctx.bucket, key).await, "{action}: the bytes are gone");
+        assert!(!stored_object_exists(&ctx, key).await, "{action}: the object row is gone");
+        let (recorded, evidence) = events(&ctx, id).await.remove(0);
+        assert_eq!(recorded, action);
+        assert_eq!(evidence["sharers"], 0);
+        let (freed, row): (i64, Value) =
+            sqlx::query_as("SELECT bytes_freed, asset_row FROM settlement_events WHERE asset_id = $1")
+                .bind(id)
+                .fetch_one(ctx.pool())
+                .await
+                .expect("event");
+        assert_eq!(freed, 100);
+        assert_eq!(row["storage_key"], key.as_str(), "the audit row keeps the asset row for undelete");
+    }
+
+    // Two days old: past its grace period, not yet abandoned: looked at again when the window ends.
+    assert_eq!(state(&ctx, young_upload).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &young_key).await);
+    let (action, evidence) = events(&ctx, young_upload).await.remove(0);
+    assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("abandon_window")));
+    let due_in_days: f64 = sqlx::query_scalar("SELECT (extract(epoch FROM due_at - now()) / 86400)::float8 FROM assets WHERE id = $1")
+        .bind(young_upload)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("due");
+    assert!((4.9..=5.0).contains(&due_in_days), "due again when seven days have passed: {due_in_days}");
+}
+
+#[tokio::test]
+async fn shared_bytes_survive_the_delete_of_one_sharer() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let shared_key = key(ws);
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &shared_key).await;
+    let sharer = seed(&ctx, Uuid::new_v4(), "attached", "8 days", &shared_key).await;
+    sqlx::query("UPDATE assets SET due_at = NULL WHERE id = $1").bind(sharer).execute(ctx.pool()).await.expect("attached");
+
+    settle_everything(&ctx).await;
+
+    assert_eq!(state(&ctx, abandoned).await, None, "the abandoned row goes");
+    assert_eq!(state(&ctx, sharer).await.as_deref(), Some("attached"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &shared_key).await, "the sharer's bytes stay");
+    assert!(stored_object_exists(&ctx, &shared_key).await);
+    let (action, evidence) = events(&ctx, abandoned).await.remove(0);
+    assert_eq!((action.as_str(), &evidence["sharers"]), ("delete", &Value::from(1)));
+}
+
+#[tokio::test]
+async fn nothing_written_within_the_grace_period_is_retired_or_deleted() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let recent_key = key(ws);
+    let recently_released = seed(&ctx, ws, "released", "3 days", &recent_key).await;
+    // The release itself is the newest write: an hour ago.
+    sqlx::query("UPDATE assets SET updated_at = now() - interval '1 hour' WHERE id = $1")
+        .bind(recently_released)
+        .execute(ctx.pool())
+        .await
+        .expect("recent write");
+    // An old abandoned upload whose bytes were just reused by another upload.
+    let reused_key = key(ws);
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &reused_key).await;
+    sqlx::query("UPDATE stored_objects SET updated_at = now() - interval '5 minutes' WHERE storage_key = $1")
+        .bind(&reused_key)
+        .execute(ctx.pool())
+        .await
+        .expect("object reused");
+
+    settle_everything(&ctx).await;
+
+    assert_eq!(state(&ctx, recently_released).await.as_deref(), Some("released"));
+    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &reused_key).await);
+    for id in [recently_released, abandoned] {
+        let (action, evidence) = events(&ctx, id).await.remove(0);
+        assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("grace")));
+        let due_in_hours: f64 = sqlx::query_scalar("SELECT (extract(epoch FROM due_at - now()) / 3600)::float8 FROM assets WHERE id = $1")
+            .bind(id)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("due");
+        assert!(due_in_hours > 22.0 && due_in_hours <= 24.0, "due when the grace period ends: {due_in_hours}");
+    }
+}
