@@ -242,3 +242,161 @@ async fn nothing_written_within_the_grace_period_is_retired_or_deleted() {
         assert!(due_in_hours > 22.0 && due_in_hours <= 24.0, "due when the grace period ends: {due_in_hours}");
     }
 }
+
+fn record(message_id: &str, body: &str, receive_count: u32) -> SqsMessage {
+    let mut record = SqsMessage::default();
+    record.message_id = Some(message_id.to_owned());
+    record.body = Some(body.to_owned());
+    record.attributes.insert("ApproximateReceiveCount".into(), receive_count.to_string());
+    record
+}
+
+fn event(records: Vec<SqsMessage>) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    event.records = records;
+    event
+}
+
+/// The message the sweep sent for the one asset it claimed (taken off the queue).
+async fn claimed_message(ctx: &TestContext) -> shared::CleanupMessage {
+    assert_eq!(sweep(ctx).await, 1);
+    let bodies = ctx.drain_queue().await;
+    shared::CleanupMessage::parse(&bodies[0]).expect("the sweep's message")
+}
+
+#[tokio::test]
+async fn duplicate_and_redelivered_messages_never_repeat_an_action() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let k = key(ws);
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let message = claimed_message(&ctx).await;
+    let body = message.to_body();
+    let consumer = consumer(&ctx);
+
+    // The same message twice in one batch (at-least-once delivery), settled concurrently.
+    let response = handle(&consumer, event(vec![record("m-1", &body, 1), record("m-1-copy", &body, 1)])).await;
+    assert!(response.batch_item_failures.is_empty());
+    // And redelivered after it was settled.
+    let response = handle(&consumer, event(vec![record("m-1-again", &body, 2)])).await;
+    assert!(response.batch_item_failures.is_empty(), "settling a removed asset is a success");
+
+    assert_eq!(state(&ctx, abandoned).await, None);
+    let actions: Vec<String> = events(&ctx, abandoned).await.into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["delete"], "one delete, however often the message came");
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &k).await);
+}
+
+#[tokio::test]
+async fn a_stale_claim_changes_nothing() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let released = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    let mut message = claimed_message(&ctx).await;
+    // A message from an earlier claim whose lease ran out and was claimed again since.
+    message.claim_token = Uuid::new_v4();
+
+    let response = handle(&consumer(&ctx), event(vec![record("old", &message.to_body(), 1)])).await;
+
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("released"));
+    assert!(events(&ctx, released).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_message_naming_the_wrong_workspace_is_rejected_and_touches_nothing() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let k = key(ws);
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let mut message = claimed_message(&ctx).await;
+    message.workspace_id = shared::WorkspaceId(Uuid::new_v4());
+
+    // Even on its final receive the asset is not marked: the message may not change another workspace's row.
+    let response = handle(&consumer(&ctx), event(vec![record("forged", &message.to_body(), 5)])).await;
+
+    let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, ["forged"]);
+    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await);
+    assert!(events(&ctx, abandoned).await.is_empty());
+    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM assets WHERE id = $1")
+        .bind(abandoned)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("attempts");
+    assert_eq!(attempts, 0);
+}
+
+#[tokio::test]
+async fn a_malformed_body_fails_that_message_alone_and_an_unknown_asset_is_a_success() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &key(ws)).await;
+    let message = claimed_message(&ctx).await;
+    let unknown = shared::CleanupMessage::new(AssetId(Uuid::new_v4()), shared::WorkspaceId(ws), Uuid::new_v4(), Uuid::new_v4());
+
+    let response = handle(
+        &consumer(&ctx),
+        event(vec![
+            record("good", &message.to_body(), 1),
+            record("garbage", "{not json", 1),
+            record("future", r#"{"version":9}"#, 1),
+            record("unknown", &unknown.to_body(), 1),
+        ]),
+    )
+    .await;
+
+    let mut failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    failed.sort();
+    assert_eq!(failed, ["future", "garbage"]);
+    assert_eq!(state(&ctx, abandoned).await, None, "the good message in the same batch settled");
+}
+
+#[tokio::test]
+async fn a_record_without_a_message_id_fails_the_whole_invocation() {
+    let ctx = TestContext::new().await;
+    let mut nameless = record("x", "{}", 1);
+    nameless.message_id = None;
+    let result = consumer(&ctx)
+        .handle(lambda_runtime::LambdaEvent::new(
+            event(vec![record("fine", "{}", 1), nameless]),
+            lambda_runtime::Context::default(),
+        ))
+        .await;
+    let error = result.expect_err("no empty identifier is ever reported");
+    assert_eq!(error.to_string(), "record 1 of the batch has no message id");
+}
+
+/// Each unreadable-schema cause, met by the consumer: every item fails and nothing is destroyed.
+#[tokio::test]
+async fn an_unreadable_schema_makes_every_settle_fail_and_destroys_nothing() {
+    for breakage in [
+        "INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('gone', 'body', '$.**')",
+        "CREATE TABLE wrong (body text);
+         INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('wrong', 'body', '$.**')",
+        "CREATE TABLE products (hero uuid REFERENCES assets (id) ON DELETE CASCADE)",
+        "CREATE TABLE legacy (picture uuid); INSERT INTO legacy SELECT id FROM assets",
+        "DROP DOMAIN asset_id",
+    ] {
+        let ctx = TestContext::new().await;
+        let ws = Uuid::new_v4();
+        let k = key(ws);
+        let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+        let message = claimed_message(&ctx).await;
+        // The schema breaks after the sweep enqueued.
+        sqlx::raw_sql(sqlx::AssertSqlSafe(breakage)).execute(ctx.pool()).await.expect("break the schema");
+
+        let response = handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 1)])).await;
+
+        assert_eq!(response.batch_item_failures.len(), 1, "{breakage}");
+        assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{breakage}");
+        assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{breakage}");
+        let last_error: Option<String> = sqlx::query_scalar("SELECT last_error FROM assets WHERE id = $1")
+            .bind(abandoned)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("last error");
+        assert!(last_error.is_some_and(|e| e.contains("does not validate")), "{breakage}");
+    }
+}
