@@ -9,7 +9,7 @@ use aws_sdk_s3::error::DisplayErrorContext;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Presence {
     Present,
-    /// The object was missing; this earlier version was copied back as the current one.
+    /// The object was hidden by a delete marker; removing it made this kept version current again.
     Restored {
         version_id: String,
     },
@@ -28,7 +28,7 @@ pub async fn remove(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, timeout: D
     }
 }
 
-/// Checks that `key` exists; if not, restores its newest kept version.
+/// Checks that `key` exists; if not, makes its newest kept version current again.
 pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Presence, String> {
     match s3.head_object().bucket(bucket).key(key).send().await {
         Ok(_) => return Ok(Presence::Present),
@@ -42,41 +42,23 @@ pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) ->
         .send()
         .await
         .map_err(|e| format!("ListObjectVersions {key}: {}", DisplayErrorContext(&e)))?;
-    let newest = listing
-        .versions()
+    let stamp = |t: Option<&aws_sdk_s3::primitives::DateTime>| t.map(|t| (t.secs(), t.subsec_nanos()));
+    let newest = listing.versions().iter().filter(|v| v.key() == Some(key)).max_by_key(|v| stamp(v.last_modified()));
+    let Some(newest) = newest else { return Ok(Presence::Lost) };
+    // The bytes are hidden by delete markers: removing the markers above the newest version makes it current
+    // again, exactly as it was (metadata included).
+    let markers = listing
+        .delete_markers()
         .iter()
-        .filter(|v| v.key() == Some(key))
-        .max_by_key(|v| v.last_modified().map(|t| (t.secs(), t.subsec_nanos())))
-        .and_then(|v| v.version_id());
-    let Some(version_id) = newest else { return Ok(Presence::Lost) };
-    s3.copy_object()
-        .bucket(bucket)
-        .key(key)
-        .copy_source(format!("{bucket}/{}?versionId={version_id}", encode_key(key)))
-        .send()
-        .await
-        .map_err(|e| format!("CopyObject {key} from version {version_id}: {}", DisplayErrorContext(&e)))?;
-    Ok(Presence::Restored { version_id: version_id.to_owned() })
-}
-
-/// A key as `CopySource` wants it: URL-encoded, with `/` kept.
-fn encode_key(key: &str) -> String {
-    let mut encoded = String::with_capacity(key.len());
-    for byte in key.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => encoded.push(byte as char),
-            _ => encoded.push_str(&format!("%{byte:02X}")),
-        }
+        .filter(|m| m.key() == Some(key) && stamp(m.last_modified()) >= stamp(newest.last_modified()));
+    for marker in markers {
+        s3.delete_object()
+            .bucket(bucket)
+            .key(key)
+            .set_version_id(marker.version_id().map(str::to_owned))
+            .send()
+            .await
+            .map_err(|e| format!("removing a delete marker of {key}: {}", DisplayErrorContext(&e)))?;
     }
-    encoded
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn copy_source_keys_are_url_encoded_except_slashes() {
-        assert_eq!(encode_key("ws/a b+c/é.png"), "ws/a%20b%2Bc/%C3%A9.png");
-    }
+    Ok(Presence::Restored { version_id: newest.version_id().unwrap_or_default().to_owned() })
 }

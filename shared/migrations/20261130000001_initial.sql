@@ -46,20 +46,34 @@ CREATE TABLE assets (
 -- application is not trusted to maintain `updated_at`: these triggers do it. The trigger on `assets` fires only
 -- for the columns that describe the asset (the consumer's own state changes move it too, which only makes the
 -- floor more cautious); the sweeper's lease bookkeeping does not move it.
-CREATE FUNCTION asset_sweeper_touch() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION asset_sweeper_touch_asset() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    NEW.updated_at := now();
+    -- Only a real change counts: a statement that merely names a column (SET state = state) is no write.
+    IF (NEW.workspace_id, NEW.storage_key, NEW.content_hash, NEW.byte_size, NEW.state, NEW.due_at)
+       IS DISTINCT FROM (OLD.workspace_id, OLD.storage_key, OLD.content_hash, OLD.byte_size, OLD.state, OLD.due_at)
+    THEN
+        NEW.updated_at := now();
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION asset_sweeper_touch_object() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (NEW.content_hash, NEW.byte_size) IS DISTINCT FROM (OLD.content_hash, OLD.byte_size) THEN
+        NEW.updated_at := now();
+    END IF;
     RETURN NEW;
 END
 $$;
 
 CREATE TRIGGER assets_touch
     BEFORE UPDATE OF workspace_id, storage_key, content_hash, byte_size, state, due_at ON assets
-    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch();
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_asset();
 
 CREATE TRIGGER stored_objects_touch
     BEFORE UPDATE OF content_hash, byte_size ON stored_objects
-    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch();
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_object();
 
 -- An upload that reuses existing bytes is a write about that stored object: it restarts the grace floor of
 -- every asset sharing it.

@@ -60,7 +60,11 @@ async fn settle_everything(ctx: &TestContext) {
 }
 
 async fn state(ctx: &TestContext, id: Uuid) -> Option<String> {
-    sqlx::query_scalar("SELECT state FROM assets WHERE id = $1").bind(id).fetch_optional(ctx.pool()).await.expect("state")
+    sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
+        .bind(id)
+        .fetch_optional(ctx.pool())
+        .await
+        .expect("state")
 }
 
 async fn stored_object_exists(ctx: &TestContext, key: &str) -> bool {
@@ -126,10 +130,11 @@ async fn a_reference_through_each_kind_of_source_keeps_the_asset() {
     let retire = &events(&ctx, unreferenced).await[0];
     assert_eq!(retire.0, "retire");
     assert_eq!(retire.1["sources_checked"].as_array().map(Vec::len), Some(4), "every source was asked");
-    let due_cleared: i64 = sqlx::query_scalar("SELECT count(*) FROM assets WHERE state = 'attached' AND due_at IS NULL")
-        .fetch_one(ctx.pool())
-        .await
-        .expect("count");
+    let due_cleared: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM assets WHERE state = 'attached' AND due_at IS NULL")
+            .fetch_one(ctx.pool())
+            .await
+            .expect("count");
     assert_eq!(due_cleared, 4);
 }
 
@@ -178,11 +183,12 @@ async fn released_assets_retire_with_their_bytes_and_abandoned_and_expired_ones_
     assert!(object_exists(&ctx.s3, &ctx.bucket, &young_key).await);
     let (action, evidence) = events(&ctx, young_upload).await.remove(0);
     assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("abandon_window")));
-    let due_in_days: f64 = sqlx::query_scalar("SELECT (extract(epoch FROM due_at - now()) / 86400)::float8 FROM assets WHERE id = $1")
-        .bind(young_upload)
-        .fetch_one(ctx.pool())
-        .await
-        .expect("due");
+    let due_in_days: f64 =
+        sqlx::query_scalar("SELECT (extract(epoch FROM due_at - now()) / 86400)::float8 FROM assets WHERE id = $1")
+            .bind(young_upload)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("due");
     assert!((4.9..=5.0).contains(&due_in_days), "due again when seven days have passed: {due_in_days}");
 }
 
@@ -193,7 +199,11 @@ async fn shared_bytes_survive_the_delete_of_one_sharer() {
     let shared_key = key(ws);
     let abandoned = seed(&ctx, ws, "pending", "8 days", &shared_key).await;
     let sharer = seed(&ctx, Uuid::new_v4(), "attached", "8 days", &shared_key).await;
-    sqlx::query("UPDATE assets SET due_at = NULL WHERE id = $1").bind(sharer).execute(ctx.pool()).await.expect("attached");
+    sqlx::query("UPDATE assets SET due_at = NULL WHERE id = $1")
+        .bind(sharer)
+        .execute(ctx.pool())
+        .await
+        .expect("attached");
 
     settle_everything(&ctx).await;
 
@@ -234,11 +244,12 @@ async fn nothing_written_within_the_grace_period_is_retired_or_deleted() {
     for id in [recently_released, abandoned] {
         let (action, evidence) = events(&ctx, id).await.remove(0);
         assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("grace")));
-        let due_in_hours: f64 = sqlx::query_scalar("SELECT (extract(epoch FROM due_at - now()) / 3600)::float8 FROM assets WHERE id = $1")
-            .bind(id)
-            .fetch_one(ctx.pool())
-            .await
-            .expect("due");
+        let due_in_hours: f64 =
+            sqlx::query_scalar("SELECT (extract(epoch FROM due_at - now()) / 3600)::float8 FROM assets WHERE id = $1")
+                .bind(id)
+                .fetch_one(ctx.pool())
+                .await
+                .expect("due");
         assert!(due_in_hours > 22.0 && due_in_hours <= 24.0, "due when the grace period ends: {due_in_hours}");
     }
 }
@@ -334,7 +345,8 @@ async fn a_malformed_body_fails_that_message_alone_and_an_unknown_asset_is_a_suc
     let ws = Uuid::new_v4();
     let abandoned = seed(&ctx, ws, "pending", "8 days", &key(ws)).await;
     let message = claimed_message(&ctx).await;
-    let unknown = shared::CleanupMessage::new(AssetId(Uuid::new_v4()), shared::WorkspaceId(ws), Uuid::new_v4(), Uuid::new_v4());
+    let unknown =
+        shared::CleanupMessage::new(AssetId(Uuid::new_v4()), shared::WorkspaceId(ws), Uuid::new_v4(), Uuid::new_v4());
 
     let response = handle(
         &consumer(&ctx),
@@ -399,4 +411,218 @@ async fn an_unreadable_schema_makes_every_settle_fail_and_destroys_nothing() {
             .expect("last error");
         assert!(last_error.is_some_and(|e| e.contains("does not validate")), "{breakage}");
     }
+}
+
+/// Configures `failpoint` for the duration of `f`, holding the process-wide failpoint turn.
+async fn with_failpoint<T>(failpoint: &str, action: &str, f: impl std::future::Future<Output = T>) -> T {
+    fail::cfg(failpoint, action).expect("failpoint");
+    let result = f.await;
+    fail::remove(failpoint);
+    result
+}
+
+#[tokio::test]
+async fn a_crash_after_the_bytes_went_leaves_a_row_without_bytes_and_the_next_settle_finishes() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let k = key(ws);
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let message = claimed_message(&ctx).await;
+    let consumer = consumer(&ctx);
+
+    let response = with_failpoint(
+        "consumer::after_bytes_removed",
+        "return",
+        handle(&consumer, event(vec![record("m", &message.to_body(), 1)])),
+    )
+    .await;
+
+    assert_eq!(response.batch_item_failures.len(), 1);
+    // Never bytes that no row knows: the row (and its object row) outlive the bytes.
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &k).await, "the bytes went before the crash");
+    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
+    assert!(stored_object_exists(&ctx, &k).await);
+    assert!(events(&ctx, abandoned).await.is_empty(), "the rolled-back settle left no decision");
+
+    // The redelivered message finishes the job: deleting a missing object is fine.
+    let response = handle(&consumer, event(vec![record("m", &message.to_body(), 2)])).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(state(&ctx, abandoned).await, None);
+    assert!(!stored_object_exists(&ctx, &k).await);
+    assert_eq!(events(&ctx, abandoned).await[0].0, "delete");
+}
+
+#[tokio::test]
+async fn a_crash_before_the_bytes_went_or_a_failed_s3_call_leaves_everything() {
+    let _turn = FAILPOINTS.lock().await;
+    for failpoint in ["consumer::before_bytes_removed", "consumer::s3_delete"] {
+        let ctx = TestContext::new().await;
+        let ws = Uuid::new_v4();
+        let k = key(ws);
+        let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+        let message = claimed_message(&ctx).await;
+
+        let response = with_failpoint(
+            failpoint,
+            "return",
+            handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 1)])),
+        )
+        .await;
+
+        assert_eq!(response.batch_item_failures.len(), 1, "{failpoint}");
+        assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{failpoint}");
+        assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{failpoint}");
+        assert!(stored_object_exists(&ctx, &k).await, "{failpoint}");
+    }
+}
+
+#[tokio::test]
+async fn the_final_receive_marks_the_asset_failed_and_the_message_reaches_the_dlq() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let k = key(ws);
+    let poison = seed(&ctx, ws, "pending", "8 days", &k).await;
+    sweep(&ctx).await;
+    let consumer = consumer(&ctx);
+
+    // The bucket refuses every delete: each delivery fails until SQS dead-letters the message.
+    let mut deliveries = 0;
+    fail::cfg("consumer::s3_delete", "return").expect("failpoint");
+    loop {
+        let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
+        if event.records.is_empty() {
+            break;
+        }
+        deliveries += 1;
+        let before_last = deliveries < integration_tests::MAX_RECEIVE_COUNT;
+        if before_last {
+            assert_eq!(state(&ctx, poison).await.as_deref(), Some("pending"));
+        }
+        let response = handle(&consumer, event.clone()).await;
+        assert_eq!(response.batch_item_failures.len(), 1);
+        acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
+    }
+    fail::remove("consumer::s3_delete");
+
+    assert_eq!(deliveries, integration_tests::MAX_RECEIVE_COUNT);
+    let (state_now, attempts, last_error): (String, i32, Option<String>) =
+        sqlx::query_as("SELECT state, attempts, last_error FROM assets WHERE id = $1")
+            .bind(poison)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("asset");
+    assert_eq!((state_now.as_str(), attempts), ("failed", 5));
+    assert!(last_error.is_some_and(|e| e.contains("injected S3 failure")));
+    assert_eq!(events(&ctx, poison).await.last().map(|(a, _)| a.as_str()), Some("failed"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "nothing was destroyed");
+    let dead = integration_tests::drain(&ctx.sqs, &ctx.queue.dlq_url).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(shared::CleanupMessage::parse(&dead[0]).expect("message").asset_id.0, poison);
+    // A failed asset waits for an operator: the sweep does not claim it again.
+    sqlx::query("UPDATE assets SET due_at = now() - interval '1 minute' WHERE id = $1")
+        .bind(poison)
+        .execute(ctx.pool())
+        .await
+        .expect("due");
+    assert_eq!(sweep(&ctx).await, 0);
+}
+
+#[tokio::test]
+async fn when_the_final_receive_write_fails_the_message_still_fails_and_nothing_is_destroyed() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let k = key(ws);
+    let poison = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let message = claimed_message(&ctx).await;
+
+    fail::cfg("consumer::s3_delete", "return").expect("failpoint");
+    let response = with_failpoint(
+        "consumer::final_receive_write",
+        "return",
+        handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 5)])),
+    )
+    .await;
+    fail::remove("consumer::s3_delete");
+
+    assert_eq!(response.batch_item_failures.len(), 1, "the failure is still reported");
+    assert_eq!(state(&ctx, poison).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await);
+}
+
+#[tokio::test]
+async fn a_retired_asset_restores_before_its_purge_time_and_not_after() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let (k, late_key) = (key(ws), key(ws));
+    let released = seed(&ctx, ws, "released", "3 days", &k).await;
+    let expired = seed(&ctx, ws, "retired", "40 days", &late_key).await;
+    sqlx::query("UPDATE assets SET due_at = NULL WHERE id = $1")
+        .bind(expired)
+        .execute(ctx.pool())
+        .await
+        .expect("not due");
+    settle_everything(&ctx).await;
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"));
+
+    consumer_lambda::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice")
+        .await
+        .expect("restorable until its purge time");
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("attached"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await);
+    let (action, evidence) = events(&ctx, released).await.pop().expect("restore event");
+    assert_eq!((action.as_str(), &evidence["by"]), ("restore", &Value::from("alice")));
+
+    let late = consumer_lambda::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(expired), "alice").await;
+    let message = late.expect_err("past its purge time").to_string();
+    assert!(message.contains("was due to be purged at") && message.contains("too late to restore"), "{message}");
+    assert_eq!(state(&ctx, expired).await.as_deref(), Some("retired"));
+
+    let again = consumer_lambda::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice").await;
+    assert!(again.expect_err("attached now").to_string().contains("is attached, not retired"));
+    let unknown = consumer_lambda::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(Uuid::nil()), "a").await;
+    assert!(unknown.expect_err("unknown").to_string().contains("does not exist"));
+}
+
+#[tokio::test]
+async fn a_keep_brings_back_missing_bytes_from_a_kept_version() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let (k, lost_key) = (key(ws), key(ws));
+    let referenced = seed(&ctx, ws, "released", "3 days", &k).await;
+    let lost = seed(&ctx, ws, "released", "3 days", &lost_key).await;
+    sqlx::query("INSERT INTO products (hero) VALUES ($1), ($2)")
+        .bind(referenced)
+        .bind(lost)
+        .execute(ctx.pool())
+        .await
+        .expect("references");
+    // A wrong delete elsewhere: the versioned bucket keeps the bytes behind a delete marker.
+    ctx.s3.delete_object().bucket(&ctx.bucket).key(&k).send().await.expect("delete");
+    // And bytes gone for good: every version removed.
+    let versions = ctx.s3.list_object_versions().bucket(&ctx.bucket).prefix(&lost_key).send().await.expect("versions");
+    for v in versions.versions() {
+        ctx.s3
+            .delete_object()
+            .bucket(&ctx.bucket)
+            .key(&lost_key)
+            .set_version_id(v.version_id().map(str::to_owned))
+            .send()
+            .await
+            .expect("purge version");
+    }
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &k).await);
+
+    settle_everything(&ctx).await;
+
+    assert_eq!(state(&ctx, referenced).await.as_deref(), Some("attached"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "restored from the kept version");
+    let actions: Vec<String> = events(&ctx, referenced).await.into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["keep", "integrity"]);
+    let actions: Vec<String> = events(&ctx, lost).await.into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["keep", "lost"]);
+    put_bytes(&ctx.s3, &ctx.bucket, "unrelated", b"x").await;
 }

@@ -145,6 +145,12 @@ async fn application_writes_move_the_grace_floor_and_sweeper_bookkeeping_does_no
         .await
         .expect("lease");
     assert_eq!(write_times(&db.pool, id).await, before, "a lease is not a write about the asset");
+    sqlx::query("UPDATE assets SET state = state, attempts = attempts + 1, last_error = 'x' WHERE id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .expect("bookkeeping that names an application column");
+    assert_eq!(write_times(&db.pool, id).await, before, "naming a column without changing it is no write");
 
     sqlx::query("UPDATE assets SET state = 'released', due_at = now() WHERE id = $1")
         .bind(id)

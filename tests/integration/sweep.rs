@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use integration_tests::{FAILPOINTS, TestContext};
 use integration_tests::fixtures::{insert_asset, insert_released};
+use integration_tests::{FAILPOINTS, TestContext};
 use shared::CleanupMessage;
 use sqlx::{Connection, PgConnection};
 use sweep_lambda::Sweeper;

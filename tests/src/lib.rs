@@ -153,7 +153,8 @@ pub async fn acknowledge(
     response: &aws_lambda_events::event::sqs::SqsBatchResponse,
 ) {
     for record in &event.records {
-        let failed = response.batch_item_failures.iter().any(|f| Some(&f.item_identifier) == record.message_id.as_ref());
+        let failed =
+            response.batch_item_failures.iter().any(|f| Some(&f.item_identifier) == record.message_id.as_ref());
         let Some(handle) = record.receipt_handle.as_deref() else { continue };
         let sent = if failed {
             sqs.change_message_visibility()
@@ -165,7 +166,13 @@ pub async fn acknowledge(
                 .map(|_| ())
                 .map_err(|e| format!("{e:?}"))
         } else {
-            sqs.delete_message().queue_url(queue_url).receipt_handle(handle).send().await.map(|_| ()).map_err(|e| format!("{e:?}"))
+            sqs.delete_message()
+                .queue_url(queue_url)
+                .receipt_handle(handle)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e:?}"))
         };
         sent.unwrap_or_else(|e| fail(format!("acknowledging a message: {e}")));
     }
