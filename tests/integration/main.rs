@@ -3,4 +3,5 @@
 mod consumer;
 mod harness;
 mod schema;
+mod soak;
 mod sweep;
