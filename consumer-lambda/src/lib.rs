@@ -155,7 +155,7 @@ impl Consumer {
                 settle::settle(&cx, &message).await
             }
             Schema::Refused(refusal) => Err(SettleError::SchemaRefused(refusal.clone())),
-            Schema::Unreadable(e) => Err(SettleError::Database(sqlx::Error::Protocol(format!("schema check: {e}")))),
+            Schema::Unreadable(e) => Err(SettleError::SchemaUnavailable(e.clone())),
         };
         match result {
             Ok(settled) => {

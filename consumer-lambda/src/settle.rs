@@ -69,6 +69,8 @@ pub enum SettleError {
     WrongWorkspace { message_id: String, asset_id: AssetId, claimed: WorkspaceId, actual: WorkspaceId },
     #[error(transparent)]
     SchemaRefused(#[from] SchemaRefusal),
+    #[error("the schema check could not run: {0}")]
+    SchemaUnavailable(String),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
     #[error("bucket: {0}")]

@@ -43,6 +43,10 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
 
 /// Whether `source` holds a reference to `asset`. Each form is one the usual index answers: a btree for
 /// `=`, a GIN index for `@>` on arrays and for `@?` on JSON documents (`jsonb_ops` for `$.**` paths).
+///
+/// The statements are not kept prepared: a cached generic plan cannot see the value, and for `EXISTS (… @? $1)`
+/// Postgres then prefers a sequential scan it expects to stop early — which is every row when nothing refers.
+/// An unnamed statement is planned with the value each time, and uses the index.
 pub async fn refers(conn: &mut PgConnection, source: &ReferenceSource, asset: AssetId) -> Result<bool, sqlx::Error> {
     let table = source.quoted_table();
     let column = quote_ident(&source.column);
@@ -50,7 +54,7 @@ pub async fn refers(conn: &mut PgConnection, source: &ReferenceSource, asset: As
     match &source.kind {
         SourceKind::ForeignKey | SourceKind::Domain => {
             let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE {column} = $1)");
-            sqlx::query_scalar(AssertSqlSafe(sql)).bind(id).fetch_one(conn).await
+            sqlx::query_scalar(AssertSqlSafe(sql)).bind(id).persistent(false).fetch_one(conn).await
         }
         SourceKind::DomainArray => {
             // The catalog's own spelling of the column type, so `@>` compares like with like.
@@ -58,7 +62,7 @@ pub async fn refers(conn: &mut PgConnection, source: &ReferenceSource, asset: As
                 "SELECT EXISTS (SELECT 1 FROM {table} WHERE {column} @> ARRAY[$1::uuid]::{})",
                 source.column_type
             );
-            sqlx::query_scalar(AssertSqlSafe(sql)).bind(id).fetch_one(conn).await
+            sqlx::query_scalar(AssertSqlSafe(sql)).bind(id).persistent(false).fetch_one(conn).await
         }
         SourceKind::Json { json_path } => {
             // The id is a uuid, so splicing it into the path cannot inject; both spellings an application
@@ -67,7 +71,7 @@ pub async fn refers(conn: &mut PgConnection, source: &ReferenceSource, asset: As
             let upper = lower.to_uppercase();
             let path = format!("{json_path} ? (@ == \"{lower}\" || @ == \"{upper}\")");
             let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE {column} @? $1::jsonpath)");
-            sqlx::query_scalar(AssertSqlSafe(sql)).bind(path).fetch_one(conn).await
+            sqlx::query_scalar(AssertSqlSafe(sql)).bind(path).persistent(false).fetch_one(conn).await
         }
     }
 }

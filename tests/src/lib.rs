@@ -152,29 +152,40 @@ pub async fn acknowledge(
     event: &aws_lambda_events::event::sqs::SqsEvent,
     response: &aws_lambda_events::event::sqs::SqsBatchResponse,
 ) {
-    for record in &event.records {
-        let failed =
-            response.batch_item_failures.iter().any(|f| Some(&f.item_identifier) == record.message_id.as_ref());
+    let failed = |record: &aws_lambda_events::event::sqs::SqsMessage| {
+        response.batch_item_failures.iter().any(|f| Some(&f.item_identifier) == record.message_id.as_ref())
+    };
+    let mut deletes = Vec::new();
+    for (i, record) in event.records.iter().enumerate() {
         let Some(handle) = record.receipt_handle.as_deref() else { continue };
-        let sent = if failed {
+        if failed(record) {
             sqs.change_message_visibility()
                 .queue_url(queue_url)
                 .receipt_handle(handle)
                 .visibility_timeout(0)
                 .send()
                 .await
-                .map(|_| ())
-                .map_err(|e| format!("{e:?}"))
+                .unwrap_or_else(|e| fail(format!("ChangeMessageVisibility: {e:?}")));
         } else {
-            sqs.delete_message()
-                .queue_url(queue_url)
+            let entry = aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
                 .receipt_handle(handle)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| format!("{e:?}"))
-        };
-        sent.unwrap_or_else(|e| fail(format!("acknowledging a message: {e}")));
+                .build()
+                .unwrap_or_else(|e| fail(format!("DeleteMessageBatch entry: {e}")));
+            deletes.push(entry);
+        }
+    }
+    if !deletes.is_empty() {
+        let deleted = sqs
+            .delete_message_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(deletes))
+            .send()
+            .await
+            .unwrap_or_else(|e| fail(format!("DeleteMessageBatch: {e:?}")));
+        if !deleted.failed().is_empty() {
+            fail(format!("DeleteMessageBatch rejected entries: {:?}", deleted.failed()));
+        }
     }
 }
 
