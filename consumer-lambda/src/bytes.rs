@@ -18,14 +18,33 @@ pub enum Presence {
 }
 
 /// Removes the object. A missing object counts as removed (S3 answers 204). In a versioned bucket this adds a
-/// delete marker and the bytes stay as a noncurrent version until the lifecycle expires them.
-pub async fn remove(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, timeout: Duration) -> Result<(), String> {
+/// delete marker, whose version id is returned, and the bytes stay as a noncurrent version until the lifecycle
+/// expires them.
+pub async fn remove(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Option<String>, String> {
     fail::fail_point!("consumer::s3_delete", |_| Err("injected S3 failure".to_owned()));
     match tokio::time::timeout(timeout, s3.delete_object().bucket(bucket).key(key).send()).await {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(out)) => Ok(out.delete_marker().unwrap_or(false).then(|| out.version_id().map(str::to_owned)).flatten()),
         Ok(Err(e)) => Err(format!("DeleteObject {key}: {}", DisplayErrorContext(&e))),
         Err(_) => Err(format!("DeleteObject {key}: no answer within {timeout:?}")),
     }
+}
+
+/// Takes back a removal whose transaction then failed: deleting the delete marker makes the bytes current again,
+/// so no row is left pointing at hidden bytes that a reuse of the key would trust.
+pub async fn undo_remove(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, marker: &str) -> Result<(), String> {
+    s3.delete_object()
+        .bucket(bucket)
+        .key(key)
+        .version_id(marker)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("removing delete marker {marker} of {key}: {}", DisplayErrorContext(&e)))
 }
 
 /// Checks that `key` exists; if not, makes its newest kept version current again.
@@ -35,23 +54,32 @@ pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) ->
         Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => {}
         Err(e) => return Err(format!("HeadObject {key}: {}", DisplayErrorContext(&e))),
     }
-    let listing = s3
-        .list_object_versions()
-        .bucket(bucket)
-        .prefix(key)
-        .send()
-        .await
-        .map_err(|e| format!("ListObjectVersions {key}: {}", DisplayErrorContext(&e)))?;
+    let mut versions = Vec::new();
+    let mut markers = Vec::new();
+    let (mut key_marker, mut version_marker) = (None, None);
+    loop {
+        let page = s3
+            .list_object_versions()
+            .bucket(bucket)
+            .prefix(key)
+            .set_key_marker(key_marker)
+            .set_version_id_marker(version_marker)
+            .send()
+            .await
+            .map_err(|e| format!("ListObjectVersions {key}: {}", DisplayErrorContext(&e)))?;
+        versions.extend(page.versions().iter().filter(|v| v.key() == Some(key)).cloned());
+        markers.extend(page.delete_markers().iter().filter(|m| m.key() == Some(key)).cloned());
+        if page.is_truncated() != Some(true) {
+            break;
+        }
+        key_marker = page.next_key_marker().map(str::to_owned);
+        version_marker = page.next_version_id_marker().map(str::to_owned);
+    }
     let stamp = |t: Option<&aws_sdk_s3::primitives::DateTime>| t.map(|t| (t.secs(), t.subsec_nanos()));
-    let newest = listing.versions().iter().filter(|v| v.key() == Some(key)).max_by_key(|v| stamp(v.last_modified()));
-    let Some(newest) = newest else { return Ok(Presence::Lost) };
+    let Some(newest) = versions.iter().max_by_key(|v| stamp(v.last_modified())) else { return Ok(Presence::Lost) };
     // The bytes are hidden by delete markers: removing the markers above the newest version makes it current
     // again, exactly as it was (metadata included).
-    let markers = listing
-        .delete_markers()
-        .iter()
-        .filter(|m| m.key() == Some(key) && stamp(m.last_modified()) >= stamp(newest.last_modified()));
-    for marker in markers {
+    for marker in markers.iter().filter(|m| stamp(m.last_modified()) >= stamp(newest.last_modified())) {
         s3.delete_object()
             .bucket(bucket)
             .key(key)
@@ -59,6 +87,15 @@ pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) ->
             .send()
             .await
             .map_err(|e| format!("removing a delete marker of {key}: {}", DisplayErrorContext(&e)))?;
+    }
+    match s3.head_object().bucket(bucket).key(key).send().await {
+        Ok(_) => {}
+        Err(e) => {
+            return Err(format!(
+                "{key} is still missing after its delete markers were removed: {}",
+                DisplayErrorContext(&e)
+            ));
+        }
     }
     Ok(Presence::Restored { version_id: newest.version_id().unwrap_or_default().to_owned() })
 }

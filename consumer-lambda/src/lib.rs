@@ -218,8 +218,24 @@ impl Consumer {
         let receives: u32 = record.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1);
         let last = receives >= self.settings.queue.max_receive_count;
         error!(error = %e, receives, final_receive = last, "settle failed");
-        if matches!(e, SettleError::WrongWorkspace { .. }) {
-            // The message is not trusted: it may not change a row of another workspace.
+        if let SettleError::WrongWorkspace { actual, .. } = e {
+            // The message is not trusted: it may not change a row of another workspace. Its rejection is
+            // still on record, under the workspace the row really belongs to.
+            let rejected = sqlx::query(
+                "INSERT INTO settlement_events (asset_id, workspace_id, action, sweep_run_id, message_id, evidence, code_version)
+                 VALUES ($1, $2, 'reject', $3, $4, $5, $6)",
+            )
+            .bind(message.asset_id.0)
+            .bind(actual.0)
+            .bind(message.sweep_run_id)
+            .bind(record.message_id.as_deref())
+            .bind(json!({ "error": e.to_string(), "message_workspace": message.workspace_id }))
+            .bind(CODE_VERSION)
+            .execute(&self.pool)
+            .await;
+            if let Err(write_error) = rejected {
+                error!(error = %write_error, "could not record the rejection");
+            }
             return false;
         }
         let written = mark(&self.pool, message, &e.to_string(), last).await;
@@ -234,7 +250,8 @@ impl Consumer {
 }
 
 /// The failure write: always the attempt and the error; on the last receive also state `failed` and an audit
-/// row. Only for a row of the workspace the message names.
+/// row. Only for the row of the workspace the message names, and only while the message's claim is the row's:
+/// a stale or duplicate message may not mark an asset a newer claim has settled.
 async fn mark(pool: &PgPool, message: &CleanupMessage, error: &str, last: bool) -> Result<bool, sqlx::Error> {
     fail::fail_point!("consumer::final_receive_write", last, |_| Err(sqlx::Error::Protocol(
         "injected failure of the final-receive write".into()
@@ -247,13 +264,14 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, error: &str, last: bool) 
                 failed_at = CASE WHEN $4 THEN now() ELSE failed_at END,
                 lease_token = CASE WHEN $4 THEN NULL ELSE lease_token END,
                 leased_until = CASE WHEN $4 THEN NULL ELSE leased_until END
-          WHERE id = $1 AND workspace_id = $2
+          WHERE id = $1 AND workspace_id = $2 AND lease_token = $5
          RETURNING to_jsonb(assets.*)",
     )
     .bind(message.asset_id.0)
     .bind(message.workspace_id.0)
     .bind(error)
     .bind(last)
+    .bind(message.claim_token)
     .fetch_optional(&mut *tx)
     .await?;
     let marked = last && updated.is_some();

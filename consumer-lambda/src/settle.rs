@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use shared::references::{ReferenceMap, SchemaRefusal};
 use shared::{AssetId, CleanupMessage, WorkspaceId, recheck};
 use sqlx::{PgConnection, PgPool};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use uuid::Uuid;
 
 use crate::CODE_VERSION;
@@ -52,6 +52,14 @@ pub struct Settled {
     pub bytes_freed: u64,
     /// For a keep: the storage key whose bytes must be checked after commit.
     pub verify_bytes: Option<String>,
+    /// For a removal in a versioned bucket: the delete marker, to take back if the transaction fails.
+    pub marker: Option<String>,
+}
+
+impl Settled {
+    fn plain(action: Action) -> Self {
+        Settled { action, bytes_freed: 0, verify_bytes: None, marker: None }
+    }
 }
 
 /// Why a settle failed. Nothing was changed: the transaction rolled back.
@@ -134,7 +142,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
 
     let Some(row) = locked else {
         // Removed by an earlier settle of the same asset (a duplicate or redelivered message): done.
-        return Ok(Settled { action: Action::Noop, bytes_freed: 0, verify_bytes: None });
+        return Ok(Settled::plain(Action::Noop));
     };
     if row.workspace_id != message.workspace_id.0 {
         return Err(SettleError::WrongWorkspace {
@@ -148,7 +156,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         // Already settled (the settle cleared the lease), re-claimed under a newer message, no longer due, or
         // waiting for an operator: this message changes nothing.
         info!(state = %row.state, due = row.due, "nothing to settle");
-        return Ok(Settled { action: Action::Noop, bytes_freed: 0, verify_bytes: None });
+        return Ok(Settled::plain(Action::Noop));
     }
 
     let found = recheck::recheck(&mut tx, cx.map, asset).await?;
@@ -161,35 +169,44 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     let decided = if let Some(source) = found.referenced_by() {
         evidence["referenced_by"] = json!(source);
         keep(&mut tx, asset).await?;
-        Settled { action: Action::Keep, bytes_freed: 0, verify_bytes: Some(row.storage_key.clone()) }
+        Settled { verify_bytes: Some(row.storage_key.clone()), ..Settled::plain(Action::Keep) }
     } else if row.within_grace {
         evidence["deferred"] = json!({ "why": "grace", "until": row.grace_ends });
-        defer(&mut tx, asset, Until::Timestamp(&row.grace_ends)).await?;
-        Settled { action: Action::Defer, bytes_freed: 0, verify_bytes: None }
+        defer(&mut tx, asset, Until::GraceEnd(cx.grace)).await?;
+        Settled::plain(Action::Defer)
     } else {
         match row.state.as_str() {
             "pending" if !row.abandoned => {
                 evidence["deferred"] = json!({ "why": "abandon_window" });
                 defer(&mut tx, asset, Until::AfterCreation(cx.abandon_after)).await?;
-                Settled { action: Action::Defer, bytes_freed: 0, verify_bytes: None }
+                Settled::plain(Action::Defer)
             }
             "pending" => remove(cx, &mut tx, asset, &row, Action::Delete, &mut evidence).await?,
             "retired" if !row.purge_due => {
                 evidence["deferred"] = json!({ "why": "retention" });
                 defer(&mut tx, asset, Until::PurgeTime).await?;
-                Settled { action: Action::Defer, bytes_freed: 0, verify_bytes: None }
+                Settled::plain(Action::Defer)
             }
             "retired" => remove(cx, &mut tx, asset, &row, Action::Purge, &mut evidence).await?,
             // released, or attached with nothing referring to it: the recheck is the authority, not the state.
             _ => {
                 retire(&mut tx, asset, cx.retention).await?;
-                Settled { action: Action::Retire, bytes_freed: 0, verify_bytes: None }
+                Settled::plain(Action::Retire)
             }
         }
     };
 
-    record(&mut tx, message, &row, decided.action, decided.bytes_freed, evidence).await?;
-    tx.commit().await?;
+    let committed = async {
+        record(&mut tx, message, &row, decided.action, decided.bytes_freed, evidence).await?;
+        tx.commit().await
+    }
+    .await;
+    if let Err(e) = committed {
+        if let Some(marker) = &decided.marker {
+            undo_removal(cx, &row.storage_key, marker).await;
+        }
+        return Err(e.into());
+    }
     info!(action = decided.action.as_str(), bytes_freed = decided.bytes_freed, "settled");
     Ok(decided)
 }
@@ -221,9 +238,9 @@ async fn retire(conn: &mut PgConnection, asset: AssetId, retention: Duration) ->
 }
 
 /// When a deferred asset is due again.
-enum Until<'a> {
-    /// A time the database printed (the end of the grace period).
-    Timestamp(&'a str),
+enum Until {
+    /// When the grace period after the newest write about the asset or its object ends.
+    GraceEnd(Duration),
     /// This long after the upload (the abandon window).
     AfterCreation(Duration),
     /// Its purge time (retention).
@@ -231,13 +248,17 @@ enum Until<'a> {
 }
 
 /// Sets the next due time and ends the lease.
-async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until<'_>) -> Result<(), sqlx::Error> {
+async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until) -> Result<(), sqlx::Error> {
     let query = match until {
-        Until::Timestamp(at) => sqlx::query(
-            "UPDATE assets SET due_at = $2::timestamptz, lease_token = NULL, leased_until = NULL WHERE id = $1",
+        Until::GraceEnd(grace) => sqlx::query(
+            "UPDATE assets a
+                SET due_at = greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second',
+                    lease_token = NULL, leased_until = NULL
+               FROM stored_objects o
+              WHERE a.id = $1 AND o.storage_key = a.storage_key",
         )
         .bind(asset.0)
-        .bind(at),
+        .bind(grace.as_secs_f64()),
         Until::AfterCreation(window) => sqlx::query(
             "UPDATE assets SET due_at = created_at + $2 * interval '1 second', lease_token = NULL,
                     leased_until = NULL
@@ -270,26 +291,43 @@ async fn remove(
         .fetch_one(&mut *conn)
         .await?;
     evidence["sharers"] = json!(sharers);
-    let bytes_freed = if sharers == 0 {
-        fail::fail_point!("consumer::before_bytes_removed", |_| Err(SettleError::Injected(
-            "crash before the bytes were removed".into()
-        )));
+    if sharers > 0 {
+        warn!(sharers, "bytes shared with other assets: removing the row only");
+        sqlx::query("DELETE FROM assets WHERE id = $1").bind(asset.0).execute(&mut *conn).await?;
+        return Ok(Settled::plain(action));
+    }
+    fail::fail_point!("consumer::before_bytes_removed", |_| Err(SettleError::Injected(
+        "crash before the bytes were removed".into()
+    )));
+    let marker =
         bytes::remove(cx.s3, cx.bucket, &row.storage_key, cx.s3_timeout).await.map_err(SettleError::Storage)?;
-        fail::fail_point!("consumer::after_bytes_removed", |_| Err(SettleError::Injected(
-            "crash after the bytes were removed, before commit".into()
-        )));
+    // A crash here (the process gone) leaves the rows, whose bytes are gone: the next delivery finishes.
+    fail::fail_point!("consumer::after_bytes_removed", |_| Err(SettleError::Injected(
+        "crash after the bytes were removed, before commit".into()
+    )));
+    let rows = async {
         sqlx::query("DELETE FROM assets WHERE id = $1").bind(asset.0).execute(&mut *conn).await?;
         sqlx::query("DELETE FROM stored_objects WHERE storage_key = $1")
             .bind(&row.storage_key)
             .execute(&mut *conn)
-            .await?;
-        row.byte_size.max(0) as u64
-    } else {
-        warn!(sharers, "bytes shared with other assets: removing the row only");
-        sqlx::query("DELETE FROM assets WHERE id = $1").bind(asset.0).execute(&mut *conn).await?;
-        0
-    };
-    Ok(Settled { action, bytes_freed, verify_bytes: None })
+            .await
+    }
+    .await;
+    if let Err(e) = rows {
+        // Not a crash: this process can still take the removal back.
+        if let Some(marker) = &marker {
+            undo_removal(cx, &row.storage_key, marker).await;
+        }
+        return Err(e.into());
+    }
+    Ok(Settled { bytes_freed: row.byte_size.max(0) as u64, marker, ..Settled::plain(action) })
+}
+
+async fn undo_removal(cx: &Context<'_>, key: &str, marker: &str) {
+    match bytes::undo_remove(cx.s3, cx.bucket, key, marker).await {
+        Ok(()) => warn!(key, "settle failed after removing the bytes: removal taken back"),
+        Err(e) => error!(key, error = %e, "settle failed after removing the bytes and could not take it back"),
+    }
 }
 
 /// The audit row of a decision, with the asset row as it was decided on.

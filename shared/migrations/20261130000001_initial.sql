@@ -45,12 +45,13 @@ CREATE TABLE assets (
 -- The grace floor (invariant 3) counts from the newest write about an asset or its stored object. The
 -- application is not trusted to maintain `updated_at`: these triggers do it. The trigger on `assets` fires only
 -- for the columns that describe the asset (the consumer's own state changes move it too, which only makes the
--- floor more cautious); the sweeper's lease bookkeeping does not move it.
+-- floor more cautious). `due_at` is scheduling, not a write about the asset: the sweeper reschedules through it,
+-- and a reschedule that moved the floor would push the asset's next look past its own grace end, forever.
 CREATE FUNCTION asset_sweeper_touch_asset() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     -- Only a real change counts: a statement that merely names a column (SET state = state) is no write.
-    IF (NEW.workspace_id, NEW.storage_key, NEW.content_hash, NEW.byte_size, NEW.state, NEW.due_at)
-       IS DISTINCT FROM (OLD.workspace_id, OLD.storage_key, OLD.content_hash, OLD.byte_size, OLD.state, OLD.due_at)
+    IF (NEW.workspace_id, NEW.storage_key, NEW.content_hash, NEW.byte_size, NEW.state)
+       IS DISTINCT FROM (OLD.workspace_id, OLD.storage_key, OLD.content_hash, OLD.byte_size, OLD.state)
     THEN
         NEW.updated_at := now();
     END IF;
@@ -68,7 +69,7 @@ END
 $$;
 
 CREATE TRIGGER assets_touch
-    BEFORE UPDATE OF workspace_id, storage_key, content_hash, byte_size, state, due_at ON assets
+    BEFORE UPDATE OF workspace_id, storage_key, content_hash, byte_size, state ON assets
     FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_asset();
 
 CREATE TRIGGER stored_objects_touch

@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::{AssertSqlSafe, PgConnection};
 
 use crate::ids::AssetId;
-use crate::references::{ReferenceMap, ReferenceSource, SourceKind, quote_ident};
+use crate::references::{ReferenceMap, SourceKind, quote_ident};
 
 /// One source's answer, kept as evidence in the audit record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -14,64 +14,65 @@ pub struct SourceAnswer {
     pub referenced: bool,
 }
 
-/// What the recheck found.
+/// What the recheck found: every source of the map, in order, with its answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Recheck {
-    /// Every source asked, in order, with its answer. A keep stops at the first source that refers.
     pub answers: Vec<SourceAnswer>,
 }
 
 impl Recheck {
-    /// The source that keeps the asset, if any.
+    /// The first source that keeps the asset, if any.
     pub fn referenced_by(&self) -> Option<&str> {
         self.answers.iter().find(|a| a.referenced).map(|a| a.source.as_str())
     }
 }
 
-/// Asks each source of `map` in turn whether it refers to `asset`; stops at the first that does.
-pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId) -> Result<Recheck, sqlx::Error> {
-    let mut answers = Vec::with_capacity(map.sources.len());
-    for source in &map.sources {
-        let referenced = refers(conn, source, asset).await?;
-        answers.push(SourceAnswer { source: source.to_string(), referenced });
-        if referenced {
-            break;
-        }
-    }
-    Ok(Recheck { answers })
-}
-
-/// Whether `source` holds a reference to `asset`. Each form is one the usual index answers: a btree for
-/// `=`, a GIN index for `@>` on arrays and for `@?` on JSON documents (`jsonb_ops` for `$.**` paths).
+/// Asks every source of `map` whether it refers to `asset`, in one statement, so all answers come from one
+/// snapshot: a reference moving from one source to another while the check runs cannot fall between them.
 ///
-/// The statements are not kept prepared: a cached generic plan cannot see the value, and for `EXISTS (… @? $1)`
-/// Postgres then prefers a sequential scan it expects to stop early — which is every row when nothing refers.
-/// An unnamed statement is planned with the value each time, and uses the index.
-pub async fn refers(conn: &mut PgConnection, source: &ReferenceSource, asset: AssetId) -> Result<bool, sqlx::Error> {
-    let table = source.quoted_table();
-    let column = quote_ident(&source.column);
-    let id = asset.0;
-    match &source.kind {
-        SourceKind::ForeignKey | SourceKind::Domain => {
-            let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE {column} = $1)");
-            sqlx::query_scalar(AssertSqlSafe(sql)).bind(id).persistent(false).fetch_one(conn).await
-        }
-        SourceKind::DomainArray => {
-            // The catalog's own spelling of the column type, so `@>` compares like with like.
-            let sql = format!(
-                "SELECT EXISTS (SELECT 1 FROM {table} WHERE {column} @> ARRAY[$1::uuid]::{})",
-                source.column_type
-            );
-            sqlx::query_scalar(AssertSqlSafe(sql)).bind(id).persistent(false).fetch_one(conn).await
-        }
-        SourceKind::Json { json_path } => {
-            // The id is a uuid, so splicing it into the path cannot inject; both spellings an application
-            // might have stored are matched.
-            let lower = id.hyphenated().to_string();
-            let upper = lower.to_uppercase();
-            let path = format!("{json_path} ? (@ == \"{lower}\" || @ == \"{upper}\")");
-            let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE {column} @? $1::jsonpath)");
-            sqlx::query_scalar(AssertSqlSafe(sql)).bind(path).persistent(false).fetch_one(conn).await
-        }
+/// Each test is one the usual index answers: a btree for `=`, a GIN index for `@>` on arrays and for `@?` on
+/// JSON documents (`jsonb_ops` for `$.**` paths). The statement is not kept prepared: a cached generic plan
+/// cannot see the values, and for `EXISTS (… @? $n)` Postgres then prefers a sequential scan it expects to stop
+/// early — which reads every row when nothing refers. An unnamed statement is planned with the values.
+pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId) -> Result<Recheck, sqlx::Error> {
+    if map.sources.is_empty() {
+        return Ok(Recheck { answers: Vec::new() });
     }
+    let id = asset.0;
+    let mut tests = Vec::with_capacity(map.sources.len());
+    let mut paths = Vec::new();
+    for source in &map.sources {
+        let table = source.quoted_table();
+        let column = quote_ident(&source.column);
+        tests.push(match &source.kind {
+            SourceKind::ForeignKey | SourceKind::Domain => {
+                format!("EXISTS (SELECT 1 FROM {table} WHERE {column} = $1)")
+            }
+            // The catalog's own spelling of the column type, so `@>` compares like with like.
+            SourceKind::DomainArray => {
+                format!("EXISTS (SELECT 1 FROM {table} WHERE {column} @> ARRAY[$1::uuid]::{})", source.column_type)
+            }
+            SourceKind::Json { json_path } => {
+                // The id is a uuid, so splicing it into the path cannot inject; both spellings an application
+                // might have stored are matched.
+                let lower = id.hyphenated().to_string();
+                let upper = lower.to_uppercase();
+                paths.push(format!("{json_path} ? (@ == \"{lower}\" || @ == \"{upper}\")"));
+                format!("EXISTS (SELECT 1 FROM {table} WHERE {column} @? ${}::jsonpath)", paths.len() + 1)
+            }
+        });
+    }
+    let sql = format!("SELECT ARRAY[{}]::bool[]", tests.join(", "));
+    let mut query = sqlx::query_scalar::<_, Vec<bool>>(AssertSqlSafe(sql)).bind(id);
+    for path in paths {
+        query = query.bind(path);
+    }
+    let found = query.persistent(false).fetch_one(conn).await?;
+    let answers = map
+        .sources
+        .iter()
+        .zip(found)
+        .map(|(source, referenced)| SourceAnswer { source: source.to_string(), referenced })
+        .collect();
+    Ok(Recheck { answers })
 }

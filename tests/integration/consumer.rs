@@ -330,7 +330,10 @@ async fn a_message_naming_the_wrong_workspace_is_rejected_and_touches_nothing() 
     assert_eq!(failed, ["forged"]);
     assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await);
-    assert!(events(&ctx, abandoned).await.is_empty());
+    let recorded = events(&ctx, abandoned).await;
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].0, "reject", "the rejection is on record");
+    assert_eq!(recorded[0].1["message_workspace"], message.workspace_id.to_string());
     let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM assets WHERE id = $1")
         .bind(abandoned)
         .fetch_one(ctx.pool())
@@ -625,4 +628,72 @@ async fn a_keep_brings_back_missing_bytes_from_a_kept_version() {
     let actions: Vec<String> = events(&ctx, lost).await.into_iter().map(|(a, _)| a).collect();
     assert_eq!(actions, ["keep", "lost"]);
     put_bytes(&ctx.s3, &ctx.bucket, "unrelated", b"x").await;
+}
+
+#[tokio::test]
+async fn a_deferred_asset_settles_once_its_grace_period_has_passed() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let released = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    sqlx::query("UPDATE assets SET updated_at = now() - interval '1 hour' WHERE id = $1")
+        .bind(released)
+        .execute(ctx.pool())
+        .await
+        .expect("a recent write");
+    settle_everything(&ctx).await;
+    assert_eq!(events(&ctx, released).await[0].0, "defer");
+
+    // A day passes: every timestamp of the asset and its object moves back 24 hours.
+    sqlx::raw_sql(
+        "UPDATE assets SET created_at = created_at - interval '24 hours', updated_at = updated_at - interval '24 hours',
+                due_at = due_at - interval '24 hours';
+         UPDATE stored_objects SET updated_at = updated_at - interval '24 hours';",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("time passes");
+    settle_everything(&ctx).await;
+
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"), "the defer did not restart its own grace");
+    let actions: Vec<String> = events(&ctx, released).await.into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["defer", "retire"]);
+}
+
+#[tokio::test]
+async fn a_stale_message_failing_on_its_final_receive_does_not_mark_the_asset() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let released = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    let mut message = claimed_message(&ctx).await;
+    message.claim_token = Uuid::new_v4();
+    sqlx::raw_sql("DROP DOMAIN asset_id").execute(ctx.pool()).await.expect("break the schema");
+
+    let response = handle(&consumer(&ctx), event(vec![record("stale", &message.to_body(), 5)])).await;
+
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("released"), "a stale claim marks nothing");
+}
+
+#[tokio::test]
+async fn when_the_transaction_fails_after_the_bytes_went_the_removal_is_taken_back() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let k = key(ws);
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let message = claimed_message(&ctx).await;
+    // The application's own rule refuses the row delete, after the bytes were already removed.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'asset rows are kept by policy'; END $$;
+         CREATE TRIGGER keep_assets BEFORE DELETE ON assets FOR EACH ROW EXECUTE FUNCTION refuse_delete();",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("trigger");
+
+    let response = handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 1)])).await;
+
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "the delete marker was removed again");
 }
