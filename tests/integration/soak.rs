@@ -1,6 +1,6 @@
 //! The race soak: writers attach assets (through a foreign key and through a JSONB document) and re-upload
 //! identical bytes as new assets while two consumers settle. Afterwards no referenced asset has lost its bytes
-//! and no bytes in the bucket lack a row. `SOAK_ROUNDS` (default 10 rounds of 120 assets, about 40 s) raises the count.
+//! and no bytes in the bucket lack a row. `SOAK_ROUNDS` (default 10 rounds of 120 assets, about 50 s) raises the count.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
