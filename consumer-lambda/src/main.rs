@@ -6,8 +6,8 @@ use shared::Settings;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     shared::telemetry::init();
-    let settings = Settings::from_env().context("consumer-lambda cannot start")?;
     let config = shared::aws::sdk_config().await;
+    let settings = Settings::load(&config).await.context("consumer-lambda cannot start")?;
     let s3 = shared::aws::s3_client(&config, settings.s3_force_path_style);
     let consumer = Consumer::new(shared::db::pool(&settings.database), s3, settings);
     run(service_fn(|event| consumer.handle(event))).await

@@ -8,6 +8,7 @@ pub mod message;
 pub mod metrics;
 pub mod recheck;
 pub mod references;
+pub mod secrets;
 pub mod settings;
 pub mod telemetry;
 

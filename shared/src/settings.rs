@@ -7,7 +7,6 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use secrecy::{ExposeSecret, SecretString};
 use sqlx::postgres::PgConnectOptions;
 
 /// Everything the functions are configured with. See the README's configuration table.
@@ -80,24 +79,18 @@ pub struct BrakeSettings {
     pub max_bytes: u64,
 }
 
-/// How to reach Postgres. The connection string is a secret: `Debug` shows only where it points.
+/// How to reach Postgres. The connection holds a password: `Debug` shows only where it points.
 #[derive(Clone)]
 pub struct DatabaseSettings {
-    url: SecretString,
     options: PgConnectOptions,
     /// Connections per function instance; two consumers and a sweep share one database.
     pub max_connections: u32,
 }
 
 impl DatabaseSettings {
-    /// Connection options parsed from `DATABASE_URL`.
+    /// Connection options, from `DATABASE_URL` or the `DATABASE_SECRET_ARN` secret.
     pub fn connect_options(&self) -> PgConnectOptions {
         self.options.clone()
-    }
-
-    /// The raw URL, for tools that need it verbatim (never log it).
-    pub fn expose_url(&self) -> &str {
-        self.url.expose_secret()
     }
 }
 
@@ -107,7 +100,7 @@ impl fmt::Debug for DatabaseSettings {
             .field("host", &self.options.get_host())
             .field("port", &self.options.get_port())
             .field("database", &self.options.get_database())
-            .field("url", &"[redacted]")
+            .field("password", &"[redacted]")
             .field("max_connections", &self.max_connections)
             .finish()
     }
@@ -132,10 +125,22 @@ impl Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Problem::Missing { name: "DATABASE_URL" } => {
+                f.write_str("DATABASE_URL is not set (nor DATABASE_SECRET_ARN)")
+            }
             Problem::Missing { name } => write!(f, "{name} is not set"),
             Problem::Invalid { name, reason } => write!(f, "{name} {reason}"),
         }
     }
+}
+
+/// Why settings could not be loaded in AWS: the environment, or the database secret.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Secret(#[from] crate::secrets::SecretError),
 }
 
 /// All problems found in one reading of the environment.
@@ -166,18 +171,46 @@ impl Settings {
 
     /// Reads settings through `lookup`, so tests need not touch the process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
-        let mut reader = Reader { lookup: &lookup, problems: Vec::new() };
+        Self::read(&lookup, None)
+    }
 
-        let database_url = reader.required("DATABASE_URL");
-        let database_options = database_url.as_deref().and_then(|url| {
-            // The parser's message can quote the URL, password included: name the variable only.
-            match PgConnectOptions::from_str(url) {
-                Ok(options) => Some(options),
-                Err(_) => {
-                    reader.invalid("DATABASE_URL", "is not a valid postgres:// connection URL");
-                    None
+    /// Reads the environment as in AWS: when `DATABASE_SECRET_ARN` is set instead of `DATABASE_URL`, the
+    /// connection comes from that Secrets Manager secret (fetched once, at cold start).
+    pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, LoadError> {
+        Self::load_from(sdk, |name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())).await
+    }
+
+    /// [`Settings::load`] through `lookup`.
+    pub async fn load_from(
+        sdk: &aws_config::SdkConfig,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, LoadError> {
+        let set = |name| lookup(name).filter(|v| !v.trim().is_empty());
+        let database = match (set("DATABASE_URL"), set("DATABASE_SECRET_ARN")) {
+            (None, Some(arn)) => Some(crate::secrets::database_options(sdk, arn.trim()).await?),
+            _ => None,
+        };
+        Ok(Self::read(&lookup, database)?)
+    }
+
+    fn read(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        database: Option<PgConnectOptions>,
+    ) -> Result<Self, SettingsError> {
+        let mut reader = Reader { lookup, problems: Vec::new() };
+
+        let database_url = if database.is_some() { None } else { reader.required("DATABASE_URL") };
+        let database_options = database.or_else(|| {
+            database_url.as_deref().and_then(|url| {
+                // The parser's message can quote the URL, password included: name the variable only.
+                match PgConnectOptions::from_str(url) {
+                    Ok(options) => Some(options),
+                    Err(_) => {
+                        reader.invalid("DATABASE_URL", "is not a valid postgres:// connection URL");
+                        None
+                    }
                 }
-            }
+            })
         });
         let max_connections = reader.parsed("DATABASE_MAX_CONNECTIONS", 4, 1..=100u32);
         let cleanup_queue_url = reader.required("CLEANUP_QUEUE_URL").and_then(|url| {
@@ -221,22 +254,20 @@ impl Settings {
             max_bytes: reader.parsed("BRAKE_MAX_BYTES", 1 << 40, 1..=u64::MAX),
         };
 
-        match (database_url, database_options, cleanup_queue_url, asset_bucket) {
-            (Some(url), Some(options), Some(url_of_queue), Some(asset_bucket)) if reader.problems.is_empty() => {
-                Ok(Settings {
-                    database: DatabaseSettings { url: SecretString::from(url), options, max_connections },
-                    queue: QueueSettings { url: url_of_queue, visibility_timeout, max_receive_count },
-                    asset_bucket,
-                    s3_force_path_style,
-                    retention,
-                    grace,
-                    abandon_after,
-                    s3_delete_timeout,
-                    schema_sample_rows,
-                    sweep,
-                    brake,
-                })
-            }
+        match (database_options, cleanup_queue_url, asset_bucket) {
+            (Some(options), Some(url_of_queue), Some(asset_bucket)) if reader.problems.is_empty() => Ok(Settings {
+                database: DatabaseSettings { options, max_connections },
+                queue: QueueSettings { url: url_of_queue, visibility_timeout, max_receive_count },
+                asset_bucket,
+                s3_force_path_style,
+                retention,
+                grace,
+                abandon_after,
+                s3_delete_timeout,
+                schema_sample_rows,
+                sweep,
+                brake,
+            }),
             _ => Err(SettingsError { problems: reader.problems }),
         }
     }

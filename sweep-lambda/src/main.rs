@@ -6,8 +6,8 @@ use sweep_lambda::Sweeper;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     shared::telemetry::init();
-    let settings = Settings::from_env().context("sweep-lambda cannot start")?;
     let config = shared::aws::sdk_config().await;
+    let settings = Settings::load(&config).await.context("sweep-lambda cannot start")?;
     let sweeper = Sweeper::new(shared::db::pool(&settings.database), shared::aws::sqs_client(&config), settings);
     run(service_fn(|event| sweeper.handle(event))).await
 }

@@ -3,5 +3,6 @@
 mod consumer;
 mod harness;
 mod schema;
+mod settings;
 mod soak;
 mod sweep;
