@@ -24,6 +24,13 @@ use crate::settle::{Action, SettleError, Settled};
 /// The code version written into every audit record.
 pub const CODE_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
 
+/// The event source mapping's `BatchSize`: records settle concurrently up to this (and the pool's size).
+pub const BATCH_SIZE: usize = 10;
+
+/// The event source mapping's `ScalingConfig.MaximumConcurrency`: the database connection budget assumes at
+/// most this many consumers, each with `DATABASE_MAX_CONNECTIONS`, plus one sweep.
+pub const MAX_CONCURRENT_INVOCATIONS: u32 = 2;
+
 /// Errors that fail the whole invocation (every message in the batch is retried).
 #[derive(Debug, thiserror::Error)]
 pub enum ConsumerError {
@@ -75,7 +82,11 @@ impl Consumer {
         }
         let schema = self.schema().await;
         // Bounded by the pool: two consumers share one database, and each settle holds one connection.
-        let concurrency = (self.settings.database.max_connections as usize).clamp(1, records.len().max(1));
+        if records.len() > BATCH_SIZE {
+            warn!(records = records.len(), expected = BATCH_SIZE, "batch larger than the event source mapping's");
+        }
+        let concurrency =
+            (self.settings.database.max_connections as usize).min(BATCH_SIZE).clamp(1, records.len().max(1));
         let outcomes: Vec<(String, Item)> = futures::stream::iter(records.iter())
             .map(|record| self.process(record, &schema))
             .buffer_unordered(concurrency)

@@ -8,6 +8,13 @@ use sqlx::{Connection, PgPool};
 
 use crate::settings::DatabaseSettings;
 
+/// Every statement's limit. A settle is a handful of statements and one S3 call, so the consumer's function
+/// timeout must cover this plus `S3_DELETE_TIMEOUT` (the template parity test checks it).
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a statement waits for a lock held elsewhere (an application migration, say).
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The project's own migrations table, so it can live beside an application that also migrates with sqlx.
 pub const MIGRATIONS_TABLE: &str = "asset_sweeper_migrations";
 
@@ -47,7 +54,11 @@ pub async fn migrate(pool: &PgPool) -> Result<(), MigrationError> {
 /// migration holding `ACCESS EXCLUSIVE`, say) fails with an error the run record keeps instead of running the
 /// function into its deadline.
 pub fn pool(settings: &DatabaseSettings) -> PgPool {
-    let options = settings.connect_options().options([("statement_timeout", "120s"), ("lock_timeout", "30s")]);
+    let statement_timeout = format!("{}ms", STATEMENT_TIMEOUT.as_millis());
+    let lock_timeout = format!("{}ms", LOCK_TIMEOUT.as_millis());
+    let options = settings
+        .connect_options()
+        .options([("statement_timeout", statement_timeout.as_str()), ("lock_timeout", lock_timeout.as_str())]);
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(Duration::from_secs(10))

@@ -2,6 +2,7 @@
 
 mod consumer;
 mod harness;
+mod infra;
 mod schema;
 mod settings;
 mod soak;

@@ -1,0 +1,258 @@
+//! `infra/template.yaml` deployed into LocalStack through CloudFormation, and checked against the code.
+//!
+//! LocalStack cannot run Lambda functions on a machine without a Docker engine, so the stack is deployed with
+//! `DeployFunctions=false`: every resource but the functions and what hangs off them is created and inspected
+//! as created; the functions, their event source mapping, schedule and roles are inspected in the template as
+//! CloudFormation processed it (the SAM transform expanded), which is what AWS would create from.
+
+use std::time::Duration;
+
+use aws_sdk_cloudformation::client::Waiters;
+use aws_sdk_cloudformation::types::{Capability, Parameter, StackStatus, TemplateStage};
+use aws_sdk_cloudwatch::types::{ComparisonOperator, Statistic};
+use aws_sdk_s3::types::BucketVersioningStatus;
+use aws_sdk_sqs::types::QueueAttributeName;
+use integration_tests::short_id;
+use serde_json::{Value, json};
+
+/// A deployed stack: its outputs and its processed template.
+struct Deployed {
+    name: String,
+    outputs: std::collections::HashMap<String, String>,
+    processed: Value,
+}
+
+/// What `sam package` does to the template before CloudFormation sees it: the local code path becomes an S3
+/// location (never fetched here: the functions are not created).
+fn packaged_template() -> String {
+    let template = include_str!("../../infra/template.yaml");
+    assert_eq!(template.matches("CodeUri: ../").count(), 2, "both functions build from the workspace root");
+    template.replace("CodeUri: ../", "CodeUri: s3://asset-sweeper-code/functions.zip")
+}
+
+async fn deploy() -> Deployed {
+    let config = shared::aws::sdk_config().await;
+    let cfn = aws_sdk_cloudformation::Client::new(&config);
+    let name = format!("asset-sweeper-{}", short_id());
+    let parameter = |k: &str, v: &str| Parameter::builder().parameter_key(k).parameter_value(v).build();
+    cfn.create_stack()
+        .stack_name(&name)
+        .template_body(packaged_template())
+        .capabilities(Capability::CapabilityIam)
+        .capabilities(Capability::CapabilityAutoExpand)
+        .parameters(parameter("DeployFunctions", "false"))
+        .parameters(parameter("DatabaseSecretArn", "arn:aws:secretsmanager:us-east-1:000000000000:secret:db-AbCdEf"))
+        .send()
+        .await
+        .expect("create stack");
+    let waited = cfn.wait_until_stack_create_complete().stack_name(&name).wait(Duration::from_secs(180)).await;
+    let stack = cfn.describe_stacks().stack_name(&name).send().await.expect("describe stack");
+    let stack = &stack.stacks()[0];
+    assert!(
+        waited.is_ok() && stack.stack_status() == Some(&StackStatus::CreateComplete),
+        "stack {name} is {:?}: {:?}",
+        stack.stack_status(),
+        stack.stack_status_reason()
+    );
+    let outputs = stack
+        .outputs()
+        .iter()
+        .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+        .collect();
+    let body = cfn
+        .get_template()
+        .stack_name(&name)
+        .template_stage(TemplateStage::Processed)
+        .send()
+        .await
+        .expect("processed template")
+        .template_body
+        .expect("template body");
+    let processed = serde_json::from_str(&body).expect("the processed template is JSON");
+    Deployed { name, outputs, processed }
+}
+
+async fn delete(name: &str) {
+    let config = shared::aws::sdk_config().await;
+    let _ = aws_sdk_cloudformation::Client::new(&config).delete_stack().stack_name(name).send().await;
+}
+
+#[tokio::test]
+async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
+    let stack = deploy().await;
+    let config = shared::aws::sdk_config().await;
+
+    // Queues: redrive after 5 receives to a DLQ that keeps messages 14 days; visibility 6 × the consumer's 60 s.
+    let sqs = shared::aws::sqs_client(&config);
+    let attributes = |url: String| {
+        let sqs = sqs.clone();
+        async move {
+            sqs.get_queue_attributes()
+                .queue_url(url)
+                .attribute_names(QueueAttributeName::All)
+                .send()
+                .await
+                .expect("queue attributes")
+                .attributes
+                .unwrap_or_default()
+        }
+    };
+    let queue = attributes(stack.outputs["CleanupQueueUrl"].clone()).await;
+    let dlq = attributes(stack.outputs["DeadLetterQueueUrl"].clone()).await;
+    let redrive: Value = serde_json::from_str(&queue[&QueueAttributeName::RedrivePolicy]).expect("redrive policy");
+    assert_eq!(redrive["deadLetterTargetArn"], dlq[&QueueAttributeName::QueueArn].as_str());
+    assert_eq!(redrive["maxReceiveCount"].to_string().trim_matches('"'), "5");
+    assert_eq!(queue[&QueueAttributeName::VisibilityTimeout], "360");
+    assert_eq!(dlq[&QueueAttributeName::MessageRetentionPeriod], "1209600");
+    assert_eq!(queue[&QueueAttributeName::SqsManagedSseEnabled], "true");
+
+    // Bucket: versioned, deleted bytes kept 7 days, nothing current expired, private, encrypted.
+    let s3 = shared::aws::s3_client(&config, true);
+    let bucket = &stack.outputs["AssetBucketName"];
+    let versioning = s3.get_bucket_versioning().bucket(bucket).send().await.expect("versioning");
+    assert_eq!(versioning.status(), Some(&BucketVersioningStatus::Enabled));
+    // LocalStack's CloudFormation applies versioning but not lifecycle rules, encryption or the public access
+    // block: those are checked as CloudFormation would hand them to S3.
+    let bucket_properties = &stack.processed["Resources"]["AssetBucket"]["Properties"];
+    let rules = bucket_properties["LifecycleConfiguration"]["Rules"].as_array().expect("lifecycle rules");
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0]["NoncurrentVersionExpiration"]["NoncurrentDays"],
+        json!({"Ref": "NoncurrentVersionExpirationDays"})
+    );
+    assert_eq!(
+        stack.processed["Parameters"]["NoncurrentVersionExpirationDays"]["Default"].to_string().trim_matches('"'),
+        "7"
+    );
+    assert!(
+        rules[0].get("ExpirationInDays").is_none() && rules[0].get("ExpirationDate").is_none(),
+        "no rule expires current objects"
+    );
+    let block = &bucket_properties["PublicAccessBlockConfiguration"];
+    for flag in ["BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"] {
+        assert_eq!(block[flag], true, "{flag}");
+    }
+    assert!(bucket_properties["BucketEncryption"]["ServerSideEncryptionConfiguration"].is_array());
+
+    // Alarms: what each watches and when it fires.
+    let cloudwatch = aws_sdk_cloudwatch::Client::new(&config);
+    let names: Vec<String> = stack.outputs["AlarmNames"].split(',').map(str::to_owned).collect();
+    let alarms = cloudwatch.describe_alarms().set_alarm_names(Some(names.clone())).send().await.expect("alarms");
+    let found: Vec<_> = alarms
+        .metric_alarms()
+        .iter()
+        .map(|a| {
+            (
+                a.namespace().unwrap_or_default().to_owned(),
+                a.metric_name().unwrap_or_default().to_owned(),
+                a.threshold().unwrap_or(-1.0),
+                a.comparison_operator().cloned(),
+                a.treat_missing_data().unwrap_or_default().to_owned(),
+                a.statistic().cloned(),
+            )
+        })
+        .collect();
+    let expect = |namespace: &str, metric: &str, threshold: f64, op: ComparisonOperator| {
+        assert!(
+            found.iter().any(|(n, m, t, o, missing, s)| n == namespace
+                && m == metric
+                && *t == threshold
+                && o.as_ref() == Some(&op)
+                && missing == "notBreaching"
+                && s.is_some()),
+            "no alarm on {namespace}/{metric} {op:?} {threshold}: {found:?}"
+        );
+    };
+    expect("AWS/SQS", "ApproximateNumberOfMessagesVisible", 0.0, ComparisonOperator::GreaterThanThreshold);
+    expect("AWS/SQS", "ApproximateAgeOfOldestMessage", 3600.0, ComparisonOperator::GreaterThanThreshold);
+    expect("AssetSweeper", "SweepRefused", 0.0, ComparisonOperator::GreaterThanThreshold);
+    expect("AssetSweeper", "SweepBraked", 0.0, ComparisonOperator::GreaterThanThreshold);
+    expect("AssetSweeper", "AssetsLost", 0.0, ComparisonOperator::GreaterThanThreshold);
+    assert_eq!(found.len(), names.len());
+    assert!(
+        alarms
+            .metric_alarms()
+            .iter()
+            .all(|a| a.statistic() == Some(&Statistic::Maximum) || a.statistic() == Some(&Statistic::Sum))
+    );
+
+    // The function side, as CloudFormation expanded it.
+    let resources = &stack.processed["Resources"];
+    let mapping = &resources["ConsumerFunctionCleanupMessages"];
+    assert_eq!(mapping["Type"], "AWS::Lambda::EventSourceMapping");
+    assert_eq!(mapping["Properties"]["BatchSize"], 10);
+    assert_eq!(mapping["Properties"]["FunctionResponseTypes"], json!(["ReportBatchItemFailures"]));
+    assert_eq!(mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"], 2);
+    let sweep = &resources["SweepFunction"]["Properties"];
+    assert_eq!(sweep["ReservedConcurrentExecutions"], 1);
+    assert_eq!(sweep["Runtime"], "provided.al2023");
+    assert_eq!(sweep["LoggingConfig"]["LogFormat"], "JSON");
+    assert_eq!(resources["SweepFunctionEvery15Minutes"]["Type"], "AWS::Events::Rule");
+    assert_eq!(resources["SweepFunctionEvery15Minutes"]["Properties"]["ScheduleExpression"], "rate(15 minutes)");
+    // Least privilege: the sweep may only send; only the consumer touches the bucket.
+    let sweep_policy = resources["SweepRole"]["Properties"]["Policies"].to_string();
+    assert!(sweep_policy.contains("sqs:SendMessage") && !sweep_policy.contains("s3:"), "{sweep_policy}");
+    let consumer_policy = resources["ConsumerRole"]["Properties"]["Policies"].to_string();
+    assert!(!consumer_policy.contains("sqs:SendMessage") && !consumer_policy.contains("\"*\""), "{consumer_policy}");
+
+    delete(&stack.name).await;
+}
+
+/// The template's number for `parameter`, as its default.
+fn default(template: &Value, parameter: &str) -> u64 {
+    let value = &template["Parameters"][parameter]["Default"];
+    value
+        .as_u64()
+        .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or_else(|| panic!("{parameter}: {value}"))
+}
+
+#[tokio::test]
+async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
+    let stack = deploy().await;
+    let t = &stack.processed;
+    let settings = shared::Settings::from_lookup(|name| {
+        match name {
+            "DATABASE_URL" => Some("postgres://localhost/x"),
+            "CLEANUP_QUEUE_URL" => Some("http://localhost/q"),
+            "ASSET_BUCKET" => Some("bucket"),
+            _ => None,
+        }
+        .map(str::to_owned)
+    })
+    .expect("default settings");
+
+    // maxReceiveCount: one parameter feeds both the redrive policy and the functions' MAX_RECEIVE_COUNT, and its
+    // default is the code's.
+    assert_eq!(default(t, "MaxReceiveCount"), u64::from(settings.queue.max_receive_count));
+    assert_eq!(
+        t["Resources"]["CleanupQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"],
+        json!({"Ref": "MaxReceiveCount"})
+    );
+    let env = &t["Globals"]["Function"]["Environment"]["Variables"];
+    let env =
+        if env.is_null() { &t["Resources"]["ConsumerFunction"]["Properties"]["Environment"]["Variables"] } else { env };
+    assert_eq!(env["MAX_RECEIVE_COUNT"], json!({"Ref": "MaxReceiveCount"}));
+
+    // Visibility timeout: the queue's is the settings' default, and at least six times the consumer's timeout.
+    assert_eq!(default(t, "QueueVisibilityTimeout"), settings.queue.visibility_timeout.as_secs());
+    assert_eq!(
+        t["Resources"]["CleanupQueue"]["Properties"]["VisibilityTimeout"],
+        json!({"Ref": "QueueVisibilityTimeout"})
+    );
+    let consumer_timeout = default(t, "ConsumerTimeout");
+    assert!(default(t, "QueueVisibilityTimeout") >= 6 * consumer_timeout);
+
+    // The consumer's timeout covers its slowest settle: a statement limit plus the S3 call.
+    let slowest = shared::db::STATEMENT_TIMEOUT + settings.s3_delete_timeout;
+    assert!(consumer_timeout >= slowest.as_secs(), "ConsumerTimeout {consumer_timeout}s < {slowest:?}");
+    // The sweep stops starting batches well before its deadline.
+    assert!(default(t, "SweepTimeout") > 2 * settings.sweep.time_reserve.as_secs());
+
+    // Batch size and concurrency: the mapping's are the consumer's.
+    let mapping = &t["Resources"]["ConsumerFunctionCleanupMessages"]["Properties"];
+    assert_eq!(mapping["BatchSize"], consumer_lambda::BATCH_SIZE);
+    assert_eq!(mapping["ScalingConfig"]["MaximumConcurrency"], consumer_lambda::MAX_CONCURRENT_INVOCATIONS);
+
+    delete(&stack.name).await;
+}
