@@ -15,9 +15,9 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use integration_tests::short_id;
 use serde_json::{Value, json};
 
-/// A deployed stack: its outputs and its processed template.
+/// A deployed stack: its outputs and its processed template. It stays for the rest of the run (LocalStack's
+/// state ends with it).
 struct Deployed {
-    name: String,
     outputs: std::collections::HashMap<String, String>,
     processed: Value,
 }
@@ -28,6 +28,13 @@ fn packaged_template() -> String {
     let template = include_str!("../../infra/template.yaml");
     assert_eq!(template.matches("CodeUri: ../").count(), 2, "both functions build from the workspace root");
     template.replace("CodeUri: ../", "CodeUri: s3://asset-sweeper-code/functions.zip")
+}
+
+/// The stack both tests read, deployed once per test run.
+static STACK: tokio::sync::OnceCell<Deployed> = tokio::sync::OnceCell::const_new();
+
+async fn deployed() -> &'static Deployed {
+    STACK.get_or_init(deploy).await
 }
 
 async fn deploy() -> Deployed {
@@ -69,17 +76,12 @@ async fn deploy() -> Deployed {
         .template_body
         .expect("template body");
     let processed = serde_json::from_str(&body).expect("the processed template is JSON");
-    Deployed { name, outputs, processed }
-}
-
-async fn delete(name: &str) {
-    let config = shared::aws::sdk_config().await;
-    let _ = aws_sdk_cloudformation::Client::new(&config).delete_stack().stack_name(name).send().await;
+    Deployed { outputs, processed }
 }
 
 #[tokio::test]
 async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
-    let stack = deploy().await;
+    let stack = deployed().await;
     let config = shared::aws::sdk_config().await;
 
     // Queues: redrive after 5 receives to a DLQ that keeps messages 14 days; visibility 6 × the consumer's 60 s.
@@ -194,8 +196,6 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     assert!(sweep_policy.contains("sqs:SendMessage") && !sweep_policy.contains("s3:"), "{sweep_policy}");
     let consumer_policy = resources["ConsumerRole"]["Properties"]["Policies"].to_string();
     assert!(!consumer_policy.contains("sqs:SendMessage") && !consumer_policy.contains("\"*\""), "{consumer_policy}");
-
-    delete(&stack.name).await;
 }
 
 /// The template's number for `parameter`, as its default.
@@ -209,7 +209,7 @@ fn default(template: &Value, parameter: &str) -> u64 {
 
 #[tokio::test]
 async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
-    let stack = deploy().await;
+    let stack = deployed().await;
     let t = &stack.processed;
     let settings = shared::Settings::from_lookup(|name| {
         match name {
@@ -253,6 +253,4 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     let mapping = &t["Resources"]["ConsumerFunctionCleanupMessages"]["Properties"];
     assert_eq!(mapping["BatchSize"], consumer_lambda::BATCH_SIZE);
     assert_eq!(mapping["ScalingConfig"]["MaximumConcurrency"], consumer_lambda::MAX_CONCURRENT_INVOCATIONS);
-
-    delete(&stack.name).await;
 }

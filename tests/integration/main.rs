@@ -3,6 +3,7 @@
 mod consumer;
 mod harness;
 mod infra;
+mod lambda_executor;
 mod schema;
 mod settings;
 mod soak;
