@@ -11,7 +11,8 @@ use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::{FunctionCode, LogType, Runtime};
 use integration_tests::short_id;
 
-/// Echoes each event with the process id (to see warm reuse); sleeps past any timeout when asked.
+/// Echoes each event with the process id (to see warm reuse); sleeps past any timeout when asked. The timeout
+/// is generous: other tests build and run beside this one.
 const ECHO: &str = r#"#!/bin/bash
 set -euo pipefail
 api="http://${AWS_LAMBDA_RUNTIME_API}/2018-06-01/runtime"
@@ -84,7 +85,7 @@ fn body(output: &aws_sdk_lambda::operation::invoke::InvokeOutput) -> serde_json:
 async fn a_function_runs_as_a_warm_local_process_with_its_logs_and_timeout() {
     let config = shared::aws::sdk_config().await;
     let lambda = aws_sdk_lambda::Client::new(&config);
-    let name = function(&lambda, ECHO, 2).await;
+    let name = function(&lambda, ECHO, 5).await;
 
     let first = invoke(&lambda, &name, r#"{"n":1}"#).await;
     assert_eq!(first.function_error(), None);
@@ -97,7 +98,7 @@ async fn a_function_runs_as_a_warm_local_process_with_its_logs_and_timeout() {
 
     let timed_out = invoke(&lambda, &name, r#"{"sleep":true}"#).await;
     assert_eq!(timed_out.function_error(), Some("Unhandled"));
-    assert_eq!(body(&timed_out)["errorMessage"], "Task timed out after 2.00 seconds");
+    assert_eq!(body(&timed_out)["errorMessage"], "Task timed out after 5.00 seconds");
     let after = invoke(&lambda, &name, r#"{"n":3}"#).await;
     assert_eq!(body(&after)["event"]["n"], 3, "a new process after the timeout");
     assert_ne!(body(&after)["pid"], body(&first)["pid"]);

@@ -1,0 +1,76 @@
+"""The LocalStack deploy (see localstack/deploy): package, secret, stack. Reads the SDK's usual environment."""
+
+import json
+import os
+import re
+import sys
+
+import boto3
+from botocore.exceptions import ClientError
+
+root, stack, architecture, database_url = sys.argv[1:5]
+endpoint = os.environ["AWS_ENDPOINT_URL"]
+s3 = boto3.client("s3", endpoint_url=endpoint)
+secrets = boto3.client("secretsmanager", endpoint_url=endpoint)
+cfn = boto3.client("cloudformation", endpoint_url=endpoint)
+
+code_bucket = f"{stack}-code"
+try:
+    s3.create_bucket(Bucket=code_bucket)
+except ClientError as e:
+    if e.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+        raise
+
+# What `sam package` does: each function's local CodeUri becomes the S3 location of its built code.
+template = open(os.path.join(root, "infra", "template.yaml")).read()
+for logical_id, binary in (("SweepFunction", "sweep-lambda"), ("ConsumerFunction", "consumer-lambda")):
+    key = f"{binary}.zip"
+    s3.upload_file(os.path.join(root, "target", "lambda", binary, "bootstrap.zip"), code_bucket, key)
+    block = re.compile(rf"(\n  {logical_id}:\n(?:    .*\n|\n)*?      CodeUri: )\.\./")
+    template, found = block.subn(rf"\g<1>s3://{code_bucket}/{key}", template, count=1)
+    if found != 1:
+        sys.exit(f"deploy: no CodeUri found for {logical_id} in infra/template.yaml")
+
+secret_name = f"{stack}/database"
+try:
+    secret_arn = secrets.create_secret(Name=secret_name, SecretString=database_url)["ARN"]
+except ClientError as e:
+    if e.response["Error"]["Code"] != "ResourceExistsException":
+        raise
+    secret_arn = secrets.put_secret_value(SecretId=secret_name, SecretString=database_url)["ARN"]
+
+parameters = [
+    {"ParameterKey": "DatabaseSecretArn", "ParameterValue": secret_arn},
+    {"ParameterKey": "FunctionArchitecture", "ParameterValue": architecture},
+    {"ParameterKey": "S3ForcePathStyle", "ParameterValue": "true"},
+]
+arguments = dict(
+    StackName=stack,
+    TemplateBody=template,
+    Parameters=parameters,
+    Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+)
+try:
+    status = cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
+except ClientError:
+    status = None
+if status in ("CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "DELETE_FAILED"):
+    # A stack that never came up cannot be updated: start again.
+    cfn.delete_stack(StackName=stack)
+    cfn.get_waiter("stack_delete_complete").wait(StackName=stack, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+    status = None
+exists = status is not None
+if exists:
+    try:
+        cfn.update_stack(**arguments)
+        cfn.get_waiter("stack_update_complete").wait(StackName=stack, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+    except ClientError as e:
+        if "No updates are to be performed" not in str(e):
+            raise
+else:
+    cfn.create_stack(**arguments)
+    cfn.get_waiter("stack_create_complete").wait(StackName=stack, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+
+described = cfn.describe_stacks(StackName=stack)["Stacks"][0]
+outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+print(json.dumps({"stack": stack, "status": described["StackStatus"], "outputs": outputs}, indent=2))
