@@ -82,6 +82,16 @@ pub enum SchemaProblem {
     UnexplainedAssetIds { schema: String, table: String, column: String, data_type: String },
 }
 
+impl SchemaProblem {
+    fn unreadable(schema: &str, table: &str, column: &str) -> Self {
+        SchemaProblem::SourceUnreadable {
+            schema: schema.to_owned(),
+            table: table.to_owned(),
+            column: column.to_owned(),
+        }
+    }
+}
+
 impl fmt::Display for SchemaProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -221,11 +231,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
             });
         }
         if !readable {
-            problems.push(SchemaProblem::SourceUnreadable {
-                schema: schema.clone(),
-                table: table.clone(),
-                column: column.clone(),
-            });
+            problems.push(SchemaProblem::unreadable(&schema, &table, &column));
         }
         sources.push(ReferenceSource { schema, table, column, kind: SourceKind::ForeignKey, column_type });
     }
@@ -259,11 +265,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
                 continue;
             }
             if !readable {
-                problems.push(SchemaProblem::SourceUnreadable {
-                    schema: schema.clone(),
-                    table: table.clone(),
-                    column: column.clone(),
-                });
+                problems.push(SchemaProblem::unreadable(&schema, &table, &column));
             }
             let kind = if scalar { SourceKind::Domain } else { SourceKind::DomainArray };
             sources.push(ReferenceSource { schema, table, column, kind, column_type });
@@ -293,11 +295,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
             }),
             Some("jsonb") => {
                 if readable != Some(true) {
-                    problems.push(SchemaProblem::SourceUnreadable {
-                        schema: schema.clone(),
-                        table: table.clone(),
-                        column: column.clone(),
-                    });
+                    problems.push(SchemaProblem::unreadable(&schema, &table, &column));
                 }
             }
             Some(found) => problems.push(SchemaProblem::DeclaredSourceWrongType {

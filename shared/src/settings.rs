@@ -166,7 +166,7 @@ impl fmt::Display for SettingsError {
 impl Settings {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, SettingsError> {
-        Self::from_lookup(|name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned()))
+        Self::from_lookup(process_env)
     }
 
     /// Reads settings through `lookup`, so tests need not touch the process environment.
@@ -177,7 +177,7 @@ impl Settings {
     /// Reads the environment as in AWS: when `DATABASE_SECRET_ARN` is set instead of `DATABASE_URL`, the
     /// connection comes from that Secrets Manager secret (fetched once, at cold start).
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, LoadError> {
-        Self::load_from(sdk, |name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())).await
+        Self::load_from(sdk, process_env).await
     }
 
     /// [`Settings::load`] through `lookup`.
@@ -271,6 +271,11 @@ impl Settings {
             _ => Err(SettingsError { problems: reader.problems }),
         }
     }
+}
+
+/// One variable of the process environment (non-UTF-8 bytes replaced, so validation can name them).
+fn process_env(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
 }
 
 struct Reader<'a> {
