@@ -9,6 +9,12 @@ import boto3
 from botocore.exceptions import ClientError
 
 root, stack, architecture, database_url = sys.argv[1:5]
+overrides = []
+for pair in sys.argv[5:]:
+    key, sep, value = pair.partition("=")
+    if not sep or not key:
+        sys.exit(f"deploy: {pair!r} is not a Parameter=value pair")
+    overrides.append({"ParameterKey": key, "ParameterValue": value})
 endpoint = os.environ["AWS_ENDPOINT_URL"]
 s3 = boto3.client("s3", endpoint_url=endpoint)
 secrets = boto3.client("secretsmanager", endpoint_url=endpoint)
@@ -44,6 +50,8 @@ parameters = [
     {"ParameterKey": "FunctionArchitecture", "ParameterValue": architecture},
     {"ParameterKey": "S3ForcePathStyle", "ParameterValue": "true"},
 ]
+overridden = {o["ParameterKey"] for o in overrides}
+parameters = [p for p in parameters if p["ParameterKey"] not in overridden] + overrides
 arguments = dict(
     StackName=stack,
     TemplateBody=template,

@@ -166,8 +166,9 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         "message_id": cx.message_id,
     });
 
-    let decided = if let Some(source) = found.referenced_by() {
-        evidence["referenced_by"] = json!(source);
+    let decided = if let Some(keeping) = found.keeping() {
+        evidence["referenced_by"] = json!(keeping.source);
+        evidence["record"] = json!(keeping.record);
         keep(&mut tx, asset).await?;
         Settled { verify_bytes: Some(row.storage_key.clone()), ..Settled::plain(Action::Keep) }
     } else if row.within_grace {

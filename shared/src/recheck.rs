@@ -2,6 +2,7 @@
 //! connection it is given: the consumer calls it inside its settle transaction, with the asset row locked.
 
 use serde::Serialize;
+use serde_json::Value;
 use sqlx::{AssertSqlSafe, PgConnection};
 
 use crate::ids::AssetId;
@@ -12,6 +13,9 @@ use crate::references::{ReferenceMap, SourceKind, quote_ident};
 pub struct SourceAnswer {
     pub source: String,
     pub referenced: bool,
+    /// The key of one record that refers (its primary key, else its `ctid`): what an operator looks up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<Value>,
 }
 
 /// What the recheck found: every source of the map, in order, with its answer.
@@ -23,11 +27,16 @@ pub struct Recheck {
 impl Recheck {
     /// The first source that keeps the asset, if any.
     pub fn referenced_by(&self) -> Option<&str> {
-        self.answers.iter().find(|a| a.referenced).map(|a| a.source.as_str())
+        self.keeping().map(|a| a.source.as_str())
+    }
+
+    /// The first answer that keeps the asset, with its record.
+    pub fn keeping(&self) -> Option<&SourceAnswer> {
+        self.answers.iter().find(|a| a.referenced)
     }
 }
 
-/// Asks every source of `map` whether it refers to `asset`, in one statement, so all answers come from one
+/// Asks every source of `map` whether it refers to `asset`, and which record does, in one statement, so all answers come from one
 /// snapshot: a reference moving from one source to another while the check runs cannot fall between them.
 ///
 /// Each test is one the usual index answers: a btree for `=`, a GIN index for `@>` on arrays and for `@?` on
@@ -44,26 +53,24 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
     for source in &map.sources {
         let table = source.quoted_table();
         let column = quote_ident(&source.column);
-        tests.push(match &source.kind {
-            SourceKind::ForeignKey | SourceKind::Domain => {
-                format!("EXISTS (SELECT 1 FROM {table} WHERE {column} = $1)")
-            }
+        let condition = match &source.kind {
+            SourceKind::ForeignKey | SourceKind::Domain => format!("{column} = $1"),
             // The catalog's own spelling of the column type, so `@>` compares like with like.
-            SourceKind::DomainArray => {
-                format!("EXISTS (SELECT 1 FROM {table} WHERE {column} @> ARRAY[$1::uuid]::{})", source.column_type)
-            }
+            SourceKind::DomainArray => format!("{column} @> ARRAY[$1::uuid]::{}", source.column_type),
             SourceKind::Json { json_path } => {
                 // The id is a uuid, so splicing it into the path cannot inject; both spellings an application
                 // might have stored are matched.
                 let lower = id.hyphenated().to_string();
                 let upper = lower.to_uppercase();
                 paths.push(format!("{json_path} ? (@ == \"{lower}\" || @ == \"{upper}\")"));
-                format!("EXISTS (SELECT 1 FROM {table} WHERE {column} @? ${}::jsonpath)", paths.len() + 1)
+                format!("{column} @? ${}::jsonpath", paths.len() + 1)
             }
-        });
+        };
+        // `LIMIT 1` stops at the first referring row, as `EXISTS` would, and names it.
+        tests.push(format!("(SELECT {} FROM {table} WHERE {condition} LIMIT 1)", record_key(&source.key_columns)));
     }
-    let sql = format!("SELECT ARRAY[{}]::bool[]", tests.join(", "));
-    let mut query = sqlx::query_scalar::<_, Vec<bool>>(AssertSqlSafe(sql)).bind(id);
+    let sql = format!("SELECT ARRAY[{}]::jsonb[]", tests.join(", "));
+    let mut query = sqlx::query_scalar::<_, Vec<Option<Value>>>(AssertSqlSafe(sql)).bind(id);
     for path in paths {
         query = query.bind(path);
     }
@@ -72,7 +79,17 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
         .sources
         .iter()
         .zip(found)
-        .map(|(source, referenced)| SourceAnswer { source: source.to_string(), referenced })
+        .map(|(source, record)| SourceAnswer { source: source.to_string(), referenced: record.is_some(), record })
         .collect();
     Ok(Recheck { answers })
+}
+
+/// A JSON object naming a row by its primary key, or by its `ctid` when the table has none.
+fn record_key(key_columns: &[String]) -> String {
+    if key_columns.is_empty() {
+        return "jsonb_build_object('ctid', ctid::text)".to_owned();
+    }
+    let pairs: Vec<String> =
+        key_columns.iter().map(|c| format!("'{}', {}", c.replace('\'', "''"), quote_ident(c))).collect();
+    format!("jsonb_build_object({})", pairs.join(", "))
 }

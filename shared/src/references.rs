@@ -37,6 +37,9 @@ pub struct ReferenceSource {
     /// The column's SQL type as the catalog prints it (`asset_id[]`, `jsonb`, ...).
     #[serde(skip)]
     pub column_type: String,
+    /// The table's primary-key columns, which name a referencing record in the evidence; empty without one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub key_columns: Vec<String>,
 }
 
 impl ReferenceSource {
@@ -233,7 +236,14 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
         if !readable {
             problems.push(SchemaProblem::unreadable(&schema, &table, &column));
         }
-        sources.push(ReferenceSource { schema, table, column, kind: SourceKind::ForeignKey, column_type });
+        sources.push(ReferenceSource {
+            schema,
+            table,
+            column,
+            kind: SourceKind::ForeignKey,
+            column_type,
+            key_columns: Vec::new(),
+        });
     }
 
     if let Some((domain_oid, _)) = domain {
@@ -268,7 +278,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
                 problems.push(SchemaProblem::unreadable(&schema, &table, &column));
             }
             let kind = if scalar { SourceKind::Domain } else { SourceKind::DomainArray };
-            sources.push(ReferenceSource { schema, table, column, kind, column_type });
+            sources.push(ReferenceSource { schema, table, column, kind, column_type, key_columns: Vec::new() });
         }
     }
 
@@ -306,12 +316,34 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
             }),
         }
         let column_type = data_type.unwrap_or_default();
-        sources.push(ReferenceSource { schema, table, column, kind: SourceKind::Json { json_path }, column_type });
+        let kind = SourceKind::Json { json_path };
+        sources.push(ReferenceSource { schema, table, column, kind, column_type, key_columns: Vec::new() });
     }
 
     problems.extend(unexplained_columns(conn, &sources, sample_rows).await?);
+    for source in &mut sources {
+        source.key_columns = primary_key(conn, &source.schema, &source.table).await?;
+    }
 
     if problems.is_empty() { Ok(ReferenceMap { sources }) } else { Err(SchemaRefusal { problems }.into()) }
+}
+
+/// The primary-key columns of `schema.table`, in key order (empty for a table without one, or a missing one).
+async fn primary_key(conn: &mut PgConnection, schema: &str, table: &str) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT a.attname::text
+           FROM pg_index i
+           JOIN pg_class c ON c.oid = i.indrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+          CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, position)
+           JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+          WHERE n.nspname = $1 AND c.relname = $2 AND i.indisprimary
+          ORDER BY k.position",
+    )
+    .bind(schema)
+    .bind(table)
+    .fetch_all(conn)
+    .await
 }
 
 /// Samples every uuid, text and JSON column that is neither a source, excluded, nor the project's own, and

@@ -15,7 +15,7 @@ use uuid::Uuid;
 const OWNER_TABLES: &str = "
     CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
     CREATE TABLE banners (id serial PRIMARY KEY, image asset_id);
-    CREATE TABLE galleries (id serial PRIMARY KEY, images asset_id[]);
+    CREATE TABLE galleries (title text, images asset_id[]);
     CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
     CREATE INDEX pages_body ON pages USING gin (body);
     INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');";
@@ -114,17 +114,19 @@ async fn a_reference_through_each_kind_of_source_keeps_the_asset() {
 
     settle_everything(&ctx).await;
 
-    for (id, source) in [
-        (by_fk, "public.products.hero (foreign key)"),
-        (by_domain, "public.banners.image (asset_id)"),
-        (by_array, "public.galleries.images (asset_id[])"),
-        (by_json, "public.pages.body (jsonb $.**)"),
+    // Each table's first row keeps its asset; the evidence names it by primary key, or by ctid without one.
+    for (id, source, record) in [
+        (by_fk, "public.products.hero (foreign key)", serde_json::json!({ "id": 1 })),
+        (by_domain, "public.banners.image (asset_id)", serde_json::json!({ "id": 1 })),
+        (by_array, "public.galleries.images (asset_id[])", serde_json::json!({ "ctid": "(0,1)" })),
+        (by_json, "public.pages.body (jsonb $.**)", serde_json::json!({ "id": 1 })),
     ] {
         assert_eq!(state(&ctx, id).await.as_deref(), Some("attached"), "{source}");
         let events = events(&ctx, id).await;
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].0, "keep");
         assert_eq!(events[0].1["referenced_by"], source);
+        assert_eq!(events[0].1["record"], record, "{source}");
     }
     assert_eq!(state(&ctx, unreferenced).await.as_deref(), Some("retired"));
     let retire = &events(&ctx, unreferenced).await[0];

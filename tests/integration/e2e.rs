@@ -1,97 +1,130 @@
-//! The whole system in LocalStack: `localstack/deploy` builds both functions, deploys the same template with
-//! them, and LocalStack's own event source mapping feeds the real consumer after the real sweep is invoked.
+//! The whole system in LocalStack, through the demo's own path (README, first command): `localstack/deploy`
+//! builds both functions and deploys the template with them, the demo catalog is seeded, the real sweep is
+//! invoked, and LocalStack's own event source mapping feeds the real consumer until the queue is empty.
+//!
+//! LocalStack polls a mapping with one thread, so two consumers never run at once here; their races are
+//! tested at the database level (tests/integration/consumer.rs, soak.rs).
 
 use std::time::Duration;
 
-use aws_sdk_lambda::primitives::Blob;
+use aws_sdk_cloudwatch::types::StateValue;
+use demo::catalog::{self, Expect};
+use demo::report::Report;
+use demo::{Clients, deploy, drive};
 use integration_tests::TestContext;
-use integration_tests::fixtures::{object_exists, seed};
-use serde_json::Value;
-use sqlx::postgres::PgListener;
+use integration_tests::fixtures::object_exists;
+use shared::message::CleanupMessage;
 use uuid::Uuid;
 
-/// Runs `localstack/deploy` for this test's database; returns the stack's outputs.
-async fn deploy(ctx: &TestContext) -> Value {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let stack = format!("e2e-{}", integration_tests::short_id());
-    let url = ctx.db.url.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(format!("{root}/localstack/deploy")).arg(&url).arg(&stack).output()
-    })
-    .await
-    .expect("deploy thread")
-    .expect("localstack/deploy runs");
-    assert!(output.status.success(), "deploy failed: {}", String::from_utf8_lossy(&output.stderr));
-    let deployed: Value = serde_json::from_slice(&output.stdout).expect("deploy prints JSON");
-    assert_eq!(deployed["status"], "CREATE_COMPLETE");
-    deployed["outputs"].clone()
-}
-
 #[tokio::test]
-async fn the_deployed_functions_sweep_and_settle_through_localstacks_event_source_mapping() {
-    let mut ctx = TestContext::new().await;
-    let outputs = deploy(&ctx).await;
-    // Seed into the stack's own bucket, which the deployed consumer is configured with.
-    ctx.bucket = outputs["AssetBucketName"].as_str().expect("bucket").to_owned();
-    sqlx::raw_sql("CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id))")
-        .execute(ctx.pool())
+async fn the_demo_catalog_settles_through_the_deployed_functions_and_its_poison_message_is_dead_lettered() {
+    let ctx = TestContext::new().await;
+    let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let (url, name) = (ctx.db.url.clone(), format!("e2e-{}", integration_tests::short_id()));
+    let stack = tokio::task::spawn_blocking(move || deploy::deploy(&root, &url, &name))
         .await
-        .expect("owner table");
-    let ws = Uuid::new_v4();
-    let (abandoned_key, kept_key, released_key) = (format!("{ws}/a.png"), format!("{ws}/k.png"), format!("{ws}/r.png"));
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &abandoned_key).await;
-    let kept = seed(&ctx, ws, "released", "3 days", &kept_key).await;
-    let released = seed(&ctx, ws, "released", "3 days", &released_key).await;
-    sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(kept).execute(ctx.pool()).await.expect("reference");
-    // Every decision the consumer records is announced, so the test waits on events, not on time.
-    sqlx::raw_sql(
-        "CREATE FUNCTION announce() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN PERFORM pg_notify('settled', NEW.asset_id::text); RETURN NEW; END $$;
-         CREATE TRIGGER announce AFTER INSERT ON settlement_events FOR EACH ROW EXECUTE FUNCTION announce();",
-    )
-    .execute(ctx.pool())
-    .await
-    .expect("announce trigger");
-    let mut listener = PgListener::connect(&ctx.db.url).await.expect("listener");
-    listener.listen("settled").await.expect("listen");
+        .expect("deploy thread")
+        .expect("localstack/deploy");
+    catalog::install_owner_tables(ctx.pool()).await.expect("owner tables");
+    let clients = Clients::from_env().await;
+    let catalog = catalog::seed(ctx.pool(), &clients.s3, &stack.asset_bucket_name).await.expect("seed");
+    let due = catalog.due().count() as u64;
 
-    let config = shared::aws::sdk_config().await;
-    let lambda = aws_sdk_lambda::Client::new(&config);
-    let sweep = lambda
-        .invoke()
-        .function_name(outputs["SweepFunctionName"].as_str().expect("sweep function"))
-        .payload(Blob::new(include_str!("../fixtures/eventbridge-scheduled-event.json")))
+    let pass = drive::invoke_sweep(&clients, &stack).await.expect("the sweep answers");
+    assert_eq!((pass["outcome"].as_str(), pass["enqueued"].as_u64()), (Some("ok"), Some(due)), "{pass}");
+
+    let mut progress = |line: &str| eprintln!("e2e: {line}");
+    drive::wait_until_settled(ctx.pool(), &clients, &stack, &catalog, Duration::from_secs(480), &mut progress)
+        .await
+        .expect("every due asset decided and the queue empty");
+    drive::wait_for_alarm(
+        &clients.cloudwatch,
+        &stack.dead_letter_alarm_name,
+        StateValue::Alarm,
+        Duration::from_secs(300),
+        &mut progress,
+    )
+    .await
+    .expect("the dead-letter alarm fires");
+
+    let report = Report::gather(ctx.pool(), &clients, &stack, &catalog).await.expect("report");
+    assert_eq!(report.surprises(), Vec::<String>::new(), "\n{report}");
+
+    // The same facts, read from the rows and the bucket here rather than through the report.
+    for asset in &catalog.assets {
+        let state: Option<String> = sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
+            .bind(asset.id)
+            .fetch_optional(ctx.pool())
+            .await
+            .expect("state");
+        let wanted = match asset.expect {
+            Expect::NotDue | Expect::Keep => Some("attached"),
+            Expect::Retire => Some("retired"),
+            Expect::Defer => Some("released"),
+            Expect::Fail => Some("failed"),
+            Expect::Delete | Expect::DeleteRowOnly | Expect::Purge => None,
+        };
+        assert_eq!(state.as_deref(), wanted, "{} ({})", asset.file, asset.expect);
+        let present = object_exists(&clients.s3, &stack.asset_bucket_name, &asset.storage_key).await;
+        assert_eq!(present, asset.expect.keeps_bytes(), "bytes of {} ({})", asset.file, asset.expect);
+    }
+    let removed_rows: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM stored_objects o WHERE o.storage_key = ANY ($1)
+            AND NOT EXISTS (SELECT 1 FROM assets a WHERE a.storage_key = o.storage_key)",
+    )
+    .bind(catalog.assets.iter().map(|a| a.storage_key.clone()).collect::<Vec<_>>())
+    .fetch_one(ctx.pool())
+    .await
+    .expect("orphaned objects");
+    assert_eq!(removed_rows, 0, "no stored object outlives every asset row that used it");
+
+    // Each keep names the record that holds the asset, by its primary key.
+    let owners = [
+        ("trail-runner-2026.jpg", "SELECT id FROM products WHERE hero_image = $1"),
+        ("q3-board-pack.pdf", "SELECT id FROM documents WHERE attachments @> ARRAY[$1]::asset_id[]"),
+        (
+            "onboarding-diagram.png",
+            "SELECT id FROM pages
+              WHERE body @> jsonb_build_object('blocks', jsonb_build_array(jsonb_build_object('asset_id', $1::text)))",
+        ),
+    ];
+    for (file, owner_sql) in owners {
+        let asset = catalog.get(file).expect("seeded");
+        let owner: i64 =
+            sqlx::query_scalar(owner_sql).bind(asset.id).fetch_one(ctx.pool()).await.expect("owner record");
+        let evidence = report.assets.iter().find(|o| o.asset.id == asset.id).and_then(|o| o.evidence.clone());
+        assert_eq!(evidence.map(|e| e["record"]["id"].clone()), Some(owner.into()), "{file}");
+    }
+
+    // Bytes freed are exactly those of the deleted and purged assets that owned their bytes alone.
+    let freed: i64 =
+        catalog.assets.iter().filter(|a| matches!(a.expect, Expect::Delete | Expect::Purge)).map(|a| a.bytes).sum();
+    assert_eq!(report.bytes_freed, freed);
+
+    // The poison message sits in the dead-letter queue, naming the asset now marked failed with its error.
+    let poison = catalog.get("legal-hold/contract-scan.pdf").expect("seeded");
+    let received = clients
+        .sqs
+        .receive_message()
+        .queue_url(&stack.dead_letter_queue_url)
+        .max_number_of_messages(10)
+        .visibility_timeout(0)
         .send()
         .await
-        .expect("invoke the sweep");
-    assert_eq!(sweep.function_error(), None);
-    let report: Value = serde_json::from_slice(sweep.payload().map(Blob::as_ref).unwrap_or_default()).expect("report");
-    assert_eq!((report["outcome"].as_str(), report["enqueued"].as_u64()), (Some("ok"), Some(3)));
+        .expect("receive from the DLQ");
+    let dead: Vec<Uuid> = received
+        .messages()
+        .iter()
+        .filter_map(|m| CleanupMessage::parse(m.body().unwrap_or_default()).ok())
+        .map(|m| m.asset_id.0)
+        .collect();
+    assert_eq!(dead, vec![poison.id]);
+    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM assets WHERE id = $1")
+        .bind(poison.id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("last error");
+    assert!(error.as_deref().is_some_and(|e| e.contains("legal hold")), "{error:?}");
 
-    let mut settled = std::collections::BTreeSet::new();
-    while settled.len() < 3 {
-        let note = tokio::time::timeout(Duration::from_secs(120), listener.recv())
-            .await
-            .expect("the event source mapping delivered within two minutes")
-            .expect("notification");
-        settled.insert(note.payload().parse::<Uuid>().expect("asset id"));
-    }
-    assert_eq!(settled, [abandoned, kept, released].into_iter().collect());
-
-    let state = |id: Uuid| {
-        let pool = ctx.pool().clone();
-        async move {
-            sqlx::query_scalar::<_, String>("SELECT state FROM assets WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&pool)
-                .await
-                .expect("state")
-        }
-    };
-    assert_eq!(state(abandoned).await, None, "the abandoned upload was deleted");
-    assert!(!object_exists(&ctx.s3, &ctx.bucket, &abandoned_key).await);
-    assert_eq!(state(kept).await.as_deref(), Some("attached"), "the referenced asset was kept");
-    assert!(object_exists(&ctx.s3, &ctx.bucket, &kept_key).await);
-    assert_eq!(state(released).await.as_deref(), Some("retired"));
-    assert!(object_exists(&ctx.s3, &ctx.bucket, &released_key).await);
+    assert_eq!(report.alarm_state(&stack.dead_letter_alarm_name), Some("ALARM"), "{:?}", report.alarms);
 }

@@ -1,0 +1,66 @@
+//! The deploy step: `localstack/deploy` (the same command a person runs) with the demo's parameters.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+/// Template parameters for the demo stack. A poison message must fail every delivery before SQS moves it to the
+/// dead-letter queue; with the production values (5 deliveries, 360 s visibility) that takes half an hour, with
+/// these two minutes. The ratio the template asks for (visibility ≥ 6 × consumer timeout) still holds.
+pub const DEMO_PARAMETERS: &[(&str, &str)] =
+    &[("MaxReceiveCount", "2"), ("QueueVisibilityTimeout", "60"), ("ConsumerTimeout", "10")];
+
+/// The stack's outputs the demo needs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Stack {
+    #[serde(skip)]
+    pub name: String,
+    pub cleanup_queue_url: String,
+    pub dead_letter_queue_url: String,
+    pub asset_bucket_name: String,
+    pub sweep_function_name: String,
+    pub consumer_function_name: String,
+    pub dead_letter_alarm_name: String,
+    /// Comma-separated, as the template joins them.
+    pub alarm_names: String,
+}
+
+impl Stack {
+    pub fn alarm_names(&self) -> Vec<String> {
+        self.alarm_names.split(',').filter(|n| !n.is_empty()).map(str::to_owned).collect()
+    }
+}
+
+#[derive(Deserialize)]
+struct Deployed {
+    status: String,
+    outputs: serde_json::Value,
+}
+
+/// Runs `localstack/deploy` from the repository at `root`; its progress goes to this process's stderr.
+pub fn deploy(root: &Path, database_url: &str, stack: &str) -> anyhow::Result<Stack> {
+    let script = root.join("localstack/deploy");
+    let output = Command::new(&script)
+        .arg(database_url)
+        .arg(stack)
+        .args(DEMO_PARAMETERS.iter().map(|(k, v)| format!("{k}={v}")))
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !output.status.success() {
+        bail!("{} failed ({}); its output is above", script.display(), output.status);
+    }
+    let deployed: Deployed =
+        serde_json::from_slice(&output.stdout).context("localstack/deploy did not print the stack as JSON")?;
+    if !deployed.status.ends_with("_COMPLETE") || deployed.status.contains("ROLLBACK") {
+        bail!("stack {stack} is {} after the deploy", deployed.status);
+    }
+    let mut outputs: Stack = serde_json::from_value(deployed.outputs).with_context(|| {
+        format!("stack {stack} lacks an output the demo needs (deployed with DeployFunctions=true?)")
+    })?;
+    outputs.name = stack.to_owned();
+    Ok(outputs)
+}

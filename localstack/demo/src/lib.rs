@@ -1,0 +1,34 @@
+//! The main job on one machine (README, first command): the real functions deployed into LocalStack with the
+//! real template, a demo catalog seeded as an application would have left it, one sweep, LocalStack's event
+//! source mapping driving the consumer until the queue is empty, and a report of what happened.
+//!
+//! The end-to-end test drives the same steps and asserts on the same report.
+
+pub mod catalog;
+pub mod deploy;
+pub mod drive;
+pub mod report;
+
+pub use deploy::Stack;
+
+/// The AWS clients the demo uses, from the SDK's usual environment (`AWS_ENDPOINT_URL` for LocalStack).
+#[derive(Clone)]
+pub struct Clients {
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub lambda: aws_sdk_lambda::Client,
+    pub cloudwatch: aws_sdk_cloudwatch::Client,
+}
+
+impl Clients {
+    pub async fn from_env() -> Self {
+        let config = shared::aws::sdk_config().await;
+        Self {
+            // LocalStack serves S3 on the same host as everything else: path-style addressing.
+            s3: shared::aws::s3_client(&config, true),
+            sqs: shared::aws::sqs_client(&config),
+            lambda: aws_sdk_lambda::Client::new(&config),
+            cloudwatch: aws_sdk_cloudwatch::Client::new(&config),
+        }
+    }
+}
