@@ -1,0 +1,36 @@
+//! Reaching the database and the bucket with the functions' own settings.
+
+use anyhow::Context;
+use shared::settings::Settings;
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+/// The database alone, for commands that need nothing else: `DATABASE_URL`, else the `DATABASE_SECRET_ARN`
+/// secret, as the functions read them.
+pub async fn database() -> anyhow::Result<PgPool> {
+    let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let options: PgConnectOptions = match (set("DATABASE_URL"), set("DATABASE_SECRET_ARN")) {
+        (Some(url), _) => url.parse().context("DATABASE_URL is not a valid postgres:// connection URL")?,
+        (None, Some(arn)) => shared::secrets::database_options(&shared::aws::sdk_config().await, arn.trim()).await?,
+        (None, None) => anyhow::bail!("set DATABASE_URL or DATABASE_SECRET_ARN"),
+    };
+    connect(options).await
+}
+
+/// Everything the functions read, with the database connected and the SDK configured.
+pub async fn everything() -> anyhow::Result<(Settings, PgPool, aws_config::SdkConfig)> {
+    let sdk = shared::aws::sdk_config().await;
+    let settings = Settings::load(&sdk).await?;
+    let pool = connect(settings.database.connect_options()).await?;
+    Ok((settings, pool, sdk))
+}
+
+async fn connect(options: PgConnectOptions) -> anyhow::Result<PgPool> {
+    let host = options.get_host().to_owned();
+    PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(std::time::Duration::from_secs(10))
+        .connect_with(options)
+        .await
+        .with_context(|| format!("cannot reach the database at {host}"))
+}
