@@ -59,5 +59,6 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
             "reason": args.reason.trim(),
             "expires_at": expires_at,
         }),
+        attention: Vec::new(),
     })
 }

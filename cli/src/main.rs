@@ -4,8 +4,18 @@
 
 mod approve;
 mod connect;
+mod explain;
 mod migrate;
+mod plan;
+mod queues;
+mod redrive;
+mod references;
 mod restore;
+mod status;
+mod undelete;
+
+/// Written with every decision the CLI records.
+pub const CODE_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
 
 use std::process::ExitCode;
 
@@ -13,7 +23,11 @@ use clap::{Parser, Subcommand};
 use serde_json::Value;
 
 #[derive(Parser)]
-#[command(name = "asset-sweeper", version, about = "Operate asset-sweeper: migrations, brake approvals, restores.")]
+#[command(
+    name = "asset-sweeper",
+    version,
+    about = "Operate asset-sweeper: its health, its decisions, and the ways back."
+)]
 struct Cli {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
@@ -24,6 +38,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The health page; exits 1 when something needs a person.
+    Status(status::Args),
+    /// Which records keep an asset, when it becomes due and why, and every decision about it.
+    Explain(explain::Args),
+    /// A dry run of the next pass: what it would claim and what settlement would decide. Changes nothing.
+    Plan(plan::Args),
+    /// The effective reference map and the schema check's verdict on each source.
+    References,
+    /// Dead-lettered messages back to the queue, and the failed assets they name made claimable again.
+    Redrive(redrive::Args),
+    /// A deleted or purged asset back, from the bucket's kept versions and its audit row.
+    Undelete(undelete::Args),
     /// Apply the asset-sweeper migrations (needs only DATABASE_URL or DATABASE_SECRET_ARN).
     Migrate,
     /// Release a braked workspace for the passes of the next hours, recorded with who and why.
@@ -32,28 +58,50 @@ enum Command {
     Restore(restore::Args),
 }
 
-/// What a command prints: a line or more for people, and the same facts as JSON.
+/// What a command prints: a line or more for people, and the same facts as JSON; and what, if anything, needs
+/// a person (the exit code says so).
 pub struct Output {
     text: String,
     json: Value,
+    attention: Vec<String>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line, like every other refusal: the usage that follows it is one `--help` away.
+            let rendered = e.render().to_string();
+            let message: Vec<&str> = rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+            eprintln!("asset-sweeper: {}", message.join(" ").trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
+        Command::Status(args) => status::run(args).await,
+        Command::Explain(args) => explain::run(args).await,
+        Command::Plan(args) => plan::run(args).await,
+        Command::References => references::run().await,
+        Command::Redrive(args) => redrive::run(args).await,
+        Command::Undelete(args) => undelete::run(args).await,
         Command::Migrate => migrate::run().await,
         Command::Approve(args) => approve::run(args).await,
         Command::Restore(args) => restore::run(args).await,
     };
     match result {
-        Ok(output) if cli.json => {
-            println!("{}", output.json);
-            ExitCode::SUCCESS
-        }
         Ok(output) => {
-            println!("{}", output.text);
-            ExitCode::SUCCESS
+            if cli.json {
+                println!("{}", output.json);
+            } else {
+                println!("{}", output.text);
+            }
+            if output.attention.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Err(e) => {
             eprintln!("asset-sweeper: {e:#}");

@@ -18,5 +18,6 @@ pub async fn run() -> anyhow::Result<Output> {
     Ok(Output {
         text: format!("applied {} migration(s); the schema is at version {version}", after - before),
         json: json!({ "applied": after - before, "version": version }),
+        attention: Vec::new(),
     })
 }

@@ -27,5 +27,6 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     Ok(Output {
         text: format!("asset {id} restored: attached again, its bytes in place"),
         json: json!({ "asset_id": id, "state": "attached", "restored_by": args.by.trim() }),
+        attention: Vec::new(),
     })
 }

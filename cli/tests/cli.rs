@@ -2,10 +2,13 @@
 //! prints (text and `--json`), its exit code and what it changed.
 
 use std::process::Output;
+use std::time::{Duration, Instant};
 
+use consumer_lambda::Consumer;
 use integration_tests::fixtures::{object_exists, seed};
-use integration_tests::{TestContext, TestDatabase};
-use serde_json::Value;
+use integration_tests::{TestContext, TestDatabase, acknowledge, receive_event};
+use serde_json::{Value, json};
+use sweep_lambda::Sweeper;
 use uuid::Uuid;
 
 /// Runs the binary with the functions' settings for `ctx` (AWS endpoint and credentials inherited).
@@ -20,6 +23,46 @@ fn run(db_url: &str, ctx: Option<&TestContext>, args: &[&str]) -> Output {
     }
     command.output().expect("the binary runs")
 }
+
+/// One pass of the real sweep, then the real consumer fed until the queue is empty; a message that fails every
+/// delivery ends in the dead-letter queue.
+async fn sweep_and_settle(ctx: &TestContext) {
+    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&[]));
+    sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
+    let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]));
+    while ctx.queue_depth().await > 0 {
+        let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
+        let response = consumer
+            .handle(lambda_runtime::LambdaEvent::new(event.clone(), lambda_runtime::Context::default()))
+            .await
+            .expect("the consumer answers");
+        acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
+    }
+}
+
+/// Exit code and parsed JSON of a command that may report that a person is needed.
+fn json_with_code(output: &Output) -> (Option<i32>, Value) {
+    let parsed = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("JSON on stdout ({e}): {}", String::from_utf8_lossy(&output.stderr)));
+    (output.status.code(), parsed)
+}
+
+async fn state(ctx: &TestContext, id: Uuid) -> Option<String> {
+    sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
+        .bind(id)
+        .fetch_optional(ctx.pool())
+        .await
+        .expect("state")
+}
+
+const PRODUCTS: &str = "CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id))";
+
+/// The application's own guard, which makes every delete of a matching row fail: a poison message.
+const LEGAL_HOLD: &str = "
+    CREATE FUNCTION legal_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'asset % is under legal hold', OLD.id; END $$;
+    CREATE TRIGGER legal_hold BEFORE DELETE ON assets FOR EACH ROW
+        WHEN (OLD.storage_key LIKE '%/held/%') EXECUTE FUNCTION legal_hold();";
 
 fn stdout(output: &Output) -> String {
     assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
@@ -121,4 +164,216 @@ async fn restore_brings_a_retired_asset_back_and_refuses_after_its_purge_time() 
     assert!(unknown.contains("does not exist"), "{unknown}");
     let missing_settings = refusal(&run(&ctx.db.url, None, &["restore", &id, "--by", "ana"]));
     assert!(missing_settings.contains("CLEANUP_QUEUE_URL"), "{missing_settings}");
+}
+
+#[tokio::test]
+async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_and_redrive_empties_it() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    let (code, page) = json_with_code(&run(&url, Some(&ctx), &["status", "--json"]));
+    assert_eq!(code, Some(1), "{page}");
+    assert_eq!(page["needs_attention"], json!(["no pass has ever finished well"]));
+
+    let ws = Uuid::new_v4();
+    seed(&ctx, ws, "released", "3 days", &format!("{ws}/old.png")).await;
+    sweep_and_settle(&ctx).await;
+    let (code, page) = json_with_code(&run(&url, Some(&ctx), &["status", "--json"]));
+    assert_eq!(code, Some(0), "{page}");
+    assert_eq!(page["needs_attention"], json!([]));
+    assert_eq!(page["runs"][0]["outcome"], "ok");
+    assert_eq!(page["runs"][0]["enqueued"], 1);
+    assert_eq!(page["last_day"], json!([{ "action": "retire", "assets": 1, "bytes": 100 }]));
+    assert_eq!((page["backlog"]["due"].as_i64(), page["leased"].as_i64()), (Some(0), Some(0)));
+    assert_eq!(page["schema"]["verdict"], "valid");
+    assert_eq!(page["dead_letter_queue"], json!({ "waiting": 0, "in_flight": 0 }));
+    let text = stdout(&run(&url, Some(&ctx), &["status"]));
+    assert!(text.starts_with("asset-sweeper: OK\n"), "{text}");
+
+    // A poison message: every delivery fails, the last marks the asset failed, SQS dead-letters the message.
+    sqlx::raw_sql(LEGAL_HOLD).execute(ctx.pool()).await.expect("legal hold");
+    let held = seed(&ctx, ws, "pending", "8 days", &format!("{ws}/held/contract.pdf")).await;
+    sweep_and_settle(&ctx).await;
+    assert_eq!(state(&ctx, held).await.as_deref(), Some("failed"));
+    let (code, page) = json_with_code(&run(&url, Some(&ctx), &["status", "--json"]));
+    assert_eq!(code, Some(1), "{page}");
+    assert_eq!(page["needs_attention"], json!(["the dead-letter queue holds 1 message(s)"]));
+    assert_eq!(page["failed"]["count"], 1);
+    assert!(page["failed"]["latest"][0]["last_error"].as_str().is_some_and(|e| e.contains("legal hold")), "{page}");
+    let text = String::from_utf8(run(&url, Some(&ctx), &["status"]).stdout).expect("utf-8");
+    assert!(text.contains("! the dead-letter queue holds 1 message(s)"), "{text}");
+
+    let held_id = held.to_string();
+    let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--dry-run", "--json"]));
+    assert_eq!(code, Some(0));
+    assert_eq!(plan["messages"][0]["asset_id"], held_id.as_str());
+    assert_eq!(plan["messages"][0]["outcome"], "failed: would be made claimable");
+    assert_eq!(plan["assets_reset"], 1);
+    assert_eq!(state(&ctx, held).await.as_deref(), Some("failed"), "a dry run changes nothing");
+
+    let refused = refusal(&run(&url, Some(&ctx), &["redrive"]));
+    assert!(refused.contains("--by"), "{refused}");
+    let (code, done) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--by", "ana", "--json"]));
+    assert_eq!((code, done["assets_reset"].as_u64()), (Some(0), Some(1)), "{done}");
+    assert!(done["move_task"].is_string(), "{done}");
+    let (state_now, due_now, leased): (String, bool, bool) =
+        sqlx::query_as("SELECT state, due_at <= now(), lease_token IS NOT NULL FROM assets WHERE id = $1")
+            .bind(held)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("row");
+    assert_eq!((state_now.as_str(), due_now, leased), ("released", true, false), "claimable by the next pass");
+    let recorded: Value =
+        sqlx::query_scalar("SELECT evidence FROM settlement_events WHERE asset_id = $1 AND action = 'redrive'")
+            .bind(held)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("the redrive is on record");
+    assert_eq!(recorded["by"], "ana");
+    let mut moved = false;
+    for _ in 0..50 {
+        let dlq_depth = ctx
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&ctx.queue.dlq_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .expect("DLQ attributes")
+            .attributes()
+            .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
+            .cloned();
+        if dlq_depth.as_deref() == Some("0") {
+            moved = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(moved, "the move task emptied the dead-letter queue");
+}
+
+#[tokio::test]
+async fn plan_changes_nothing_explain_names_the_keeping_record_and_undelete_brings_a_deleted_asset_back() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    sqlx::raw_sql(PRODUCTS).execute(ctx.pool()).await.expect("owner table");
+    let ws = Uuid::new_v4();
+    let kept = seed(&ctx, ws, "released", "3 days", &format!("{ws}/kept.png")).await;
+    let retired = seed(&ctx, ws, "released", "3 days", &format!("{ws}/retired.png")).await;
+    let deleted_key = format!("{ws}/abandoned.png");
+    let deleted = seed(&ctx, ws, "pending", "8 days", &deleted_key).await;
+    let expired_key = format!("{ws}/expired.png");
+    let expired = seed(&ctx, ws, "pending", "8 days", &expired_key).await;
+    sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(kept).execute(ctx.pool()).await.expect("reference");
+
+    let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["plan", "--json"]));
+    assert_eq!(code, Some(0));
+    assert_eq!((plan["claimed"].as_u64(), plan["bytes_freed"].as_i64()), (Some(4), Some(200)), "{plan}");
+    let decision = |id: Uuid| {
+        plan["assets"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["asset_id"] == id.to_string().as_str()))
+            .map(|x| x["decision"].clone())
+    };
+    assert_eq!(
+        [decision(kept), decision(retired), decision(deleted)],
+        [Some(json!("keep")), Some(json!("retire")), Some(json!("delete"))]
+    );
+    let text = stdout(&run(&url, Some(&ctx), &["plan"]));
+    assert!(text.contains(r#"by public.products.hero (foreign key) record {"id":1}"#), "{text}");
+    let (events, leased): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM settlement_events), (SELECT count(*) FROM assets WHERE lease_token IS NOT NULL)",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("counts");
+    assert_eq!((events, leased), (0, 0), "plan changed nothing");
+
+    sweep_and_settle(&ctx).await;
+    let kept_id = kept.to_string();
+    let (code, explained) = json_with_code(&run(&url, Some(&ctx), &["explain", &kept_id, "--json"]));
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        explained["kept_by"],
+        json!([{ "source": "public.products.hero (foreign key)", "record": { "id": 1 } }])
+    );
+    assert_eq!(explained["row"]["state"], "attached");
+    assert_eq!(explained["decisions"][0]["action"], "keep");
+    assert_eq!(explained["decisions"][0]["evidence"]["record"], json!({ "id": 1 }));
+    let text = stdout(&run(&url, Some(&ctx), &["explain", &kept_id]));
+    assert!(text.contains(r#"kept by public.products.hero (foreign key) record {"id":1}"#), "{text}");
+    let deleted_id = deleted.to_string();
+    let text = stdout(&run(&url, Some(&ctx), &["explain", &deleted_id]));
+    assert!(text.contains("no row any more") && text.contains(" delete "), "{text}");
+    let unknown = refusal(&run(&url, Some(&ctx), &["explain", &Uuid::new_v4().to_string()]));
+    assert!(unknown.contains("is unknown"), "{unknown}");
+
+    // Undelete by storage key: bytes from the kept version, row from the audit record.
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &deleted_key).await);
+    let (code, undeleted) =
+        json_with_code(&run(&url, Some(&ctx), &["undelete", &deleted_key, "--by", "ana", "--json"]));
+    assert_eq!((code, undeleted["asset_id"].as_str()), (Some(0), Some(deleted_id.as_str())), "{undeleted}");
+    assert!(undeleted["bytes_restored_from_version"].is_string());
+    assert_eq!(state(&ctx, deleted).await.as_deref(), Some("attached"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &deleted_key).await);
+    let again = refusal(&run(&url, Some(&ctx), &["undelete", &deleted_id, "--by", "ana"]));
+    assert!(again.contains("exists (attached)"), "{again}");
+    let retired_id = retired.to_string();
+    let not_deleted = refusal(&run(&url, Some(&ctx), &["undelete", &retired_id, "--by", "ana"]));
+    assert!(not_deleted.contains("no deleted or purged asset"), "{not_deleted}");
+
+    // Once the bucket has let every version go, the bytes cannot come back, and nothing is written.
+    let versions =
+        ctx.s3.list_object_versions().bucket(&ctx.bucket).prefix(&expired_key).send().await.expect("versions");
+    let ids = versions
+        .versions()
+        .iter()
+        .map(|v| v.version_id())
+        .chain(versions.delete_markers().iter().map(|m| m.version_id()));
+    for id in ids.collect::<Vec<_>>() {
+        ctx.s3
+            .delete_object()
+            .bucket(&ctx.bucket)
+            .key(&expired_key)
+            .set_version_id(id.map(str::to_owned))
+            .send()
+            .await
+            .expect("expire");
+    }
+    let gone = refusal(&run(&url, Some(&ctx), &["undelete", &expired.to_string(), "--by", "ana"]));
+    assert!(gone.contains("no longer keeps any version"), "{gone}");
+    assert_eq!(state(&ctx, expired).await, None);
+}
+
+#[tokio::test]
+async fn references_lists_every_source_with_its_verdict() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "{PRODUCTS};
+         CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
+         INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');"
+    )))
+    .execute(ctx.pool())
+    .await
+    .expect("owner tables");
+    let (code, map) = json_with_code(&run(&url, Some(&ctx), &["references", "--json"]));
+    assert_eq!((code, map["verdict"].as_str()), (Some(0), Some("valid")), "{map}");
+    assert_eq!(map["sources"][0]["table"], "products");
+    assert_eq!(map["sources"][0]["kind"], "foreign_key");
+    assert_eq!(map["sources"][0]["key_columns"], json!(["id"]));
+    assert_eq!(map["sources"][1]["kind"], "json");
+    assert!(map["sources"].as_array().is_some_and(|s| s.iter().all(|s| s["verdict"] == "ok")));
+
+    sqlx::raw_sql("CREATE TABLE banners (id serial PRIMARY KEY, image uuid REFERENCES assets (id) ON DELETE CASCADE)")
+        .execute(ctx.pool())
+        .await
+        .expect("a destructive key");
+    let (code, map) = json_with_code(&run(&url, Some(&ctx), &["references", "--json"]));
+    assert_eq!((code, map["verdict"].as_str()), (Some(0), Some("refused")), "{map}");
+    let banners = map["sources"].as_array().and_then(|s| s.iter().find(|s| s["table"] == "banners")).expect("listed");
+    assert_eq!(banners["verdict"], "refused");
+    assert_eq!(banners["problems"][0]["problem"], "destructive_foreign_key");
+    let text = stdout(&run(&url, Some(&ctx), &["references"]));
+    assert!(text.starts_with("schema check: REFUSED"), "{text}");
+    assert!(text.contains("foreign key public.banners.image -> assets is ON DELETE CASCADE"), "{text}");
 }

@@ -6,6 +6,7 @@
 //! `failed` first, so the row and the dead-letter message agree (invariant 10).
 
 pub mod bytes;
+pub mod decide;
 pub mod restore;
 pub mod settle;
 

@@ -9,10 +9,10 @@ use shared::references::{ReferenceMap, SchemaRefusal};
 use shared::{AssetId, CleanupMessage, WorkspaceId, recheck};
 use sqlx::{PgConnection, PgPool};
 use tracing::{error, info, warn};
-use uuid::Uuid;
 
 use crate::CODE_VERSION;
 use crate::bytes;
+use crate::decide::{self, Decision, Deferral, Facts};
 
 /// What a settle did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -87,22 +87,6 @@ pub enum SettleError {
     Injected(String),
 }
 
-/// The locked asset row with the facts the decision needs, computed by the database's clock.
-#[derive(Debug, sqlx::FromRow)]
-struct Locked {
-    workspace_id: Uuid,
-    storage_key: String,
-    byte_size: i64,
-    state: String,
-    lease_token: Option<Uuid>,
-    due: bool,
-    within_grace: bool,
-    grace_ends: String,
-    abandoned: bool,
-    purge_due: bool,
-    row_json: Value,
-}
-
 /// What the settle is told besides the message.
 pub struct Context<'a> {
     pub pool: &'a PgPool,
@@ -122,23 +106,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     let asset = message.asset_id;
 
     // Both rows locked in one statement: the object row is what a concurrent upload of the same bytes needs.
-    let locked: Option<Locked> = sqlx::query_as(
-        "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.lease_token,
-                a.due_at IS NOT NULL AND a.due_at <= now() AS due,
-                greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second' > now() AS within_grace,
-                (greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second')::text AS grace_ends,
-                a.created_at + $3 * interval '1 second' <= now() AS abandoned,
-                a.purge_after IS NOT NULL AND a.purge_after <= now() AS purge_due,
-                to_jsonb(a) AS row_json
-           FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
-          WHERE a.id = $1
-            FOR UPDATE OF a, o",
-    )
-    .bind(asset.0)
-    .bind(cx.grace.as_secs_f64())
-    .bind(cx.abandon_after.as_secs_f64())
-    .fetch_optional(&mut *tx)
-    .await?;
+    let locked = decide::read(&mut tx, asset, cx.grace, cx.abandon_after, true).await?;
 
     let Some(row) = locked else {
         // Removed by an earlier settle of the same asset (a duplicate or redelivered message): done.
@@ -166,34 +134,34 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         "message_id": cx.message_id,
     });
 
-    let decided = if let Some(keeping) = found.keeping() {
+    let keeping = found.keeping();
+    if let Some(keeping) = keeping {
         evidence["referenced_by"] = json!(keeping.source);
         evidence["record"] = json!(keeping.record);
-        keep(&mut tx, asset).await?;
-        Settled { verify_bytes: Some(row.storage_key.clone()), ..Settled::plain(Action::Keep) }
-    } else if row.within_grace {
-        evidence["deferred"] = json!({ "why": "grace", "until": row.grace_ends });
-        defer(&mut tx, asset, Until::GraceEnd(cx.grace)).await?;
-        Settled::plain(Action::Defer)
-    } else {
-        match row.state.as_str() {
-            "pending" if !row.abandoned => {
-                evidence["deferred"] = json!({ "why": "abandon_window" });
-                defer(&mut tx, asset, Until::AfterCreation(cx.abandon_after)).await?;
-                Settled::plain(Action::Defer)
-            }
-            "pending" => remove(cx, &mut tx, asset, &row, Action::Delete, &mut evidence).await?,
-            "retired" if !row.purge_due => {
-                evidence["deferred"] = json!({ "why": "retention" });
-                defer(&mut tx, asset, Until::PurgeTime).await?;
-                Settled::plain(Action::Defer)
-            }
-            "retired" => remove(cx, &mut tx, asset, &row, Action::Purge, &mut evidence).await?,
-            // released, or attached with nothing referring to it: the recheck is the authority, not the state.
-            _ => {
-                retire(&mut tx, asset, cx.retention).await?;
-                Settled::plain(Action::Retire)
-            }
+    }
+    let decided = match decide::decide(keeping.is_some(), &row) {
+        Decision::Keep => {
+            keep(&mut tx, asset).await?;
+            Settled { verify_bytes: Some(row.storage_key.clone()), ..Settled::plain(Action::Keep) }
+        }
+        Decision::Defer(why) => {
+            evidence["deferred"] = match why {
+                Deferral::Grace => json!({ "why": why.as_str(), "until": row.grace_ends }),
+                _ => json!({ "why": why.as_str() }),
+            };
+            let until = match why {
+                Deferral::Grace => Until::GraceEnd(cx.grace),
+                Deferral::AbandonWindow => Until::AfterCreation(cx.abandon_after),
+                Deferral::Retention => Until::PurgeTime,
+            };
+            defer(&mut tx, asset, until).await?;
+            Settled::plain(Action::Defer)
+        }
+        Decision::Delete => remove(cx, &mut tx, asset, &row, Action::Delete, &mut evidence).await?,
+        Decision::Purge => remove(cx, &mut tx, asset, &row, Action::Purge, &mut evidence).await?,
+        Decision::Retire => {
+            retire(&mut tx, asset, cx.retention).await?;
+            Settled::plain(Action::Retire)
         }
     };
 
@@ -282,15 +250,11 @@ async fn remove(
     cx: &Context<'_>,
     conn: &mut PgConnection,
     asset: AssetId,
-    row: &Locked,
+    row: &Facts,
     action: Action,
     evidence: &mut Value,
 ) -> Result<Settled, SettleError> {
-    let sharers: i64 = sqlx::query_scalar("SELECT count(*) FROM assets WHERE storage_key = $1 AND id <> $2")
-        .bind(&row.storage_key)
-        .bind(asset.0)
-        .fetch_one(&mut *conn)
-        .await?;
+    let sharers = decide::sharers(&mut *conn, &row.storage_key, asset).await?;
     evidence["sharers"] = json!(sharers);
     if sharers > 0 {
         warn!(sharers, "bytes shared with other assets: removing the row only");
@@ -335,7 +299,7 @@ async fn undo_removal(cx: &Context<'_>, key: &str, marker: &str) {
 async fn record(
     conn: &mut PgConnection,
     message: &CleanupMessage,
-    row: &Locked,
+    row: &Facts,
     action: Action,
     bytes_freed: u64,
     evidence: Value,

@@ -86,6 +86,18 @@ pub enum SchemaProblem {
 }
 
 impl SchemaProblem {
+    /// The column the problem is about, as `(schema, table, column)`; `None` for a problem of the whole schema.
+    pub fn column(&self) -> Option<(&str, &str, &str)> {
+        match self {
+            SchemaProblem::DomainMissing => None,
+            SchemaProblem::DeclaredSourceMissing { schema, table, column }
+            | SchemaProblem::DeclaredSourceWrongType { schema, table, column, .. }
+            | SchemaProblem::SourceUnreadable { schema, table, column }
+            | SchemaProblem::DestructiveForeignKey { schema, table, column, .. }
+            | SchemaProblem::UnexplainedAssetIds { schema, table, column, .. } => Some((schema, table, column)),
+        }
+    }
+
     fn unreadable(schema: &str, table: &str, column: &str) -> Self {
         SchemaProblem::SourceUnreadable {
             schema: schema.to_owned(),
@@ -124,6 +136,9 @@ impl fmt::Display for SchemaProblem {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 pub struct SchemaRefusal {
     pub problems: Vec<SchemaProblem>,
+    /// The sources derived before the check refused, for an operator's view of the map.
+    #[serde(skip)]
+    pub sources: Vec<ReferenceSource>,
 }
 
 impl fmt::Display for SchemaRefusal {
@@ -325,7 +340,7 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
         source.key_columns = primary_key(conn, &source.schema, &source.table).await?;
     }
 
-    if problems.is_empty() { Ok(ReferenceMap { sources }) } else { Err(SchemaRefusal { problems }.into()) }
+    if problems.is_empty() { Ok(ReferenceMap { sources }) } else { Err(SchemaRefusal { problems, sources }.into()) }
 }
 
 /// The primary-key columns of `schema.table`, in key order (empty for a table without one, or a missing one).
@@ -465,6 +480,7 @@ mod tests {
                     on_delete: "CASCADE".into(),
                 },
             ],
+            sources: Vec::new(),
         };
         assert_eq!(
             refusal.to_string(),

@@ -1,0 +1,193 @@
+//! `explain <asset>`: which records keep it now, when it becomes due and why, and every decision recorded about
+//! it with its evidence. Reads only.
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use shared::AssetId;
+use shared::references::{self, SchemaCheckError};
+use uuid::Uuid;
+
+use crate::{Output, connect};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The asset's id.
+    asset: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    workspace_id: Uuid,
+    storage_key: String,
+    byte_size: i64,
+    state: String,
+    due_at: Option<String>,
+    due_now: bool,
+    grace_ends: String,
+    leased_until: Option<String>,
+    attempts: i32,
+    last_error: Option<String>,
+    purge_after: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct Decision {
+    occurred_at: String,
+    action: String,
+    sweep_run_id: Option<Uuid>,
+    message_id: Option<String>,
+    evidence: Value,
+    bytes_freed: i64,
+    code_version: String,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<Output> {
+    let id: Uuid = args.asset.parse().with_context(|| format!("{:?} is not an asset id (a uuid)", args.asset))?;
+    let (settings, pool, _) = connect::everything().await?;
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.due_at::text, coalesce(a.due_at <= now(), false) AS due_now,
+                (greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second')::text AS grace_ends,
+                a.leased_until::text, a.attempts, a.last_error, a.purge_after::text
+           FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key WHERE a.id = $1",
+    )
+    .bind(id)
+    .bind(settings.grace.as_secs_f64())
+    .fetch_optional(&pool)
+    .await?;
+    let decisions: Vec<Decision> = sqlx::query_as(
+        "SELECT occurred_at::text, action, sweep_run_id, message_id, evidence, bytes_freed, code_version
+           FROM settlement_events WHERE asset_id = $1 ORDER BY occurred_at, id",
+    )
+    .bind(id)
+    .fetch_all(&pool)
+    .await?;
+    if row.is_none() && decisions.is_empty() {
+        bail!("asset {id} is unknown: no row and no recorded decision");
+    }
+
+    let mut text = String::new();
+    let mut kept_by = Vec::new();
+    let mut schema = json!("valid");
+    let mut row_json = Value::Null;
+    let mut due_json = Value::Null;
+    match &row {
+        None => text.push_str(&format!("asset {id}: no row any more (see its decisions below)\n")),
+        Some(r) => {
+            text.push_str(&format!(
+                "asset {id} (workspace {})\n  {} · {} · {} bytes · {} attempt(s)\n",
+                r.workspace_id, r.state, r.storage_key, r.byte_size, r.attempts
+            ));
+            let why = due_reason(&r.state, settings.abandon_after);
+            let when = match (&r.due_at, r.due_now) {
+                (None, _) => "not due".to_owned(),
+                (Some(at), true) => format!("due since {at}"),
+                (Some(at), false) => format!("due at {at}"),
+            };
+            text.push_str(&format!("  {when}: {why}\n  nothing retired or deleted before {} (grace)\n", r.grace_ends));
+            if let Some(until) = &r.leased_until {
+                text.push_str(&format!("  claimed by a pass, lease until {until}\n"));
+            }
+            if let Some(purge) = &r.purge_after {
+                text.push_str(&format!("  restorable until {purge}\n"));
+            }
+            if let Some(error) = &r.last_error {
+                text.push_str(&format!("  last error: {error}\n"));
+            }
+            let mut conn = pool.acquire().await?;
+            match references::check(&mut conn, settings.schema_sample_rows).await {
+                Ok(map) => {
+                    let found = shared::recheck::recheck(&mut conn, &map, AssetId(id)).await?;
+                    for answer in found.answers.into_iter().filter(|a| a.referenced) {
+                        text.push_str(&format!(
+                            "  kept by {} record {}\n",
+                            answer.source,
+                            answer.record.clone().unwrap_or(Value::Null)
+                        ));
+                        kept_by.push(json!({ "source": answer.source, "record": answer.record }));
+                    }
+                    if kept_by.is_empty() {
+                        text.push_str(&format!("  nothing refers to it now ({} source(s) asked)\n", map.sources.len()));
+                    }
+                }
+                Err(SchemaCheckError::Refused(refusal)) => {
+                    text.push_str(&format!("  references not asked: {refusal}\n"));
+                    schema = json!({ "refused": refusal.problems });
+                }
+                Err(SchemaCheckError::Database(e)) => {
+                    return Err(e).context("the schema check could not read the catalog");
+                }
+            }
+            row_json = json!({
+                "workspace_id": r.workspace_id, "storage_key": r.storage_key, "byte_size": r.byte_size,
+                "state": r.state, "attempts": r.attempts, "last_error": r.last_error,
+                "leased_until": r.leased_until, "purge_after": r.purge_after, "grace_ends": r.grace_ends,
+            });
+            due_json = json!({ "at": r.due_at, "now": r.due_now, "why": why });
+        }
+    }
+    text.push_str(&format!("decisions ({}):\n", decisions.len()));
+    for d in &decisions {
+        text.push_str(&format!("  {}  {:<9} {}\n", d.occurred_at, d.action, summary(d)));
+    }
+    let decisions_json: Vec<Value> = decisions
+        .iter()
+        .map(|d| {
+            json!({
+                "at": d.occurred_at, "action": d.action, "sweep_run_id": d.sweep_run_id, "message_id": d.message_id,
+                "bytes_freed": d.bytes_freed, "code_version": d.code_version, "evidence": d.evidence,
+            })
+        })
+        .collect();
+    Ok(Output {
+        text: text.trim_end().to_owned(),
+        json: json!({
+            "asset_id": id, "row": row_json, "due": due_json, "kept_by": kept_by, "schema": schema,
+            "decisions": decisions_json,
+        }),
+        attention: Vec::new(),
+    })
+}
+
+/// Why an asset in `state` is (or is not) due, in the lifecycle's words.
+fn due_reason(state: &str, abandon_after: std::time::Duration) -> String {
+    match state {
+        "pending" => format!(
+            "an upload is looked at a day after it was made; deleted if still unattached {} after upload",
+            humantime::format_duration(abandon_after)
+        ),
+        "released" => "released by the application: retired if nothing refers to it".to_owned(),
+        "retired" => "its purge time: purged then if nothing refers to it again".to_owned(),
+        "attached" => "attached assets are not swept until the application releases them".to_owned(),
+        "failed" => "failed every delivery: waits for an operator (redrive)".to_owned(),
+        other => format!("state {other}"),
+    }
+}
+
+/// One line of what a decision rested on.
+fn summary(d: &Decision) -> String {
+    let e = &d.evidence;
+    let mut parts = Vec::new();
+    if let Some(source) = e["referenced_by"].as_str() {
+        parts.push(format!("by {source} record {}", e["record"]));
+    }
+    if let Some(why) = e["deferred"]["why"].as_str() {
+        parts.push(format!("deferred: {why}"));
+    }
+    if let Some(sharers) = e["sharers"].as_i64().filter(|n| *n > 0) {
+        parts.push(format!("row only, bytes shared with {sharers}"));
+    }
+    if d.bytes_freed > 0 {
+        parts.push(format!("{} bytes freed", d.bytes_freed));
+    }
+    if let Some(error) = e["error"].as_str() {
+        parts.push(error.to_owned());
+    }
+    if let Some(by) = e["by"].as_str() {
+        parts.push(format!("by {by}"));
+    }
+    if let Some(run) = d.sweep_run_id {
+        parts.push(format!("pass {run}"));
+    }
+    parts.push(format!("code {}", d.code_version));
+    parts.join(" · ")
+}

@@ -1,0 +1,125 @@
+//! `plan`: a dry run of the next pass. What the brake would hold back, what would be claimed, and for each asset
+//! what settlement would decide now — keep (and by which record), defer, retire, delete, purge — with the bytes
+//! that would be freed. Reads in a read-only transaction that is rolled back: it changes nothing.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use consumer_lambda::decide::{self, Decision};
+use serde_json::{Value, json};
+use shared::AssetId;
+use shared::references::{self, SchemaCheckError};
+use sweep_lambda::brake;
+use uuid::Uuid;
+
+use crate::{Output, connect};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// At most this many assets (default: the pass's own cap, SWEEP_MAX_PER_PASS).
+    #[arg(long)]
+    limit: Option<u32>,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<Output> {
+    let (settings, pool, _) = connect::everything().await?;
+    let limit = args.limit.unwrap_or(settings.sweep.max_per_pass);
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+
+    let map = match references::check(&mut tx, settings.schema_sample_rows).await {
+        Ok(map) => map,
+        Err(SchemaCheckError::Refused(refusal)) => {
+            return Ok(Output {
+                text: format!("the next pass would be refused and claim nothing: {refusal}"),
+                json: json!({ "refused": refusal.problems, "assets": [] }),
+                attention: Vec::new(),
+            });
+        }
+        Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),
+    };
+
+    let due = brake::due_workspaces(&pool).await?;
+    let ids: Vec<Uuid> = due.iter().map(|d| d.workspace_id.0).collect();
+    let approvals = brake::approvals(&pool, &ids).await?;
+    let mut held = Vec::new();
+    for d in &due {
+        if let Some(why) = brake::verdict(d, &settings.brake)
+            && !approvals.contains_key(&d.workspace_id)
+        {
+            held.push((d.workspace_id.0, why));
+        }
+    }
+    let held_ids: Vec<Uuid> = held.iter().map(|(id, _)| *id).collect();
+    let candidates: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        "SELECT id, workspace_id FROM assets
+          WHERE due_at <= now() AND state <> 'failed' AND (leased_until IS NULL OR leased_until <= now())
+            AND workspace_id <> ALL ($1)
+          ORDER BY due_at, id LIMIT $2",
+    )
+    .bind(&held_ids)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await?;
+
+    let mut assets = Vec::with_capacity(candidates.len());
+    let mut totals: BTreeMap<&str, (u64, i64)> = BTreeMap::new();
+    let mut text = String::new();
+    for (id, workspace) in candidates {
+        let asset = AssetId(id);
+        let Some(facts) = decide::read(&mut tx, asset, settings.grace, settings.abandon_after, false).await? else {
+            continue;
+        };
+        let found = shared::recheck::recheck(&mut tx, &map, asset).await?;
+        let keeping = found.keeping();
+        let decision = decide::decide(keeping.is_some(), &facts);
+        let (action, detail, freed) = match decision {
+            Decision::Keep => {
+                let k = keeping.map(|k| (k.source.clone(), k.record.clone().unwrap_or(Value::Null)));
+                let (source, record) = k.unwrap_or_default();
+                ("keep", format!("by {source} record {record}"), 0)
+            }
+            Decision::Defer(why) => ("defer", why.as_str().to_owned(), 0),
+            Decision::Retire => ("retire", "restorable until its purge time".to_owned(), 0),
+            Decision::Delete | Decision::Purge => {
+                let action = if decision == Decision::Delete { "delete" } else { "purge" };
+                let sharers = decide::sharers(&mut tx, &facts.storage_key, asset).await?;
+                if sharers > 0 {
+                    (action, format!("row only: bytes shared with {sharers}"), 0)
+                } else {
+                    (action, format!("{} bytes freed", facts.byte_size), facts.byte_size)
+                }
+            }
+        };
+        let total = totals.entry(action).or_default();
+        total.0 += 1;
+        total.1 += freed;
+        let _ = writeln!(text, "  {id}  {:<9} {:<7} {}  {detail}", facts.state, action, facts.storage_key);
+        assets.push(json!({
+            "asset_id": id, "workspace_id": workspace, "state": facts.state, "storage_key": facts.storage_key,
+            "decision": action, "detail": detail, "bytes_freed": freed,
+        }));
+    }
+    tx.rollback().await?;
+
+    let bytes_freed: i64 = totals.values().map(|t| t.1).sum();
+    let mut head = format!("the next pass would claim {} asset(s) and free {bytes_freed} bytes\n", assets.len());
+    for (action, (n, _)) in &totals {
+        let _ = writeln!(head, "  {action}: {n}");
+    }
+    for (ws, why) in &held {
+        let _ = writeln!(head, "  held by the brake: workspace {ws}: {why} (asset-sweeper approve {ws} to release)");
+    }
+    Ok(Output {
+        text: format!("{head}{text}").trim_end().to_owned(),
+        json: json!({
+            "claimed": assets.len(),
+            "bytes_freed": bytes_freed,
+            "by_decision": totals.iter().map(|(a, (n, b))| (a.to_string(), json!({ "assets": n, "bytes_freed": b }))).collect::<serde_json::Map<_, _>>(),
+            "held": held.iter().map(|(ws, why)| json!({ "workspace_id": ws, "why": why })).collect::<Vec<_>>(),
+            "assets": assets,
+        }),
+        attention: Vec::new(),
+    })
+}

@@ -1,0 +1,67 @@
+//! `references`: the effective reference map (discovered and declared) and the schema check's verdict on each
+//! source — the same check the sweep and the consumer run before anything is destroyed.
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use shared::references::{self, ReferenceSource, SchemaCheckError, SchemaProblem};
+
+use crate::{Output, connect};
+
+pub async fn run() -> anyhow::Result<Output> {
+    let (settings, pool, _) = connect::everything().await?;
+    let mut conn = pool.acquire().await.context("cannot reach the database")?;
+    let (sources, problems) = match references::check(&mut conn, settings.schema_sample_rows).await {
+        Ok(map) => (map.sources, Vec::new()),
+        Err(SchemaCheckError::Refused(refusal)) => (refusal.sources, refusal.problems),
+        Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),
+    };
+    Ok(render(&sources, &problems))
+}
+
+fn of_source<'a>(source: &ReferenceSource, problems: &'a [SchemaProblem]) -> Vec<&'a SchemaProblem> {
+    problems
+        .iter()
+        .filter(|p| p.column() == Some((source.schema.as_str(), source.table.as_str(), source.column.as_str())))
+        .collect()
+}
+
+fn render(sources: &[ReferenceSource], problems: &[SchemaProblem]) -> Output {
+    let verdict = if problems.is_empty() { "valid" } else { "refused" };
+    let mut text = format!(
+        "schema check: {} ({} source(s){})\n",
+        verdict.to_uppercase(),
+        sources.len(),
+        if problems.is_empty() { String::new() } else { format!(", {} problem(s)", problems.len()) }
+    );
+    let mut listed = Vec::new();
+    for source in sources {
+        let own = of_source(source, problems);
+        let key = if source.key_columns.is_empty() { "ctid".to_owned() } else { source.key_columns.join(", ") };
+        let status = if own.is_empty() {
+            "ok".to_owned()
+        } else {
+            own.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+        };
+        text.push_str(&format!("  {source}  [records named by {key}]  {status}\n"));
+        let mut entry = serde_json::to_value(source).unwrap_or(Value::Null);
+        entry["problems"] = json!(own);
+        entry["verdict"] = json!(if own.is_empty() { "ok" } else { "refused" });
+        listed.push(entry);
+    }
+    let elsewhere: Vec<&SchemaProblem> =
+        problems.iter().filter(|p| !sources.iter().any(|s| of_source(s, problems).contains(p))).collect();
+    if !elsewhere.is_empty() {
+        text.push_str("outside the sources:\n");
+        for problem in &elsewhere {
+            text.push_str(&format!("  {problem}\n"));
+        }
+    }
+    if !problems.is_empty() {
+        text.push_str("while refused, no pass enqueues and no settle retires, deletes or purges anything\n");
+    }
+    Output {
+        text: text.trim_end().to_owned(),
+        json: json!({ "verdict": verdict, "sources": listed, "other_problems": elsewhere }),
+        attention: Vec::new(),
+    }
+}

@@ -1,0 +1,246 @@
+//! `status`: the health page. Exits 1 when something needs a person — the dead-letter queue holds messages, the
+//! last pass was refused, braked or failed, no good pass ran within the expected interval, or the schema check
+//! refuses now — so it can back a monitor.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use shared::references::{self, SchemaCheckError};
+use uuid::Uuid;
+
+use crate::{Output, connect, queues};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// How many recent passes to list.
+    #[arg(long, default_value_t = 10)]
+    runs: i64,
+    /// A good pass must have finished within this long (the schedule is every 15 minutes).
+    #[arg(long, default_value = "1h")]
+    expect_within: humantime::Duration,
+}
+
+#[derive(Serialize, sqlx::FromRow)]
+struct Run {
+    id: Uuid,
+    started_at: String,
+    outcome: String,
+    claimed: i32,
+    enqueued: i32,
+    released: i32,
+    duration_ms: Option<i64>,
+    error: Option<String>,
+    reason: Option<Value>,
+    per_workspace: Value,
+}
+
+#[derive(Serialize, sqlx::FromRow)]
+struct Failed {
+    id: Uuid,
+    workspace_id: Uuid,
+    failed_at: Option<String>,
+    last_error: Option<String>,
+}
+
+#[derive(Serialize, sqlx::FromRow)]
+struct Backlog {
+    workspace_id: Uuid,
+    due: i64,
+    oldest_due_seconds: f64,
+}
+
+#[derive(Serialize, sqlx::FromRow)]
+struct Freed {
+    action: String,
+    assets: i64,
+    bytes: i64,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<Output> {
+    let (settings, pool, sdk) = connect::everything().await?;
+    let runs: Vec<Run> = sqlx::query_as(
+        "SELECT id, started_at::text, outcome, claimed, enqueued, released, duration_ms, error, reason, per_workspace
+           FROM sweep_runs ORDER BY started_at DESC LIMIT $1",
+    )
+    .bind(args.runs.max(1))
+    .fetch_all(&pool)
+    .await?;
+    let last_good: Option<(String, String, f64)> = sqlx::query_as(
+        "SELECT finished_at::text, outcome, extract(epoch FROM now() - finished_at)::float8 FROM sweep_runs
+          WHERE outcome IN ('ok', 'partial') AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1",
+    )
+    .fetch_optional(&pool)
+    .await?;
+    let (due, oldest_due): (i64, Option<f64>) = sqlx::query_as(
+        "SELECT count(*), extract(epoch FROM now() - min(due_at))::float8 FROM assets
+          WHERE due_at <= now() AND state <> 'failed' AND (leased_until IS NULL OR leased_until <= now())",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let backlog: Vec<Backlog> = sqlx::query_as(
+        "SELECT workspace_id, count(*) AS due, extract(epoch FROM now() - min(due_at))::float8 AS oldest_due_seconds
+           FROM assets WHERE due_at <= now() AND state <> 'failed' AND (leased_until IS NULL OR leased_until <= now())
+          GROUP BY workspace_id ORDER BY count(*) DESC, min(due_at) LIMIT 5",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let leased: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM assets WHERE leased_until > now()").fetch_one(&pool).await?;
+    let failed_count: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM assets WHERE state = 'failed'").fetch_one(&pool).await?;
+    let failed: Vec<Failed> = sqlx::query_as(
+        "SELECT id, workspace_id, failed_at::text, last_error FROM assets WHERE state = 'failed'
+          ORDER BY failed_at DESC NULLS LAST LIMIT 10",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let approvals: Vec<(Uuid, String, String, String)> = sqlx::query_as(
+        "SELECT workspace_id, approved_by, reason, expires_at::text FROM brake_approvals
+          WHERE expires_at > now() ORDER BY expires_at",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let freed: Vec<Freed> = sqlx::query_as(
+        "SELECT action, count(*) AS assets,
+                coalesce(sum(CASE WHEN action = 'retire' THEN coalesce((asset_row->>'byte_size')::bigint, 0)
+                                  ELSE bytes_freed END), 0)::bigint AS bytes
+           FROM settlement_events
+          WHERE occurred_at > now() - interval '1 day' AND action IN ('retire', 'delete', 'purge')
+          GROUP BY action ORDER BY action",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let schema = {
+        let mut conn = pool.acquire().await?;
+        match references::check(&mut conn, settings.schema_sample_rows).await {
+            Ok(map) => Ok(map.sources.len()),
+            Err(SchemaCheckError::Refused(refusal)) => Err(refusal.to_string()),
+            Err(SchemaCheckError::Database(e)) => Err(format!("cannot read the catalog: {e}")),
+        }
+    };
+    let sqs = shared::aws::sqs_client(&sdk);
+    let (queue, dlq) = queues::both(&sqs, &settings.queue.url).await?;
+
+    // What needs a person.
+    let mut attention = Vec::new();
+    let expected = args.expect_within.as_secs_f64();
+    match &last_good {
+        None => attention.push("no pass has ever finished well".to_owned()),
+        Some((_, _, age)) if *age > expected => attention.push(format!(
+            "no good pass for {} (expected within {})",
+            humantime::format_duration(std::time::Duration::from_secs(*age as u64)),
+            args.expect_within
+        )),
+        Some(_) => {}
+    }
+    if let Some(last) = runs.iter().find(|r| r.outcome != "running" && r.outcome != "skipped")
+        && matches!(last.outcome.as_str(), "refused" | "braked" | "failed")
+    {
+        attention.push(format!("the last pass was {} ({})", last.outcome, last.id));
+    }
+    if dlq.depth.waiting + dlq.depth.in_flight > 0 {
+        attention.push(format!("the dead-letter queue holds {} message(s)", dlq.depth.waiting + dlq.depth.in_flight));
+    }
+    if let Err(reason) = &schema {
+        attention.push(format!("the schema check refuses now: {reason}"));
+    }
+    let braked: Vec<(String, String)> = runs
+        .iter()
+        .find(|r| r.outcome != "running" && r.outcome != "skipped")
+        .and_then(|r| r.per_workspace.as_object())
+        .map(|ws| {
+            ws.iter()
+                .filter_map(|(id, counts)| counts["braked"].as_str().map(|why| (id.clone(), why.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut text = String::new();
+    let verdict = if attention.is_empty() { "OK" } else { "NEEDS A PERSON" };
+    let _ = writeln!(text, "asset-sweeper: {verdict}");
+    for reason in &attention {
+        let _ = writeln!(text, "  ! {reason}");
+    }
+    match &last_good {
+        Some((at, outcome, age)) => {
+            let _ = writeln!(text, "last good pass: {at} ({outcome}), {:.0} min ago", age / 60.0);
+        }
+        None => text.push_str("last good pass: never\n"),
+    }
+    let _ = writeln!(text, "recent passes:");
+    for r in &runs {
+        let took = r.duration_ms.map_or("-".to_owned(), |ms| format!("{ms} ms"));
+        let detail = r.error.clone().or_else(|| r.reason.as_ref().map(Value::to_string)).unwrap_or_default();
+        let _ = writeln!(
+            text,
+            "  {}  {:<8} claimed {:>5} enqueued {:>5} released {:>4} {:>9}  {detail}",
+            r.started_at, r.outcome, r.claimed, r.enqueued, r.released, took
+        );
+    }
+    let _ = writeln!(
+        text,
+        "backlog: {due} due now, oldest due {}; {leased} leased in flight",
+        oldest_due.map_or("-".to_owned(), |s| format!("{:.0} min ago", s / 60.0))
+    );
+    for b in &backlog {
+        let _ = writeln!(
+            text,
+            "  workspace {}: {} due, oldest {:.0} min",
+            b.workspace_id,
+            b.due,
+            b.oldest_due_seconds / 60.0
+        );
+    }
+    let _ = writeln!(text, "failed assets: {failed_count}");
+    for f in &failed {
+        let _ = writeln!(text, "  {} (workspace {}) {}", f.id, f.workspace_id, f.last_error.as_deref().unwrap_or("-"));
+    }
+    let _ = writeln!(
+        text,
+        "queue: {} waiting, {} in flight · dead-letter queue: {} waiting, {} in flight",
+        queue.depth.waiting, queue.depth.in_flight, dlq.depth.waiting, dlq.depth.in_flight
+    );
+    let _ = writeln!(
+        text,
+        "brake: {} workspace(s) held back by the last pass, {} approval(s) active",
+        braked.len(),
+        approvals.len()
+    );
+    for (ws, why) in &braked {
+        let _ = writeln!(text, "  held: {ws}: {why}");
+    }
+    for (ws, by, reason, until) in &approvals {
+        let _ = writeln!(text, "  approved: {ws} by {by} until {until}: {reason}");
+    }
+    match &schema {
+        Ok(n) => {
+            let _ = writeln!(text, "schema check: valid ({n} source(s))");
+        }
+        Err(reason) => {
+            let _ = writeln!(text, "schema check: REFUSED: {reason}");
+        }
+    }
+    let _ = writeln!(text, "last 24 h:");
+    for f in &freed {
+        let _ = writeln!(text, "  {:<7} {:>6} asset(s) {:>14} bytes", f.action, f.assets, f.bytes);
+    }
+
+    let json = json!({
+        "needs_attention": attention,
+        "last_good_pass": last_good.as_ref().map(|(at, outcome, age)| json!({ "finished_at": at, "outcome": outcome, "age_seconds": age })),
+        "runs": runs,
+        "backlog": { "due": due, "oldest_due_seconds": oldest_due, "top_workspaces": backlog },
+        "leased": leased,
+        "failed": { "count": failed_count, "latest": failed },
+        "queue": queue.depth,
+        "dead_letter_queue": dlq.depth,
+        "brake": {
+            "held": braked.iter().map(|(ws, why)| json!({ "workspace_id": ws, "why": why })).collect::<Vec<_>>(),
+            "approvals": approvals.iter().map(|(ws, by, reason, until)| json!({ "workspace_id": ws, "approved_by": by, "reason": reason, "expires_at": until })).collect::<Vec<_>>(),
+        },
+        "schema": match &schema { Ok(n) => json!({ "verdict": "valid", "sources": n }), Err(r) => json!({ "verdict": "refused", "reason": r }) },
+        "last_day": freed,
+    });
+    Ok(Output { text: text.trim_end().to_owned(), json, attention })
+}

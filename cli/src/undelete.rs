@@ -1,0 +1,122 @@
+//! `undelete`: a deleted or purged asset back, its bytes from the bucket's kept versions (while the bucket still
+//! keeps them) and its row from the audit record. It comes back `attached`: an operator brings it back because
+//! something needs it.
+
+use anyhow::{Context, bail};
+use consumer_lambda::bytes::{self, Presence};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::{Output, connect};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The asset's id, or its storage key (the newest deleted or purged asset with that key).
+    target: String,
+    /// Who undeletes (recorded).
+    #[arg(long)]
+    by: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct Removal {
+    event_id: i64,
+    asset_id: Uuid,
+    action: String,
+    occurred_at: String,
+    asset_row: Option<Value>,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<Output> {
+    let by = args.by.trim();
+    if by.is_empty() {
+        bail!("--by must say who undeletes");
+    }
+    let (settings, pool, sdk) = connect::everything().await?;
+    let by_id = args.target.parse::<Uuid>().ok();
+    let removal: Option<Removal> = sqlx::query_as(
+        "SELECT id AS event_id, asset_id, action, occurred_at::text, asset_row FROM settlement_events
+          WHERE action IN ('delete', 'purge') AND (asset_id = $1 OR ($1 IS NULL AND storage_key = $2))
+          ORDER BY id DESC LIMIT 1",
+    )
+    .bind(by_id)
+    .bind(&args.target)
+    .fetch_optional(&pool)
+    .await?;
+    let Some(removal) = removal else {
+        bail!("no deleted or purged asset {} is on record", args.target);
+    };
+    let id = removal.asset_id;
+    if let Some(state) =
+        sqlx::query_scalar::<_, String>("SELECT state FROM assets WHERE id = $1").bind(id).fetch_optional(&pool).await?
+    {
+        bail!(
+            "asset {id} exists ({state}): nothing to undelete{}",
+            if state == "retired" { "; use restore" } else { "" }
+        );
+    }
+    let row = removal.asset_row.with_context(|| format!("the {} of asset {id} recorded no row", removal.action))?;
+    let field = |name: &str| {
+        row[name].as_str().map(str::to_owned).with_context(|| format!("the recorded row of {id} has no {name}"))
+    };
+    let (workspace, key, hash) = (field("workspace_id")?, field("storage_key")?, field("content_hash")?);
+    let size = row["byte_size"].as_i64().with_context(|| format!("the recorded row of {id} has no byte_size"))?;
+
+    let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
+    let presence = bytes::ensure_present(&s3, &settings.asset_bucket, &key).await.map_err(anyhow::Error::msg)?;
+    let version = match presence {
+        Presence::Present => None,
+        Presence::Restored { version_id } => Some(version_id),
+        Presence::Lost => bail!(
+            "asset {id} cannot be undeleted: the bucket no longer keeps any version of {key} (deleted bytes expire \
+             after the bucket's noncurrent-version expiry)"
+        ),
+    };
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, $2, $3)
+         ON CONFLICT (storage_key) DO NOTHING",
+    )
+    .bind(&key)
+    .bind(&hash)
+    .bind(size)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at)
+         VALUES ($1, $2::uuid, $3, $4, $5, 'attached', coalesce(($6->>'created_at')::timestamptz, now()))",
+    )
+    .bind(id)
+    .bind(&workspace)
+    .bind(&key)
+    .bind(&hash)
+    .bind(size)
+    .bind(&row)
+    .execute(&mut *tx)
+    .await?;
+    let evidence = json!({ "by": by, "from_event": removal.event_id, "removed": removal.action, "bytes_restored_from_version": version });
+    sqlx::query(
+        "INSERT INTO settlement_events (asset_id, workspace_id, storage_key, action, asset_row, evidence, code_version)
+         VALUES ($1, $2::uuid, $3, 'undelete', $4, $5, $6)",
+    )
+    .bind(id)
+    .bind(&workspace)
+    .bind(&key)
+    .bind(&row)
+    .bind(&evidence)
+    .bind(crate::CODE_VERSION)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit()
+        .await
+        .with_context(|| format!("the bytes of {key} are back, but the row of {id} was not written; run again"))?;
+    let bytes = match &version {
+        Some(v) => format!("bytes brought back from version {v}"),
+        None => "bytes were still there (shared)".to_owned(),
+    };
+    Ok(Output {
+        text: format!("asset {id} undeleted ({} at {}): attached again, {bytes}", removal.action, removal.occurred_at),
+        json: json!({ "asset_id": id, "state": "attached", "storage_key": key, "removed": removal.action, "bytes_restored_from_version": version }),
+        attention: Vec::new(),
+    })
+}

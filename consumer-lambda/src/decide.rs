@@ -1,0 +1,152 @@
+//! The lifecycle's rules: what settlement decides from the facts about one asset. The settle acts on the
+//! decision inside its transaction, with the rows locked; the operator's `plan` shows it without acting.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use shared::AssetId;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// The asset row with the facts a decision needs, computed by the database's clock.
+#[derive(Debug, sqlx::FromRow)]
+pub struct Facts {
+    pub workspace_id: Uuid,
+    pub storage_key: String,
+    pub byte_size: i64,
+    pub state: String,
+    pub lease_token: Option<Uuid>,
+    pub due: bool,
+    pub within_grace: bool,
+    pub grace_ends: String,
+    pub abandoned: bool,
+    pub purge_due: bool,
+    pub row_json: Value,
+}
+
+/// Reads the facts about `asset`; with `lock`, locks its row and its stored object's row for the transaction
+/// (the object row is what a concurrent upload of the same bytes needs).
+pub async fn read(
+    conn: &mut PgConnection,
+    asset: AssetId,
+    grace: Duration,
+    abandon_after: Duration,
+    lock: bool,
+) -> Result<Option<Facts>, sqlx::Error> {
+    const SELECT: &str = "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.lease_token,
+                a.due_at IS NOT NULL AND a.due_at <= now() AS due,
+                greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second' > now() AS within_grace,
+                (greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second')::text AS grace_ends,
+                a.created_at + $3 * interval '1 second' <= now() AS abandoned,
+                a.purge_after IS NOT NULL AND a.purge_after <= now() AS purge_due,
+                to_jsonb(a) AS row_json
+           FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
+          WHERE a.id = $1";
+    let sql = if lock { format!("{SELECT} FOR UPDATE OF a, o") } else { SELECT.to_owned() };
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(asset.0)
+        .bind(grace.as_secs_f64())
+        .bind(abandon_after.as_secs_f64())
+        .fetch_optional(conn)
+        .await
+}
+
+/// Why a decision waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deferral {
+    /// Written too recently: the grace floor (invariant 3).
+    Grace,
+    /// An upload still inside its abandon window.
+    AbandonWindow,
+    /// Retired, before its purge time.
+    Retention,
+}
+
+impl Deferral {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deferral::Grace => "grace",
+            Deferral::AbandonWindow => "abandon_window",
+            Deferral::Retention => "retention",
+        }
+    }
+}
+
+/// What settlement does with a due, claimed asset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Keep,
+    Defer(Deferral),
+    /// An abandoned upload: its row, and its bytes unless another asset shares them.
+    Delete,
+    /// Retired past its purge time: its row, and its bytes unless shared.
+    Purge,
+    /// Released (or attached) with nothing referring to it: hidden, restorable.
+    Retire,
+}
+
+/// The rules, in order: a reference keeps; then nothing inside its grace period is touched; then the state
+/// decides. The recheck is the authority, not the state: an `attached` asset nothing refers to retires.
+pub fn decide(referenced: bool, facts: &Facts) -> Decision {
+    if referenced {
+        return Decision::Keep;
+    }
+    if facts.within_grace {
+        return Decision::Defer(Deferral::Grace);
+    }
+    match facts.state.as_str() {
+        "pending" if !facts.abandoned => Decision::Defer(Deferral::AbandonWindow),
+        "pending" => Decision::Delete,
+        "retired" if !facts.purge_due => Decision::Defer(Deferral::Retention),
+        "retired" => Decision::Purge,
+        _ => Decision::Retire,
+    }
+}
+
+/// How many other asset rows share `asset`'s stored object.
+pub async fn sharers(conn: &mut PgConnection, storage_key: &str, asset: AssetId) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM assets WHERE storage_key = $1 AND id <> $2")
+        .bind(storage_key)
+        .bind(asset.0)
+        .fetch_one(conn)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(state: &str, within_grace: bool, abandoned: bool, purge_due: bool) -> Facts {
+        Facts {
+            workspace_id: Uuid::nil(),
+            storage_key: "k".into(),
+            byte_size: 1,
+            state: state.into(),
+            lease_token: None,
+            due: true,
+            within_grace,
+            grace_ends: String::new(),
+            abandoned,
+            purge_due,
+            row_json: Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_reference_keeps_whatever_the_state_and_grace_protects_before_the_state_decides() {
+        for state in ["pending", "released", "retired", "attached"] {
+            assert_eq!(decide(true, &facts(state, false, true, true)), Decision::Keep);
+            assert_eq!(decide(false, &facts(state, true, true, true)), Decision::Defer(Deferral::Grace));
+        }
+    }
+
+    #[test]
+    fn the_state_decides_what_goes() {
+        assert_eq!(decide(false, &facts("pending", false, false, false)), Decision::Defer(Deferral::AbandonWindow));
+        assert_eq!(decide(false, &facts("pending", false, true, false)), Decision::Delete);
+        assert_eq!(decide(false, &facts("retired", false, false, false)), Decision::Defer(Deferral::Retention));
+        assert_eq!(decide(false, &facts("retired", false, false, true)), Decision::Purge);
+        assert_eq!(decide(false, &facts("released", false, false, false)), Decision::Retire);
+        assert_eq!(decide(false, &facts("attached", false, false, false)), Decision::Retire);
+    }
+}
