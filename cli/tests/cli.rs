@@ -13,6 +13,11 @@ use uuid::Uuid;
 
 /// Runs the binary with the functions' settings for `ctx` (AWS endpoint and credentials inherited).
 fn run(db_url: &str, ctx: Option<&TestContext>, args: &[&str]) -> Output {
+    run_with(db_url, ctx, &[], args)
+}
+
+/// [`run`] with some settings overridden.
+fn run_with(db_url: &str, ctx: Option<&TestContext>, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_asset-sweeper"));
     command.args(args).env("DATABASE_URL", db_url).env_remove("DATABASE_SECRET_ARN");
     if let Some(ctx) = ctx {
@@ -21,6 +26,7 @@ fn run(db_url: &str, ctx: Option<&TestContext>, args: &[&str]) -> Output {
             .env("ASSET_BUCKET", &ctx.bucket)
             .env("S3_FORCE_PATH_STYLE", "true");
     }
+    command.envs(env.iter().copied());
     command.output().expect("the binary runs")
 }
 
@@ -376,4 +382,16 @@ async fn references_lists_every_source_with_its_verdict() {
     let text = stdout(&run(&url, Some(&ctx), &["references"]));
     assert!(text.starts_with("schema check: REFUSED"), "{text}");
     assert!(text.contains("foreign key public.banners.image -> assets is ON DELETE CASCADE"), "{text}");
+}
+
+#[tokio::test]
+async fn an_unreachable_database_or_queue_is_one_line_and_exit_2() {
+    let ctx = TestContext::new().await;
+    let no_db = refusal(&run("postgres://postgres@127.0.0.1:1/none", Some(&ctx), &["status"]));
+    assert!(no_db.contains("cannot reach the database at 127.0.0.1"), "{no_db}");
+    let missing = format!("{}-missing", ctx.queue.url);
+    let no_queue = refusal(&run_with(&ctx.db.url, Some(&ctx), &[("CLEANUP_QUEUE_URL", &missing)], &["status"]));
+    assert!(no_queue.contains("cannot read queue") && no_queue.contains("-missing"), "{no_queue}");
+    let usage = refusal(&run(&ctx.db.url, Some(&ctx), &["explain"]));
+    assert!(usage.contains("required arguments were not provided"), "{usage}");
 }
