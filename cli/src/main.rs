@@ -7,7 +7,6 @@ mod connect;
 mod explain;
 mod migrate;
 mod plan;
-mod queues;
 mod redrive;
 mod references;
 mod restore;

@@ -14,7 +14,7 @@ use serde_json::json;
 use shared::CleanupMessage;
 use uuid::Uuid;
 
-use crate::{Output, connect, queues};
+use crate::{Output, connect};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -63,7 +63,7 @@ async fn peek(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<Vec<Dead>>
 pub async fn run(args: Args) -> anyhow::Result<Output> {
     let (settings, pool, sdk) = connect::everything().await?;
     let sqs = shared::aws::sqs_client(&sdk);
-    let (queue, dlq) = queues::both(&sqs, &settings.queue.url).await?;
+    let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
     let dead = peek(&sqs, &dlq.url).await?;
     let named: Vec<Uuid> = dead.iter().filter_map(|d| d.asset.as_ref().ok().copied()).collect();
     let states: BTreeMap<Uuid, String> =

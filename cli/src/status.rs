@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use shared::references::{self, SchemaCheckError};
 use uuid::Uuid;
 
-use crate::{Output, connect, queues};
+use crate::{Output, connect};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -120,7 +120,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
         }
     };
     let sqs = shared::aws::sqs_client(&sdk);
-    let (queue, dlq) = queues::both(&sqs, &settings.queue.url).await?;
+    let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
 
     // What needs a person.
     let mut attention = Vec::new();
@@ -134,7 +134,9 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
         )),
         Some(_) => {}
     }
-    if let Some(last) = runs.iter().find(|r| r.outcome != "running" && r.outcome != "skipped")
+    // The newest pass that got to a verdict: a running or skipped one says nothing about health.
+    let last_finished = runs.iter().find(|r| r.outcome != "running" && r.outcome != "skipped");
+    if let Some(last) = last_finished
         && matches!(last.outcome.as_str(), "refused" | "braked" | "failed")
     {
         attention.push(format!("the last pass was {} ({})", last.outcome, last.id));
@@ -145,9 +147,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     if let Err(reason) = &schema {
         attention.push(format!("the schema check refuses now: {reason}"));
     }
-    let braked: Vec<(String, String)> = runs
-        .iter()
-        .find(|r| r.outcome != "running" && r.outcome != "skipped")
+    let braked: Vec<(String, String)> = last_finished
         .and_then(|r| r.per_workspace.as_object())
         .map(|ws| {
             ws.iter()

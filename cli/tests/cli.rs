@@ -5,7 +5,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use consumer_lambda::Consumer;
-use integration_tests::fixtures::{object_exists, seed};
+use integration_tests::fixtures::{object_exists, seed, state};
 use integration_tests::{TestContext, TestDatabase, acknowledge, receive_event};
 use serde_json::{Value, json};
 use sweep_lambda::Sweeper;
@@ -51,14 +51,6 @@ fn json_with_code(output: &Output) -> (Option<i32>, Value) {
     let parsed = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("JSON on stdout ({e}): {}", String::from_utf8_lossy(&output.stderr)));
     (output.status.code(), parsed)
-}
-
-async fn state(ctx: &TestContext, id: Uuid) -> Option<String> {
-    sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
-        .bind(id)
-        .fetch_optional(ctx.pool())
-        .await
-        .expect("state")
 }
 
 const PRODUCTS: &str = "CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id))";

@@ -6,6 +6,7 @@ pub mod db;
 pub mod ids;
 pub mod message;
 pub mod metrics;
+pub mod queues;
 pub mod recheck;
 pub mod references;
 pub mod secrets;

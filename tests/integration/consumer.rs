@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use consumer_lambda::Consumer;
-use integration_tests::fixtures::{object_exists, put_bytes, seed};
+use integration_tests::fixtures::{object_exists, put_bytes, seed, state};
 use integration_tests::{FAILPOINTS, TestContext, acknowledge, receive_event};
 use serde_json::Value;
 use shared::AssetId;
@@ -57,14 +57,6 @@ async fn settle_everything(ctx: &TestContext) {
         let failed = deliver(ctx, &consumer).await;
         assert!(failed.is_empty(), "failed items: {failed:?}");
     }
-}
-
-async fn state(ctx: &TestContext, id: Uuid) -> Option<String> {
-    sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
-        .bind(id)
-        .fetch_optional(ctx.pool())
-        .await
-        .expect("state")
 }
 
 async fn stored_object_exists(ctx: &TestContext, key: &str) -> bool {

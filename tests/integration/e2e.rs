@@ -5,14 +5,11 @@
 //! LocalStack polls a mapping with one thread, so two consumers never run at once here; their races are
 //! tested at the database level (tests/integration/consumer.rs, soak.rs).
 
-use std::time::Duration;
-
-use aws_sdk_cloudwatch::types::StateValue;
 use demo::catalog::{self, Expect};
 use demo::report::Report;
 use demo::{Clients, deploy, drive};
 use integration_tests::TestContext;
-use integration_tests::fixtures::object_exists;
+use integration_tests::fixtures::{object_exists, state};
 use shared::message::CleanupMessage;
 use uuid::Uuid;
 
@@ -34,29 +31,16 @@ async fn the_demo_catalog_settles_through_the_deployed_functions_and_its_poison_
     assert_eq!((pass["outcome"].as_str(), pass["enqueued"].as_u64()), (Some("ok"), Some(due)), "{pass}");
 
     let mut progress = |line: &str| eprintln!("e2e: {line}");
-    drive::wait_until_settled(ctx.pool(), &clients, &stack, &catalog, Duration::from_secs(480), &mut progress)
+    drive::wait_for_outcome(ctx.pool(), &clients, &stack, &catalog, &mut progress)
         .await
-        .expect("every due asset decided and the queue empty");
-    drive::wait_for_alarm(
-        &clients.cloudwatch,
-        &stack.dead_letter_alarm_name,
-        StateValue::Alarm,
-        Duration::from_secs(300),
-        &mut progress,
-    )
-    .await
-    .expect("the dead-letter alarm fires");
+        .expect("every due asset decided, the queue empty and the dead-letter alarm firing");
 
     let report = Report::gather(ctx.pool(), &clients, &stack, &catalog).await.expect("report");
     assert_eq!(report.surprises(), Vec::<String>::new(), "\n{report}");
 
     // The same facts, read from the rows and the bucket here rather than through the report.
     for asset in &catalog.assets {
-        let state: Option<String> = sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
-            .bind(asset.id)
-            .fetch_optional(ctx.pool())
-            .await
-            .expect("state");
+        let state = state(&ctx, asset.id).await;
         let wanted = match asset.expect {
             Expect::NotDue | Expect::Keep => Some("attached"),
             Expect::Retire => Some("retired"),

@@ -111,3 +111,12 @@ pub async fn seed(ctx: &crate::TestContext, workspace: Uuid, state: &str, age: &
         .expect("object age");
     id
 }
+
+/// The asset's state now; `None` once its row is gone.
+pub async fn state(ctx: &crate::TestContext, id: Uuid) -> Option<String> {
+    sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
+        .bind(id)
+        .fetch_optional(ctx.pool())
+        .await
+        .expect("state")
+}

@@ -7,26 +7,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use aws_sdk_cloudwatch::types::StateValue;
 use aws_sdk_lambda::primitives::Blob;
-use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::catalog::Catalog;
 use crate::{Clients, Stack};
-
-/// Messages in a queue: waiting to be received, and received but not yet deleted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Depth {
-    pub waiting: u64,
-    pub in_flight: u64,
-}
-
-impl Depth {
-    pub fn total(self) -> u64 {
-        self.waiting + self.in_flight
-    }
-}
 
 /// Invokes the sweep with a scheduled event, as its EventBridge rule does; returns the pass's report. The rule
 /// itself may be running a pass (the function allows one at a time): then this waits and tries again.
@@ -68,25 +54,6 @@ pub async fn invoke_sweep(clients: &Clients, stack: &Stack) -> anyhow::Result<Va
     }
 }
 
-/// Queue depth from SQS's approximate counters.
-pub async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> anyhow::Result<Depth> {
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(queue_url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await
-        .with_context(|| format!("reading the depth of {queue_url}"))?;
-    let count = |name: QueueAttributeName| {
-        attributes.attributes().and_then(|a| a.get(&name)).and_then(|v| v.parse().ok()).unwrap_or(0)
-    };
-    Ok(Depth {
-        waiting: count(QueueAttributeName::ApproximateNumberOfMessages),
-        in_flight: count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
-    })
-}
-
 /// The final decision about each of `assets` recorded since `since` (failures included), by asset.
 pub async fn decisions(
     pool: &PgPool,
@@ -107,10 +74,31 @@ pub async fn decisions(
     Ok(rows.into_iter().collect())
 }
 
+/// Waits for the whole outcome of the pass over `catalog`: every due asset decided, the cleanup queue empty, and
+/// the dead-letter alarm firing for the poison message.
+pub async fn wait_for_outcome(
+    pool: &PgPool,
+    clients: &Clients,
+    stack: &Stack,
+    catalog: &Catalog,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<()> {
+    wait_until_settled(pool, clients, stack, catalog, Duration::from_secs(600), progress).await?;
+    progress("the dead-letter queue is not empty, so its alarm must fire");
+    wait_for_alarm(
+        &clients.cloudwatch,
+        &stack.dead_letter_alarm_name,
+        StateValue::Alarm,
+        Duration::from_secs(300),
+        progress,
+    )
+    .await
+}
+
 /// Waits until every due asset of `catalog` has a decision and the cleanup queue is empty — a message that
 /// failed its last delivery leaves it only when SQS moves it to the dead-letter queue. Reports progress every
 /// few seconds through `progress`.
-pub async fn wait_until_settled(
+async fn wait_until_settled(
     pool: &PgPool,
     clients: &Clients,
     stack: &Stack,
@@ -124,8 +112,8 @@ pub async fn wait_until_settled(
     let mut last_print = Instant::now();
     loop {
         let decided = decisions(pool, &due, catalog.seeded_at).await?;
-        let queue = depth(&clients.sqs, &stack.cleanup_queue_url).await?;
-        let dlq = depth(&clients.sqs, &stack.dead_letter_queue_url).await?;
+        let queue = shared::queues::describe(&clients.sqs, &stack.cleanup_queue_url).await?.depth;
+        let dlq = shared::queues::describe(&clients.sqs, &stack.dead_letter_queue_url).await?.depth;
         let failed = decided.values().filter(|a| *a == "failed").count();
         let mut line = format!(
             "settled {}/{} · queue {} waiting, {} in flight · dead-letter queue {}",
@@ -168,7 +156,7 @@ pub async fn wait_until_settled(
 }
 
 /// Waits until the alarm `name` is in `state` (CloudWatch evaluates it once a minute).
-pub async fn wait_for_alarm(
+async fn wait_for_alarm(
     cloudwatch: &aws_sdk_cloudwatch::Client,
     name: &str,
     state: StateValue,

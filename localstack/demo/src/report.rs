@@ -12,7 +12,9 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::catalog::{Catalog, Expect, Seeded};
-use crate::drive::{self, Depth};
+use shared::queues::{self, Depth};
+
+use crate::drive;
 use crate::{Clients, Stack};
 
 /// What became of one seeded asset.
@@ -165,8 +167,8 @@ impl Report {
             passes,
             bytes_freed: assets.iter().map(|o| o.bytes_freed).sum(),
             assets,
-            queue: drive::depth(&clients.sqs, &stack.cleanup_queue_url).await?,
-            dead_letter_queue: drive::depth(&clients.sqs, &stack.dead_letter_queue_url).await?,
+            queue: queues::describe(&clients.sqs, &stack.cleanup_queue_url).await?.depth,
+            dead_letter_queue: queues::describe(&clients.sqs, &stack.dead_letter_queue_url).await?.depth,
             alarms,
         })
     }
