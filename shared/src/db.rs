@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use sqlx::migrate::{MigrateError, Migrator};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection, PgPool};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgPool, Postgres, Transaction};
 
 use crate::settings::DatabaseSettings;
 
@@ -14,6 +14,11 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a statement waits for a lock held elsewhere (an application migration, say).
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a session may sit idle inside an open transaction before Postgres ends it. A settle holds row locks
+/// across one S3 call (`S3_DELETE_TIMEOUT`, at most 60 s); a process that stops between statements (a frozen
+/// Lambda sandbox, a panic that leaked a connection) must not hold an application's rows for longer.
+pub const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The project's own migrations table, so it can live beside an application that also migrates with sqlx.
 pub const MIGRATIONS_TABLE: &str = "asset_sweeper_migrations";
@@ -47,6 +52,14 @@ pub async fn migrate(pool: &PgPool) -> Result<(), MigrationError> {
     Ok(result?)
 }
 
+/// Begins a transaction whose writes are the sweeper's own, not the application's: the `updated_at` triggers
+/// leave the grace floor where it is (a failed mark or a redrive must not restart it; only application writes do).
+pub async fn begin_as_sweeper(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT set_config('asset_sweeper.actor', 'sweeper', true)").execute(&mut *tx).await?;
+    Ok(tx)
+}
+
 /// A pool that connects on first use, so a cold start does not fail or wait on the database before the first
 /// event arrives.
 ///
@@ -54,13 +67,19 @@ pub async fn migrate(pool: &PgPool) -> Result<(), MigrationError> {
 /// migration holding `ACCESS EXCLUSIVE`, say) fails with an error the run record keeps instead of running the
 /// function into its deadline.
 pub fn pool(settings: &DatabaseSettings) -> PgPool {
-    let statement_timeout = format!("{}ms", STATEMENT_TIMEOUT.as_millis());
-    let lock_timeout = format!("{}ms", LOCK_TIMEOUT.as_millis());
-    let options = settings
-        .connect_options()
-        .options([("statement_timeout", statement_timeout.as_str()), ("lock_timeout", lock_timeout.as_str())]);
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(Duration::from_secs(10))
-        .connect_lazy_with(options)
+        .connect_lazy_with(session_options(settings.connect_options()))
+}
+
+/// `options` with the limits every session of the project gets (functions and CLI alike): statement, lock and
+/// idle-in-transaction timeouts.
+pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
+    let ms = |d: Duration| format!("{}ms", d.as_millis());
+    options.options([
+        ("statement_timeout", ms(STATEMENT_TIMEOUT)),
+        ("lock_timeout", ms(LOCK_TIMEOUT)),
+        ("idle_in_transaction_session_timeout", ms(IDLE_IN_TRANSACTION_TIMEOUT)),
+    ])
 }

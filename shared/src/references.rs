@@ -185,6 +185,8 @@ pub const OWN_TABLES: &[&str] = &[
     "settlement_events",
     "brake_approvals",
     "asset_sweeper_migrations",
+    "asset_sweeper_schema_state",
+    "schema_verdicts",
 ];
 
 /// SQL that is true when this role reads every row of column `a` of table `c` in schema `n`: schema usage,
