@@ -94,7 +94,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
                 text.push_str(&format!("  last error: {error}\n"));
             }
             let mut conn = pool.acquire().await?;
-            match references::check(&mut conn, settings.schema_sample_rows).await {
+            match references::check(&mut conn, (&settings).into()).await {
                 Ok(map) => {
                     let found = shared::recheck::recheck(&mut conn, &map, AssetId(id)).await?;
                     for answer in found.answers.into_iter().filter(|a| a.referenced) {

@@ -28,7 +28,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
 
-    let map = match references::check(&mut tx, settings.schema_sample_rows).await {
+    let map = match references::check(&mut tx, (&settings).into()).await {
         Ok(map) => map,
         Err(SchemaCheckError::Refused(refusal)) => {
             return Ok(Output {

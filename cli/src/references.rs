@@ -10,7 +10,7 @@ use crate::{Output, connect};
 pub async fn run() -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let mut conn = pool.acquire().await.context("cannot reach the database")?;
-    let (sources, problems) = match references::check(&mut conn, settings.schema_sample_rows).await {
+    let (sources, problems) = match references::check(&mut conn, (&settings).into()).await {
         Ok(map) => (map.sources, Vec::new()),
         Err(SchemaCheckError::Refused(refusal)) => (refusal.sources, refusal.problems),
         Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),

@@ -113,7 +113,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     .await?;
     let schema = {
         let mut conn = pool.acquire().await?;
-        match references::check(&mut conn, settings.schema_sample_rows).await {
+        match references::check(&mut conn, (&settings).into()).await {
             Ok(map) => Ok(map.sources.len()),
             Err(SchemaCheckError::Refused(refusal)) => Err(refusal.to_string()),
             Err(SchemaCheckError::Database(e)) => Err(format!("cannot read the catalog: {e}")),

@@ -3,7 +3,27 @@
 
 use std::time::Duration;
 
-use aws_sdk_s3::error::DisplayErrorContext;
+use shared::aws::AwsFailure;
+
+/// A bucket call that failed, typed so the final receive can say whether trying again may help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    #[error(transparent)]
+    Call(#[from] AwsFailure),
+    #[error("{key} is still missing after its delete markers were removed")]
+    StillMissing { key: String },
+    #[error("injected S3 failure")]
+    Injected,
+}
+
+impl StorageError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            StorageError::Call(failure) => failure.retryable(),
+            StorageError::StillMissing { .. } | StorageError::Injected => false,
+        }
+    }
+}
 
 /// What a kept asset's bytes turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,18 +45,19 @@ pub async fn remove(
     bucket: &str,
     key: &str,
     timeout: Duration,
-) -> Result<Option<String>, String> {
-    fail::fail_point!("consumer::s3_delete", |_| Err("injected S3 failure".to_owned()));
+) -> Result<Option<String>, StorageError> {
+    fail::fail_point!("consumer::s3_delete", |_| Err(StorageError::Injected));
+    let operation = || format!("DeleteObject {key}");
     match tokio::time::timeout(timeout, s3.delete_object().bucket(bucket).key(key).send()).await {
         Ok(Ok(out)) => Ok(out.delete_marker().unwrap_or(false).then(|| out.version_id().map(str::to_owned)).flatten()),
-        Ok(Err(e)) => Err(format!("DeleteObject {key}: {}", DisplayErrorContext(&e))),
-        Err(_) => Err(format!("DeleteObject {key}: no answer within {timeout:?}")),
+        Ok(Err(e)) => Err(AwsFailure::from_sdk(operation(), &e).into()),
+        Err(_) => Err(AwsFailure::timed_out(operation()).into()),
     }
 }
 
 /// Takes back a removal whose transaction then failed: deleting the delete marker makes the bytes current again,
 /// so no row is left pointing at hidden bytes that a reuse of the key would trust.
-pub async fn undo_remove(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, marker: &str) -> Result<(), String> {
+pub async fn undo_remove(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, marker: &str) -> Result<(), StorageError> {
     s3.delete_object()
         .bucket(bucket)
         .key(key)
@@ -44,15 +65,15 @@ pub async fn undo_remove(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, marke
         .send()
         .await
         .map(|_| ())
-        .map_err(|e| format!("removing delete marker {marker} of {key}: {}", DisplayErrorContext(&e)))
+        .map_err(|e| AwsFailure::from_sdk(format!("DeleteObject {key} (delete marker {marker})"), &e).into())
 }
 
 /// Checks that `key` exists; if not, makes its newest kept version current again.
-pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Presence, String> {
+pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Presence, StorageError> {
     match s3.head_object().bucket(bucket).key(key).send().await {
         Ok(_) => return Ok(Presence::Present),
         Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => {}
-        Err(e) => return Err(format!("HeadObject {key}: {}", DisplayErrorContext(&e))),
+        Err(e) => return Err(AwsFailure::from_sdk(format!("HeadObject {key}"), &e).into()),
     }
     let mut versions = Vec::new();
     let mut markers = Vec::new();
@@ -66,7 +87,7 @@ pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) ->
             .set_version_id_marker(version_marker)
             .send()
             .await
-            .map_err(|e| format!("ListObjectVersions {key}: {}", DisplayErrorContext(&e)))?;
+            .map_err(|e| AwsFailure::from_sdk(format!("ListObjectVersions {key}"), &e))?;
         versions.extend(page.versions().iter().filter(|v| v.key() == Some(key)).cloned());
         markers.extend(page.delete_markers().iter().filter(|m| m.key() == Some(key)).cloned());
         if page.is_truncated() != Some(true) {
@@ -86,16 +107,11 @@ pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) ->
             .set_version_id(marker.version_id().map(str::to_owned))
             .send()
             .await
-            .map_err(|e| format!("removing a delete marker of {key}: {}", DisplayErrorContext(&e)))?;
+            .map_err(|e| AwsFailure::from_sdk(format!("DeleteObject {key} (a delete marker)"), &e))?;
     }
-    match s3.head_object().bucket(bucket).key(key).send().await {
-        Ok(_) => {}
-        Err(e) => {
-            return Err(format!(
-                "{key} is still missing after its delete markers were removed: {}",
-                DisplayErrorContext(&e)
-            ));
-        }
+    if let Err(e) = s3.head_object().bucket(bucket).key(key).send().await {
+        tracing::warn!(key, error = %aws_sdk_s3::error::DisplayErrorContext(&e), "bytes still missing after restore");
+        return Err(StorageError::StillMissing { key: key.to_owned() });
     }
     Ok(Presence::Restored { version_id: newest.version_id().unwrap_or_default().to_owned() })
 }

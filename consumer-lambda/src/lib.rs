@@ -1,20 +1,26 @@
 //! The consuming half of the pair: settles each claimed asset inside one transaction and reports only the
 //! failed messages (`ReportBatchItemFailures`).
 //!
-//! Per invocation the schema check runs once (invariant 4); per record: parse the message, settle it
-//! (`settle`), and on failure count the attempt on the asset — on the final permitted receive, mark the asset
-//! `failed` first, so the row and the dead-letter message agree (invariant 10).
+//! Per invocation the newest schema verdict is verified once (invariant 4: recorded by a recent sweep pass, on
+//! the catalog as it still is; one cheap statement, whatever the schema's size); per record, isolated from the
+//! others even if it panics: parse the message, settle it (`settle`), and on failure count the attempt on the
+//! asset — on the final permitted receive, mark the asset `failed` first, so the row and the dead-letter message
+//! agree (invariant 10).
 
 pub mod bytes;
 pub mod decide;
 pub mod restore;
 pub mod settle;
 
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::json;
-use shared::references::{self, ReferenceMap, SchemaCheckError, SchemaRefusal};
+use shared::references::ReferenceMap;
+use shared::verdict::{self, CurrentError, Matched, VerdictError};
 use shared::{CleanupMessage, Settings};
 use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
@@ -49,9 +55,9 @@ impl From<ConsumerError> for Diagnostic {
 
 /// The reference map as this invocation found it.
 enum Schema {
-    Valid(ReferenceMap),
-    Refused(SchemaRefusal),
-    Unreadable(String),
+    Valid(Arc<ReferenceMap>, Matched),
+    Refused(VerdictError),
+    Unreadable(Arc<sqlx::Error>),
 }
 
 /// How one record ended, for the response and the metrics line.
@@ -65,11 +71,13 @@ pub struct Consumer {
     pool: PgPool,
     s3: aws_sdk_s3::Client,
     settings: Settings,
+    /// The map of the verdict last verified, by its id: a warm function reuses it while the verdict stands.
+    verified: Mutex<Option<(i64, Arc<ReferenceMap>)>>,
 }
 
 impl Consumer {
     pub fn new(pool: PgPool, s3: aws_sdk_s3::Client, settings: Settings) -> Self {
-        Consumer { pool, s3, settings }
+        Consumer { pool, s3, settings, verified: Mutex::new(None) }
     }
 
     /// The Lambda handler: settles every record and lists only the failed ones. Returning failures is a
@@ -102,22 +110,40 @@ impl Consumer {
                 response.batch_item_failures.push(failure);
             }
         }
-        println!("{}", metrics_line(&outcomes, matches!(schema, Schema::Refused(_))));
+        println!("{}", metrics_line(&outcomes, &schema));
         Ok(response)
     }
 
+    /// The newest schema verdict, verified against the catalog as it is now; its map is parsed once per verdict.
     async fn schema(&self) -> Schema {
-        let checked = match self.pool.acquire().await {
-            Ok(mut conn) => references::check(&mut conn, self.settings.schema_sample_rows).await,
-            Err(e) => Err(SchemaCheckError::Database(e)),
+        let known = self.verified.lock().ok().and_then(|cached| cached.clone());
+        let verified = match self.pool.acquire().await {
+            Ok(mut conn) => {
+                let known_ref = known.as_ref().map(|(id, map)| (*id, map.as_ref()));
+                verdict::current(&mut conn, self.settings.schema_verdict_max_age, known_ref).await
+            }
+            Err(e) => Err(CurrentError::Database(e)),
         };
-        match checked {
-            Ok(map) => Schema::Valid(map),
-            Err(SchemaCheckError::Refused(refusal)) => {
-                error!(reason = %refusal, "schema check refused: settling nothing in this batch");
+        match verified {
+            Ok((current, map)) => {
+                let map = match known {
+                    Some((id, map)) if id == current.id => map,
+                    _ => {
+                        let map = Arc::new(map);
+                        if let Ok(mut cached) = self.verified.lock() {
+                            *cached = Some((current.id, map.clone()));
+                        }
+                        map
+                    }
+                };
+                info!(verdict = current.id, matched = %current.matched, sources = map.sources.len(), "schema verdict verified");
+                Schema::Valid(map, current.matched)
+            }
+            Err(CurrentError::Verdict(refusal)) => {
+                error!(reason = %refusal, "schema verdict not usable: settling nothing in this batch");
                 Schema::Refused(refusal)
             }
-            Err(SchemaCheckError::Database(e)) => Schema::Unreadable(e.to_string()),
+            Err(CurrentError::Database(e)) => Schema::Unreadable(Arc::new(e)),
         }
     }
 
@@ -129,7 +155,31 @@ impl Consumer {
             asset_id = tracing::field::Empty,
             workspace_id = tracing::field::Empty
         );
-        let item = self.process_in_span(record, &message_id, schema, &span).instrument(span.clone()).await;
+        // One record's panic fails its own message, not the batch: the others settle and are reported apart.
+        let settled = AssertUnwindSafe(self.process_in_span(record, &message_id, schema, &span))
+            .catch_unwind()
+            .instrument(span.clone())
+            .await;
+        let item = match settled {
+            Ok(item) => item,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("a panic without a message")
+                    .to_owned();
+                let e = SettleError::Panicked(what);
+                let _entered = span.enter();
+                error!(error = %e, "settle panicked: this message alone fails");
+                drop(_entered);
+                let marked_failed = match CleanupMessage::parse(record.body.as_deref().unwrap_or_default()) {
+                    Ok(message) => self.record_failure(record, &message, &e).instrument(span.clone()).await,
+                    Err(_) => false,
+                };
+                Item::Failed { marked_failed }
+            }
+        };
         (message_id, item)
     }
 
@@ -152,7 +202,7 @@ impl Consumer {
         span.record("workspace_id", tracing::field::display(message.workspace_id));
 
         let result = match schema {
-            Schema::Valid(map) => {
+            Schema::Valid(map, _) => {
                 let cx = settle::Context {
                     pool: &self.pool,
                     s3: &self.s3,
@@ -166,8 +216,8 @@ impl Consumer {
                 };
                 settle::settle(&cx, &message).await
             }
-            Schema::Refused(refusal) => Err(SettleError::SchemaRefused(refusal.clone())),
-            Schema::Unreadable(e) => Err(SettleError::SchemaUnavailable(e.clone())),
+            Schema::Refused(refusal) => Err(SettleError::Schema(refusal.clone())),
+            Schema::Unreadable(e) => Err(SettleError::SchemaUnreadable(e.clone())),
         };
         match result {
             Ok(settled) => {
@@ -229,7 +279,7 @@ impl Consumer {
     async fn record_failure(&self, record: &SqsMessage, message: &CleanupMessage, e: &SettleError) -> bool {
         let receives: u32 = record.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1);
         let last = receives >= self.settings.queue.max_receive_count;
-        error!(error = %e, receives, final_receive = last, "settle failed");
+        error!(error = %e, retryable = e.retryable(), receives, final_receive = last, "settle failed");
         if let SettleError::WrongWorkspace { actual, .. } = e {
             // The message is not trusted: it may not change a row of another workspace. Its rejection is
             // still on record, under the workspace the row really belongs to.
@@ -250,7 +300,7 @@ impl Consumer {
             }
             return false;
         }
-        let written = mark(&self.pool, message, &e.to_string(), last).await;
+        let written = mark(&self.pool, message, e, last).await;
         match written {
             Ok(marked) => marked,
             Err(write_error) => {
@@ -264,11 +314,13 @@ impl Consumer {
 /// The failure write: always the attempt and the error; on the last receive also state `failed` and an audit
 /// row. Only for the row of the workspace the message names, and only while the message's claim is the row's:
 /// a stale or duplicate message may not mark an asset a newer claim has settled.
-async fn mark(pool: &PgPool, message: &CleanupMessage, error: &str, last: bool) -> Result<bool, sqlx::Error> {
+async fn mark(pool: &PgPool, message: &CleanupMessage, e: &SettleError, last: bool) -> Result<bool, sqlx::Error> {
     fail::fail_point!("consumer::final_receive_write", last, |_| Err(sqlx::Error::Protocol(
         "injected failure of the final-receive write".into()
     )));
-    let mut tx = pool.begin().await?;
+    let error = e.sentence();
+    // The sweeper's own write: it does not move the grace floor, so a redriven asset is due at once.
+    let mut tx = shared::db::begin_as_sweeper(pool).await?;
     let updated: Option<serde_json::Value> = sqlx::query_scalar(
         "UPDATE assets
             SET attempts = attempts + 1, last_error = $3,
@@ -281,7 +333,7 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, error: &str, last: bool) 
     )
     .bind(message.asset_id.0)
     .bind(message.workspace_id.0)
-    .bind(error)
+    .bind(&error)
     .bind(last)
     .bind(message.claim_token)
     .fetch_optional(&mut *tx)
@@ -296,7 +348,7 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, error: &str, last: bool) 
         .bind(message.workspace_id.0)
         .bind(message.sweep_run_id)
         .bind(updated)
-        .bind(json!({ "error": error, "final_receive": true }))
+        .bind(json!({ "error": error, "retryable": e.retryable(), "final_receive": true }))
         .bind(CODE_VERSION)
         .execute(&mut *tx)
         .await?;
@@ -306,7 +358,9 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, error: &str, last: bool) 
     Ok(marked)
 }
 
-fn metrics_line(outcomes: &[(String, Item)], refused: bool) -> String {
+fn metrics_line(outcomes: &[(String, Item)], schema: &Schema) -> String {
+    let refused = matches!(schema, Schema::Refused(_) | Schema::Unreadable(_));
+    let by_fingerprint = matches!(schema, Schema::Valid(_, Matched::Fingerprint));
     let count = |f: &dyn Fn(&Item) -> bool| outcomes.iter().filter(|(_, item)| f(item)).count() as u64;
     let action = |a: Action| move |item: &Item| matches!(item, Item::Settled(s, _) if s.action == a);
     let bytes_freed: u64 = outcomes
@@ -330,6 +384,7 @@ fn metrics_line(outcomes: &[(String, Item)], refused: bool) -> String {
             ("BytesRestored", count(&|i| matches!(i, Item::Settled(_, Some(Presence::Restored { .. }))))),
             ("AssetsLost", count(&|i| matches!(i, Item::Settled(_, Some(Presence::Lost))))),
             ("ConsumerRefused", u64::from(refused)),
+            ("SchemaFingerprintChecks", u64::from(by_fingerprint)),
             ("BytesFreed", bytes_freed),
         ],
         &[],

@@ -21,7 +21,7 @@ pub enum RestoreError {
     #[error("asset {asset}'s bytes ({key}) are missing and the bucket keeps no earlier version")]
     BytesMissing { asset: AssetId, key: String },
     #[error("bucket: {0}")]
-    Storage(String),
+    Storage(#[from] crate::bytes::StorageError),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -44,7 +44,7 @@ pub async fn restore(
     asset: AssetId,
     by: &str,
 ) -> Result<(), RestoreError> {
-    let mut tx = pool.begin().await?;
+    let mut tx = shared::db::begin_as_sweeper(pool).await?;
     // Locked for the whole restore, so a purge of the same asset waits and then finds it attached.
     let row: Option<Retired> = sqlx::query_as(
         "SELECT workspace_id, storage_key, state, purge_after::text AS purge_after,
@@ -61,7 +61,7 @@ pub async fn restore(
     if !row.restorable {
         return Err(RestoreError::PurgeTimePassed { asset, purge_after: row.purge_after.unwrap_or_default() });
     }
-    let presence = bytes::ensure_present(s3, bucket, &row.storage_key).await.map_err(RestoreError::Storage)?;
+    let presence = bytes::ensure_present(s3, bucket, &row.storage_key).await?;
     if presence == Presence::Lost {
         return Err(RestoreError::BytesMissing { asset, key: row.storage_key });
     }

@@ -1,17 +1,19 @@
 //! Settling one asset: one transaction, in the order DESIGN.md sets out. The message only names the asset;
 //! everything decided comes from the locked rows and the recheck.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use shared::references::{ReferenceMap, SchemaRefusal};
+use shared::references::ReferenceMap;
+use shared::verdict::VerdictError;
 use shared::{AssetId, CleanupMessage, WorkspaceId, recheck};
 use sqlx::{PgConnection, PgPool};
 use tracing::{error, info, warn};
 
 use crate::CODE_VERSION;
-use crate::bytes;
+use crate::bytes::{self, StorageError};
 use crate::decide::{self, Decision, Deferral, Facts};
 
 /// What a settle did.
@@ -76,15 +78,41 @@ pub enum SettleError {
     )]
     WrongWorkspace { message_id: String, asset_id: AssetId, claimed: WorkspaceId, actual: WorkspaceId },
     #[error(transparent)]
-    SchemaRefused(#[from] SchemaRefusal),
-    #[error("the schema check could not run: {0}")]
-    SchemaUnavailable(String),
+    Schema(#[from] VerdictError),
+    #[error("the schema verdict could not be read: {0}")]
+    SchemaUnreadable(#[source] Arc<sqlx::Error>),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
     #[error("bucket: {0}")]
-    Storage(String),
+    Storage(#[from] StorageError),
+    #[error("the settle panicked: {0}")]
+    Panicked(String),
     #[error("injected fault: {0}")]
     Injected(String),
+}
+
+impl SettleError {
+    /// Whether a later delivery may succeed without a person: transient database and bucket failures, and a
+    /// schema verdict that the next pass renews. The final receive records which it was.
+    pub fn retryable(&self) -> bool {
+        match self {
+            SettleError::Database(e) => shared::db::is_transient(e),
+            SettleError::SchemaUnreadable(e) => shared::db::is_transient(e),
+            SettleError::Storage(e) => e.retryable(),
+            SettleError::Schema(e) => e.retryable(),
+            SettleError::Malformed { .. }
+            | SettleError::WrongWorkspace { .. }
+            | SettleError::Panicked(_)
+            | SettleError::Injected(_) => false,
+        }
+    }
+
+    /// The sentence kept in `last_error` and the `failed` event: what failed and whether it may pass. The
+    /// detail behind it (an SDK's error chain) is in the log line of the failure.
+    pub fn sentence(&self) -> String {
+        let kind = if self.retryable() { "retryable" } else { "needs a person" };
+        format!("{self} [{kind}]")
+    }
 }
 
 /// What the settle is told besides the message.
@@ -102,8 +130,10 @@ pub struct Context<'a> {
 
 /// Settles the asset `message` names, in one transaction.
 pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settled, SettleError> {
-    let mut tx = cx.pool.begin().await?;
+    // The sweeper's own write: it does not move the grace floor.
+    let mut tx = shared::db::begin_as_sweeper(cx.pool).await?;
     let asset = message.asset_id;
+    injected_panic(asset);
 
     // Both rows locked in one statement: the object row is what a concurrent upload of the same bytes needs.
     let locked = decide::read(&mut tx, asset, cx.grace, cx.abandon_after, true).await?;
@@ -165,19 +195,65 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         }
     };
 
-    let committed = async {
-        record(&mut tx, message, &row, decided.action, decided.bytes_freed, evidence).await?;
-        tx.commit().await
-    }
-    .await;
-    if let Err(e) = committed {
+    if let Err(e) = record(&mut tx, message, &row, decided.action, decided.bytes_freed, evidence).await {
+        // Nothing committed: the transaction is rolled back when dropped, so the rows are certainly still there.
+        drop(tx);
         if let Some(marker) = &decided.marker {
             undo_removal(cx, &row.storage_key, marker).await;
         }
         return Err(e.into());
     }
+    let committed = tx.commit().await;
+    let committed = if committed.is_ok() && commit_answer_lost() {
+        Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "injected: the commit's answer was lost",
+        )))
+    } else {
+        committed
+    };
+    if let Err(e) = committed {
+        if let Some(marker) = &decided.marker {
+            undo_if_uncommitted(cx, asset, &row.storage_key, marker).await;
+        }
+        return Err(e.into());
+    }
     info!(action = decided.action.as_str(), bytes_freed = decided.bytes_freed, "settled");
     Ok(decided)
+}
+
+/// A failed `COMMIT` is ambiguous: the connection may have dropped after the server committed. Undoing a removal
+/// that did commit would leave bytes no row knows, so the rows are read again in a fresh transaction, and the
+/// removal is taken back only if the asset row is still there. When that cannot be read, the removal stands: a
+/// row whose bytes are gone is what a crash leaves too, and the next settle finishes it (invariant 5).
+async fn undo_if_uncommitted(cx: &Context<'_>, asset: AssetId, key: &str, marker: &str) {
+    let still_there: Result<bool, sqlx::Error> =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM assets WHERE id = $1)").bind(asset.0).fetch_one(cx.pool).await;
+    match still_there {
+        Ok(true) => undo_removal(cx, key, marker).await,
+        Ok(false) => warn!(key, "the commit reported an error but did commit: the removal stands"),
+        Err(e) => error!(
+            key,
+            error = %e,
+            "cannot tell whether the commit happened: the removal stands (the next settle finishes a row left behind)"
+        ),
+    }
+}
+
+/// Failpoint `consumer::commit_answer_lost`: the commit happens, and its answer never arrives.
+fn commit_answer_lost() -> bool {
+    fail::fail_point!("consumer::commit_answer_lost", |_| true);
+    false
+}
+
+/// Failpoint `consumer::panic`: a panic while settling any asset whose id is in the failpoint's argument.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+fn injected_panic(asset: AssetId) {
+    fail::fail_point!("consumer::panic", |ids: Option<String>| {
+        if ids.is_some_and(|ids| ids.contains(&asset.to_string())) {
+            panic!("injected panic while settling {asset}");
+        }
+    });
 }
 
 async fn keep(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
@@ -264,8 +340,7 @@ async fn remove(
     fail::fail_point!("consumer::before_bytes_removed", |_| Err(SettleError::Injected(
         "crash before the bytes were removed".into()
     )));
-    let marker =
-        bytes::remove(cx.s3, cx.bucket, &row.storage_key, cx.s3_timeout).await.map_err(SettleError::Storage)?;
+    let marker = bytes::remove(cx.s3, cx.bucket, &row.storage_key, cx.s3_timeout).await?;
     // A crash here (the process gone) leaves the rows, whose bytes are gone: the next delivery finishes.
     fail::fail_point!("consumer::after_bytes_removed", |_| Err(SettleError::Injected(
         "crash after the bytes were removed, before commit".into()

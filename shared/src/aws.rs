@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
 /// The shared SDK configuration, loaded once per cold start. The SDK sets no operation timeout of its own: a
 /// service that accepts a connection and never answers would otherwise hold a function until its deadline.
@@ -26,4 +27,86 @@ pub fn s3_client(config: &SdkConfig, force_path_style: bool) -> aws_sdk_s3::Clie
 /// An SQS client.
 pub fn sqs_client(config: &SdkConfig) -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(config)
+}
+
+/// What went wrong in one AWS call, in words an operator can act on, and whether trying again may help. The
+/// SDK's full error chain goes to the log where the failure is met; this is what records and messages keep.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation} failed: {cause}")]
+pub struct AwsFailure {
+    /// The API call, with what it was about (`DeleteObject photos/1.jpg`).
+    pub operation: String,
+    pub cause: AwsCause,
+}
+
+/// Why an AWS call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AwsCause {
+    #[error("no answer in time (retryable)")]
+    Timeout,
+    #[error("the service is throttling requests ({code}; retryable)")]
+    Throttled { code: String },
+    #[error("the service could not be reached (retryable)")]
+    Unreachable,
+    #[error("the service answered {status} {code}: {message}{}", if *retryable { " (retryable)" } else { "" })]
+    Service { status: u16, code: String, message: String, retryable: bool },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl AwsFailure {
+    /// Timeouts, throttling, connection failures and server-side errors pass; a refusal (access denied, no such
+    /// bucket) or a malformed request does not.
+    pub fn retryable(&self) -> bool {
+        match &self.cause {
+            AwsCause::Timeout | AwsCause::Throttled { .. } | AwsCause::Unreachable => true,
+            AwsCause::Service { retryable, .. } => *retryable,
+            AwsCause::Other(_) => false,
+        }
+    }
+
+    /// A call that got no answer within `timeout` of the caller's own clock.
+    pub fn timed_out(operation: impl Into<String>) -> Self {
+        AwsFailure { operation: operation.into(), cause: AwsCause::Timeout }
+    }
+
+    /// Classifies an SDK error, and logs its whole chain (the detail a person debugging needs, not a record).
+    pub fn from_sdk<E>(operation: impl Into<String>, error: &SdkError<E>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let operation = operation.into();
+        tracing::warn!(operation, error = %aws_sdk_s3::error::DisplayErrorContext(error), "AWS call failed");
+        let cause = match error {
+            SdkError::TimeoutError(_) => AwsCause::Timeout,
+            SdkError::DispatchFailure(failure) if failure.is_timeout() => AwsCause::Timeout,
+            SdkError::DispatchFailure(_) => AwsCause::Unreachable,
+            SdkError::ResponseError(_) => AwsCause::Service {
+                status: 0,
+                code: "ResponseError".into(),
+                message: "unreadable answer".into(),
+                retryable: true,
+            },
+            SdkError::ServiceError(context) => {
+                let status = context.raw().status().as_u16();
+                let code = context.err().code().unwrap_or("Unknown").to_owned();
+                let message = context.err().message().unwrap_or("no message").to_owned();
+                const THROTTLING: &[&str] = &[
+                    "SlowDown",
+                    "Throttling",
+                    "ThrottlingException",
+                    "RequestLimitExceeded",
+                    "TooManyRequestsException",
+                    "RequestThrottled",
+                ];
+                if THROTTLING.contains(&code.as_str()) || status == 429 {
+                    AwsCause::Throttled { code }
+                } else {
+                    AwsCause::Service { status, retryable: status >= 500, code, message }
+                }
+            }
+            other => AwsCause::Other(aws_sdk_s3::error::DisplayErrorContext(other).to_string()),
+        };
+        AwsFailure { operation, cause }
+    }
 }

@@ -83,3 +83,19 @@ pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
         ("idle_in_transaction_session_timeout", ms(IDLE_IN_TRANSACTION_TIMEOUT)),
     ])
 }
+
+/// Whether a database error is one that passes: a serialization failure or deadlock, a lock or statement
+/// timeout, a lost or refused connection, a server shutting down. Anything else (a constraint, a trigger's own
+/// exception, a missing relation) needs a person or a change, and trying again will not help.
+pub fn is_transient(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            matches!(
+                code.as_ref(),
+                "40001" | "40P01" | "55P03" | "57014" | "57P01" | "57P02" | "57P03" | "53300" | "25P03"
+            ) || code.starts_with("08")
+        }),
+        _ => false,
+    }
+}

@@ -12,6 +12,7 @@ pub mod references;
 pub mod secrets;
 pub mod settings;
 pub mod telemetry;
+pub mod verdict;
 
 pub use ids::{AssetId, StorageKey, WorkspaceId};
 pub use message::CleanupMessage;

@@ -1,9 +1,10 @@
 //! The cleanup queue as an operator sees it: its depth, and its dead-letter queue, found from the queue's own
 //! redrive policy (so no setting names it twice).
 
-use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde::Serialize;
+
+use crate::aws::AwsFailure;
 
 /// Messages waiting to be received, and received but not yet deleted (SQS's approximate counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -30,24 +31,45 @@ pub struct Queue {
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
-    #[error("cannot read queue {url}: {reason}")]
-    Unreadable { url: String, reason: String },
+    #[error("cannot read queue {url}: {cause}")]
+    Unreadable {
+        url: String,
+        #[source]
+        cause: AwsFailure,
+    },
+    #[error("queue {url} answered without its {attribute} attribute")]
+    Incomplete { url: String, attribute: &'static str },
     #[error("queue {0} has no redrive policy, so no dead-letter queue")]
     NoDeadLetterQueue(String),
-    #[error("cannot find the dead-letter queue {arn}: {reason}")]
-    DeadLetterNotFound { arn: String, reason: String },
+    #[error("cannot find the dead-letter queue {arn}: {cause}")]
+    DeadLetterNotFound {
+        arn: String,
+        #[source]
+        cause: AwsFailure,
+    },
+    #[error("the dead-letter queue {0} in the redrive policy is not a queue ARN")]
+    NotAQueueArn(String),
+}
+
+impl QueueError {
+    /// Whether trying again may help (a timeout or throttling, not a missing queue or a refusal).
+    pub fn retryable(&self) -> bool {
+        match self {
+            QueueError::Unreadable { cause, .. } | QueueError::DeadLetterNotFound { cause, .. } => cause.retryable(),
+            _ => false,
+        }
+    }
 }
 
 /// Reads the queue at `url`.
 pub async fn describe(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Queue, QueueError> {
-    let unreadable = |reason: String| QueueError::Unreadable { url: url.to_owned(), reason };
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
-        .await
-        .map_err(|e| unreadable(DisplayErrorContext(&e).to_string()))?;
+    let attributes =
+        sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::All).send().await.map_err(
+            |e| QueueError::Unreadable {
+                url: url.to_owned(),
+                cause: AwsFailure::from_sdk(format!("GetQueueAttributes {url}"), &e),
+            },
+        )?;
     let get = |name: QueueAttributeName| attributes.attributes().and_then(|a| a.get(&name)).cloned();
     let count = |name| get(name).and_then(|v| v.parse().ok()).unwrap_or(0);
     let dead_letter_arn = get(QueueAttributeName::RedrivePolicy)
@@ -55,7 +77,8 @@ pub async fn describe(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Queue, Que
         .and_then(|policy| policy["deadLetterTargetArn"].as_str().map(str::to_owned));
     Ok(Queue {
         url: url.to_owned(),
-        arn: get(QueueAttributeName::QueueArn).ok_or_else(|| unreadable("no QueueArn attribute".into()))?,
+        arn: get(QueueAttributeName::QueueArn)
+            .ok_or_else(|| QueueError::Incomplete { url: url.to_owned(), attribute: "QueueArn" })?,
         depth: Depth {
             waiting: count(QueueAttributeName::ApproximateNumberOfMessages),
             in_flight: count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
@@ -68,11 +91,10 @@ pub async fn describe(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Queue, Que
 pub async fn with_dead_letter(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<(Queue, Queue), QueueError> {
     let queue = describe(sqs, url).await?;
     let arn = queue.dead_letter_arn.clone().ok_or_else(|| QueueError::NoDeadLetterQueue(url.to_owned()))?;
-    let not_found = |reason: String| QueueError::DeadLetterNotFound { arn: arn.clone(), reason };
     // arn:aws:sqs:region:account:name
     let parts: Vec<&str> = arn.split(':').collect();
     let (Some(account), Some(name)) = (parts.get(4), parts.get(5)) else {
-        return Err(not_found("not a queue ARN".into()));
+        return Err(QueueError::NotAQueueArn(arn));
     };
     let dlq_url = sqs
         .get_queue_url()
@@ -80,9 +102,12 @@ pub async fn with_dead_letter(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<(Q
         .queue_owner_aws_account_id(*account)
         .send()
         .await
-        .map_err(|e| not_found(DisplayErrorContext(&e).to_string()))?
+        .map_err(|e| QueueError::DeadLetterNotFound {
+            arn: arn.clone(),
+            cause: AwsFailure::from_sdk(format!("GetQueueUrl {name}"), &e),
+        })?
         .queue_url
-        .ok_or_else(|| not_found("GetQueueUrl answered without a URL".into()))?;
+        .ok_or_else(|| QueueError::Incomplete { url: arn.clone(), attribute: "QueueUrl" })?;
     let dlq = describe(sqs, &dlq_url).await?;
     Ok((queue, dlq))
 }

@@ -9,11 +9,13 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::settings::{Settings, UnindexedSources};
 use sqlx::{AssertSqlSafe, PgConnection};
 
 /// How a source refers to assets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SourceKind {
     /// A column with a foreign key to `assets(id)`.
@@ -27,7 +29,7 @@ pub enum SourceKind {
 }
 
 /// One column that can hold references to assets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferenceSource {
     pub schema: String,
     pub table: String,
@@ -35,10 +37,10 @@ pub struct ReferenceSource {
     #[serde(flatten)]
     pub kind: SourceKind,
     /// The column's SQL type as the catalog prints it (`asset_id[]`, `jsonb`, ...).
-    #[serde(skip)]
+    #[serde(default)]
     pub column_type: String,
     /// The table's primary-key columns, which name a referencing record in the evidence; empty without one.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_columns: Vec<String>,
 }
 
@@ -62,13 +64,16 @@ impl fmt::Display for ReferenceSource {
 }
 
 /// The validated map: every source settlement must recheck.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferenceMap {
     pub sources: Vec<ReferenceSource>,
+    /// Problems a setting turned into warnings (an unindexed source under `UNINDEXED_SOURCES=warn`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<SchemaProblem>,
 }
 
 /// One reason the schema cannot be trusted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "problem", rename_all = "snake_case")]
 pub enum SchemaProblem {
     /// The `asset_id` domain is gone: domain-typed references can no longer be found.
@@ -83,6 +88,8 @@ pub enum SchemaProblem {
     DestructiveForeignKey { schema: String, table: String, column: String, on_delete: String },
     /// A column that is no source but whose sampled values are asset ids or storage keys.
     UnexplainedAssetIds { schema: String, table: String, column: String, data_type: String },
+    /// A source no index can serve: every recheck of it would read the whole table.
+    UnindexedSource { schema: String, table: String, column: String, create_index: String },
 }
 
 impl SchemaProblem {
@@ -94,7 +101,8 @@ impl SchemaProblem {
             | SchemaProblem::DeclaredSourceWrongType { schema, table, column, .. }
             | SchemaProblem::SourceUnreadable { schema, table, column }
             | SchemaProblem::DestructiveForeignKey { schema, table, column, .. }
-            | SchemaProblem::UnexplainedAssetIds { schema, table, column, .. } => Some((schema, table, column)),
+            | SchemaProblem::UnexplainedAssetIds { schema, table, column, .. }
+            | SchemaProblem::UnindexedSource { schema, table, column, .. } => Some((schema, table, column)),
         }
     }
 
@@ -128,16 +136,21 @@ impl fmt::Display for SchemaProblem {
                 "{schema}.{table}.{column} ({data_type}) holds asset ids or storage keys but is neither a \
                  reference source nor listed in asset_reference_exclusions"
             ),
+            SchemaProblem::UnindexedSource { schema, table, column, create_index } => write!(
+                f,
+                "{schema}.{table}.{column} has no index that serves the recheck (each one would read the whole \
+                 table): {create_index}"
+            ),
         }
     }
 }
 
 /// The schema check refused: nothing may be retired, deleted or purged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub struct SchemaRefusal {
     pub problems: Vec<SchemaProblem>,
     /// The sources derived before the check refused, for an operator's view of the map.
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub sources: Vec<ReferenceSource>,
 }
 
@@ -200,9 +213,24 @@ macro_rules! readable_sql {
     };
 }
 
+/// How the check is run: from the settings the functions and the CLI share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// Values sampled from each uuid, text or JSON column that is not a source.
+    pub sample_rows: u32,
+    pub unindexed: UnindexedSources,
+}
+
+impl From<&Settings> for CheckOptions {
+    fn from(settings: &Settings) -> Self {
+        CheckOptions { sample_rows: settings.schema_sample_rows, unindexed: settings.unindexed_sources }
+    }
+}
+
 /// Derives the reference map from the live schema and validates it; samples up to `sample_rows` values of each
 /// column that is not a source.
-pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<ReferenceMap, SchemaCheckError> {
+pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<ReferenceMap, SchemaCheckError> {
+    let sample_rows = options.sample_rows;
     let mut problems = Vec::new();
     let mut sources = Vec::new();
 
@@ -338,11 +366,63 @@ pub async fn check(conn: &mut PgConnection, sample_rows: u32) -> Result<Referenc
     }
 
     problems.extend(unexplained_columns(conn, &sources, sample_rows).await?);
+    let mut warnings = Vec::new();
     for source in &mut sources {
         source.key_columns = primary_key(conn, &source.schema, &source.table).await?;
+        if let Some(unindexed) = unindexed(conn, source).await? {
+            match options.unindexed {
+                UnindexedSources::Refuse => problems.push(unindexed),
+                UnindexedSources::Warn => warnings.push(unindexed),
+            }
+        }
     }
 
-    if problems.is_empty() { Ok(ReferenceMap { sources }) } else { Err(SchemaRefusal { problems, sources }.into()) }
+    if problems.is_empty() {
+        Ok(ReferenceMap { sources, warnings })
+    } else {
+        Err(SchemaRefusal { problems, sources }.into())
+    }
+}
+
+/// The problem of a source that no valid, whole-table index can serve, with the statement that makes one: a btree
+/// whose leading column is the source for `=` (foreign keys, `asset_id`), a GIN index on it for `@>` (arrays) and
+/// `@?` (JSON). A missing table or column is reported elsewhere.
+async fn unindexed(conn: &mut PgConnection, source: &ReferenceSource) -> Result<Option<SchemaProblem>, sqlx::Error> {
+    let (method, using) = match source.kind {
+        SourceKind::ForeignKey | SourceKind::Domain => ("btree", ""),
+        SourceKind::DomainArray | SourceKind::Json { .. } => ("gin", " USING gin"),
+    };
+    let served: Option<bool> = sqlx::query_scalar(
+        "SELECT EXISTS (
+                SELECT 1 FROM pg_index i
+                  JOIN pg_class ic ON ic.oid = i.indexrelid
+                  JOIN pg_am am ON am.oid = ic.relam
+                 WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
+                   AND i.indkey[0] = a.attnum AND am.amname = $4)
+           FROM pg_class c
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+           JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
+          WHERE n.nspname = $1 AND c.relname = $2",
+    )
+    .bind(&source.schema)
+    .bind(&source.table)
+    .bind(&source.column)
+    .bind(method)
+    .fetch_optional(conn)
+    .await?;
+    if served != Some(false) {
+        return Ok(None);
+    }
+    Ok(Some(SchemaProblem::UnindexedSource {
+        schema: source.schema.clone(),
+        table: source.table.clone(),
+        column: source.column.clone(),
+        create_index: format!(
+            "CREATE INDEX CONCURRENTLY ON {}{using} ({});",
+            source.quoted_table(),
+            quote_ident(&source.column)
+        ),
+    }))
 }
 
 /// The primary-key columns of `schema.table`, in key order (empty for a table without one, or a missing one).

@@ -12,8 +12,14 @@ use sqlx::postgres::PgConnectOptions;
 /// Why the secret gave no connection. Names the secret, never its value.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    #[error("cannot read database secret {arn}: {reason}")]
-    Unreadable { arn: String, reason: String },
+    #[error("cannot read database secret {arn}: {cause}")]
+    Unreadable {
+        arn: String,
+        #[source]
+        cause: crate::aws::AwsFailure,
+    },
+    #[error("database secret {arn} has no string value")]
+    NotAString { arn: String },
     #[error("database secret {arn} holds neither RDS-style JSON (host, username, password, ...) nor a postgres:// URL")]
     Malformed { arn: String },
 }
@@ -34,11 +40,9 @@ pub async fn database_options(sdk: &SdkConfig, arn: &str) -> Result<PgConnectOpt
     let client = aws_sdk_secretsmanager::Client::new(sdk);
     let value = client.get_secret_value().secret_id(arn).send().await.map_err(|e| SecretError::Unreadable {
         arn: arn.to_owned(),
-        reason: aws_sdk_secretsmanager::error::DisplayErrorContext(&e).to_string(),
+        cause: crate::aws::AwsFailure::from_sdk("GetSecretValue", &e),
     })?;
-    let text = value
-        .secret_string()
-        .ok_or_else(|| SecretError::Unreadable { arn: arn.to_owned(), reason: "it has no string value".into() })?;
+    let text = value.secret_string().ok_or_else(|| SecretError::NotAString { arn: arn.to_owned() })?;
     parse(text).ok_or_else(|| SecretError::Malformed { arn: arn.to_owned() })
 }
 

@@ -28,6 +28,10 @@ pub struct Settings {
     pub s3_delete_timeout: Duration,
     /// How many values of each unexplained uuid, text or jsonb column the schema check samples (invariant 4).
     pub schema_sample_rows: u32,
+    /// The consumer settles only on a schema verdict a sweep pass recorded at most this long ago (invariant 4).
+    pub schema_verdict_max_age: Duration,
+    /// What the schema check does with a reference source that no index serves.
+    pub unindexed_sources: UnindexedSources,
     pub sweep: SweepSettings,
     pub brake: BrakeSettings,
 }
@@ -53,6 +57,19 @@ impl QueueSettings {
     }
 }
 
+/// What the schema check does with a reference source that has no index able to serve the recheck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnindexedSources {
+    /// Refuse the map (the default): an unindexed foreign key turns every recheck into a table scan.
+    Refuse,
+    /// Record it as a warning in the verdict and the run record, and go on.
+    Warn,
+}
+
+/// Assets one consumer is assumed to settle per second when the queue's ceiling is not set: a tenth of what the
+/// benchmark measures, so the default stays safe on a slow database.
+pub const ASSUMED_SETTLES_PER_SECOND: u64 = 10;
+
 /// How one sweep pass paces itself.
 #[derive(Debug, Clone)]
 pub struct SweepSettings {
@@ -64,6 +81,9 @@ pub struct SweepSettings {
     pub send_concurrency: u32,
     /// The pass stops starting new batches when less than this remains before the Lambda deadline.
     pub time_reserve: Duration,
+    /// The most messages the cleanup queue may hold (waiting and in flight) after a pass: a pass claims only
+    /// what keeps it under this, so a slow consumer never lets leases lapse and the same assets go out again.
+    pub queue_ceiling: u64,
 }
 
 /// The blast-radius brake (invariant 11), applied per workspace to what is due against what it holds.
@@ -241,11 +261,24 @@ impl Settings {
         }
         let s3_delete_timeout = reader.duration_between("S3_DELETE_TIMEOUT", secs(5), secs(1)..=secs(60));
         let schema_sample_rows = reader.parsed("SCHEMA_SAMPLE_ROWS", 100, 1..=100_000u32);
+        let schema_verdict_max_age = reader.duration_between("SCHEMA_VERDICT_MAX_AGE", hours(1), secs(60)..=hours(24));
+        let unindexed_sources = match reader.get("UNINDEXED_SOURCES").map(|v| v.to_ascii_lowercase()).as_deref() {
+            None | Some("refuse") => UnindexedSources::Refuse,
+            Some("warn") => UnindexedSources::Warn,
+            Some(other) => {
+                reader.invalid("UNINDEXED_SOURCES", format!("must be refuse or warn, got {other:?}"));
+                UnindexedSources::Refuse
+            }
+        };
+        let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
+        // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.
+        let default_ceiling = queue.lease().as_secs() / 2 * 2 * ASSUMED_SETTLES_PER_SECOND;
         let sweep = SweepSettings {
             max_per_pass: reader.parsed("SWEEP_MAX_PER_PASS", 100_000, 1..=10_000_000u32),
             batch_size: reader.parsed("SWEEP_BATCH_SIZE", 1_000, 10..=50_000u32),
             send_concurrency: reader.parsed("SWEEP_SEND_CONCURRENCY", 8, 1..=64u32),
             time_reserve: reader.duration("SWEEP_TIME_RESERVE", secs(60), secs(5)),
+            queue_ceiling: reader.parsed("SWEEP_QUEUE_CEILING", default_ceiling, 10..=100_000_000u64),
         };
         let brake = BrakeSettings {
             max_share_percent: reader.parsed("BRAKE_MAX_SHARE_PERCENT", 25, 1..=100u32),
@@ -257,7 +290,7 @@ impl Settings {
         match (database_options, cleanup_queue_url, asset_bucket) {
             (Some(options), Some(url_of_queue), Some(asset_bucket)) if reader.problems.is_empty() => Ok(Settings {
                 database: DatabaseSettings { options, max_connections },
-                queue: QueueSettings { url: url_of_queue, visibility_timeout, max_receive_count },
+                queue: QueueSettings { url: url_of_queue, ..queue },
                 asset_bucket,
                 s3_force_path_style,
                 retention,
@@ -265,6 +298,8 @@ impl Settings {
                 abandon_after,
                 s3_delete_timeout,
                 schema_sample_rows,
+                schema_verdict_max_age,
+                unindexed_sources,
                 sweep,
                 brake,
             }),
@@ -419,6 +454,9 @@ mod tests {
         assert_eq!(s.database.max_connections, 4);
         assert!(!s.s3_force_path_style);
         assert_eq!(s.asset_bucket, "acme-assets");
+        assert_eq!(s.sweep.queue_ceiling, 21_600, "two consumers at 10/s clear it in half a lease");
+        assert_eq!(s.schema_verdict_max_age, hours(1));
+        assert_eq!(s.unindexed_sources, UnindexedSources::Refuse);
     }
 
     #[test]

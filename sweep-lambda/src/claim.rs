@@ -59,6 +59,23 @@ pub async fn claim_batch(
     .await
 }
 
+/// How many due, unleased rows of `workspaces` (not in `skip`) a pass could still claim: what a pass stopped by
+/// the queue's ceiling held back.
+pub async fn claimable(pool: &PgPool, workspaces: &[Uuid], skip: &[Uuid]) -> Result<u64, sqlx::Error> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM assets a
+          WHERE a.workspace_id = ANY ($1)
+            AND a.due_at IS NOT NULL AND a.state <> 'failed' AND a.due_at <= now()
+            AND (a.leased_until IS NULL OR a.leased_until <= now())
+            AND a.id <> ALL ($2::uuid[])",
+    )
+    .bind(workspaces)
+    .bind(skip)
+    .fetch_one(pool)
+    .await?;
+    Ok(n.max(0) as u64)
+}
+
 /// Ends the leases of `claims` that still hold the same token, so the next pass can claim them again.
 pub async fn release(pool: &PgPool, claims: &[Claim]) -> Result<u64, sqlx::Error> {
     if claims.is_empty() {

@@ -58,6 +58,14 @@ async fn send_chunk(sqs: &aws_sdk_sqs::Client, queue_url: &str, sweep_run_id: Uu
             SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body(claim, sweep_run_id)).build()
         })
         .collect();
+    if call_refused() {
+        let reason = "SendMessageBatch failed: injected failure of the whole call".to_owned();
+        return ChunkResult {
+            failed: chunk.into_iter().map(|c| (c, reason.clone())).collect(),
+            delivered: vec![],
+            call_failed: true,
+        };
+    }
     let response = match entries {
         Ok(entries) => sqs.send_message_batch().queue_url(queue_url).set_entries(Some(entries)).send().await,
         Err(e) => {
@@ -95,6 +103,12 @@ async fn send_chunk(sqs: &aws_sdk_sqs::Client, queue_url: &str, sweep_run_id: Uu
             }
         }
     }
+}
+
+/// Failpoint `sweep::send_call`: every `SendMessageBatch` call fails as a whole (the queue went away mid-pass).
+fn call_refused() -> bool {
+    fail::fail_point!("sweep::send_call", |_| true);
+    false
 }
 
 fn body(claim: &Claim, sweep_run_id: Uuid) -> String {

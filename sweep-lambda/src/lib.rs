@@ -1,8 +1,9 @@
 //! The scheduled half of the pair: one pass claims due assets fairly across workspaces, under a per-pass cap
 //! and a time budget, and enqueues one cleanup message per asset.
 //!
-//! A pass, in order: record the run; take the sweep lock or record `skipped`; validate the reference map or
-//! record `refused` (invariant 4); apply the blast-radius brake per workspace (invariant 11); then claim a
+//! A pass, in order: record the run; take the sweep lock or record `skipped`; check the reference map and record
+//! the verdict the consumer settles on, or record `refused` (invariant 4); apply the blast-radius brake per
+//! workspace (invariant 11); read the queue's depth and claim only what keeps it under its ceiling; then claim a
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
 
@@ -18,13 +19,13 @@ use std::time::{Duration, Instant, SystemTime};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::{Value, json};
 use shared::Settings;
-use shared::references::{self, SchemaCheckError};
+use shared::verdict;
 use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
 
 use crate::lock::SweepLock;
-use crate::record::{Outcome, Stop, SweepReport, WorkspaceCounts};
+use crate::record::{Backlog, Outcome, Stop, SweepReport, WorkspaceCounts};
 
 /// The code version written into every run record.
 pub const CODE_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
@@ -133,15 +134,27 @@ impl Sweeper {
         report: &mut SweepReport,
         budget_end: Instant,
     ) -> Result<(), sqlx::Error> {
-        match references::check(lock.conn(), self.settings.schema_sample_rows).await {
-            Ok(map) => info!(sources = map.sources.len(), "reference map validated"),
-            Err(SchemaCheckError::Refused(refusal)) => {
+        let checked = verdict::record(lock.conn(), (&self.settings).into(), Some(report.run_id), CODE_VERSION).await?;
+        report.schema_verdict = Some(checked.id);
+        match checked.outcome {
+            Ok(map) => {
+                info!(
+                    sources = map.sources.len(),
+                    verdict = checked.id,
+                    duration_ms = checked.duration.as_millis() as u64,
+                    "reference map validated"
+                );
+                for warning in &map.warnings {
+                    warn!(%warning, "schema check warning");
+                }
+                report.schema_warnings = map.warnings;
+            }
+            Err(refusal) => {
                 error!(reason = %refusal, "schema check refused: enqueueing nothing");
                 report.outcome = Outcome::Refused;
                 report.reason = Some(json!({ "schema_check": refusal }));
                 return Ok(());
             }
-            Err(SchemaCheckError::Database(e)) => return Err(e),
         }
 
         let due = brake::due_workspaces(&self.pool).await?;
@@ -168,15 +181,37 @@ impl Sweeper {
             report.per_workspace.insert(id, counts);
         }
 
-        report.stopped = Some(self.claim_and_send(eligible, report, budget_end).await?);
+        report.stopped = Some(match self.room_in_queue(report).await {
+            Some(room) => self.claim_and_send(eligible, report, budget_end, room).await?,
+            None => Stop::QueueUnavailable,
+        });
         report.outcome = if report.braked_workspaces > 0 {
             Outcome::Braked
-        } else if report.released > 0 {
+        } else if report.released > 0 || report.stopped == Some(Stop::QueueUnavailable) {
             Outcome::Partial
         } else {
             Outcome::Ok
         };
         Ok(())
+    }
+
+    /// How many messages this pass may add to the queue: its ceiling less what it holds now (waiting and in
+    /// flight). Messages the consumers take meanwhile only leave more room, so reading once is enough. `None`
+    /// when the queue cannot be read: it will not take messages either.
+    async fn room_in_queue(&self, report: &mut SweepReport) -> Option<u64> {
+        let ceiling = self.settings.sweep.queue_ceiling;
+        match shared::queues::describe(&self.sqs, &self.settings.queue.url).await {
+            Ok(queue) => {
+                let depth = queue.depth.total();
+                report.backlog = Some(Backlog { queue_depth: depth, ceiling, held_back: 0 });
+                Some(ceiling.saturating_sub(depth))
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot read the queue's depth: claiming nothing");
+                report.error.get_or_insert_with(|| e.to_string());
+                None
+            }
+        }
     }
 
     /// Claims and sends batch after batch until a stop condition; returns which one.
@@ -185,6 +220,7 @@ impl Sweeper {
         mut workspaces: Vec<Uuid>,
         report: &mut SweepReport,
         budget_end: Instant,
+        room: u64,
     ) -> Result<Stop, sqlx::Error> {
         let settings = &self.settings.sweep;
         let cap = u64::from(settings.max_per_pass);
@@ -196,10 +232,23 @@ impl Sweeper {
             if report.claimed >= cap {
                 return Ok(Stop::Cap);
             }
+            // Released claims were never sent: they take no room in the queue.
+            let sent = report.claimed - report.released;
+            if sent >= room {
+                let held_back = claim::claimable(&self.pool, &workspaces, &released_this_pass).await?;
+                if held_back == 0 {
+                    return Ok(Stop::Drained);
+                }
+                if let Some(backlog) = report.backlog.as_mut() {
+                    backlog.held_back = held_back;
+                }
+                warn!(held_back, room, "the queue is at its ceiling: the rest waits for a later pass");
+                return Ok(Stop::Backlog);
+            }
             if Instant::now() >= budget_end {
                 return Ok(Stop::TimeBudget);
             }
-            let limit = (cap - report.claimed).min(u64::from(settings.batch_size)) as i64;
+            let limit = (cap - report.claimed).min(room - sent).min(u64::from(settings.batch_size)) as i64;
             // An even share of the batch for each workspace with due rows; at least one each.
             let per_workspace = (limit + workspaces.len() as i64 - 1) / workspaces.len() as i64;
             let lease = self.settings.queue.lease();

@@ -68,8 +68,22 @@ pub enum Stop {
     Cap,
     /// Too little time was left before the Lambda deadline to start another batch.
     TimeBudget,
-    /// Every send of a batch failed: the queue is unreachable, so the pass stopped claiming.
+    /// Every send of a batch failed, or the queue's depth could not be read: the queue is unreachable, so the
+    /// pass stopped claiming.
     QueueUnavailable,
+    /// The queue holds as many messages as its ceiling allows: the rest waits for a later pass, so a slow
+    /// consumer never makes leases lapse and the same assets go out again.
+    Backlog,
+}
+
+/// The queue as the pass found it, and what its ceiling held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Backlog {
+    /// Messages waiting and in flight when the pass read the queue.
+    pub queue_depth: u64,
+    pub ceiling: u64,
+    /// Due, claimable assets left unclaimed because the queue was full.
+    pub held_back: u64,
 }
 
 /// What one pass did: the run row, the metrics line and the handler's response.
@@ -88,6 +102,15 @@ pub struct SweepReport {
     /// Structured cause of a refusal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<Value>,
+    /// The schema verdict this pass recorded (the consumer settles on it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_verdict: Option<i64>,
+    /// Problems a setting let through (an unindexed source under `UNINDEXED_SOURCES=warn`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schema_warnings: Vec<shared::references::SchemaProblem>,
+    /// The queue's depth and ceiling, once read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<Backlog>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
@@ -106,6 +129,9 @@ impl SweepReport {
             stopped: None,
             per_workspace: BTreeMap::new(),
             reason: None,
+            schema_verdict: None,
+            schema_warnings: Vec::new(),
+            backlog: None,
             error: None,
             duration_ms: 0,
         }
@@ -155,11 +181,21 @@ pub async fn progress(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::E
 
 /// Completes the row with the outcome.
 pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Error> {
-    let reason = match (&report.reason, report.stopped) {
-        (Some(reason), _) => Some(reason.clone()),
-        (None, Some(stop)) => Some(json!({ "stopped": stop })),
-        (None, None) => None,
+    let mut reason = match (&report.reason, report.stopped) {
+        (Some(reason), _) => reason.clone(),
+        (None, Some(stop)) => json!({ "stopped": stop }),
+        (None, None) => json!({}),
     };
+    if let Some(backlog) = report.backlog {
+        reason["backlog"] = json!(backlog);
+    }
+    if let Some(verdict) = report.schema_verdict {
+        reason["schema_verdict"] = json!(verdict);
+    }
+    if !report.schema_warnings.is_empty() {
+        reason["schema_warnings"] = json!(report.schema_warnings);
+    }
+    let reason = reason.as_object().is_some_and(|o| !o.is_empty()).then_some(reason);
     sqlx::query(
         "UPDATE sweep_runs
             SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
@@ -187,6 +223,10 @@ pub fn metrics_line(report: &SweepReport) -> String {
         &[("Function", "sweep")],
         &[
             ("SweepRuns", 1),
+            // The heartbeat alarm watches this: a pass that checked the schema and claimed. Skipped, refused
+            // and failed passes do not count, so a sweep stuck in any of them pages someone.
+            ("SweepCompleted", u64::from(matches!(report.outcome, Outcome::Ok | Outcome::Partial | Outcome::Braked))),
+            ("HeldBack", report.backlog.map_or(0, |b| b.held_back)),
             ("Claimed", report.claimed),
             ("Enqueued", report.enqueued),
             ("Released", report.released),

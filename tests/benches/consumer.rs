@@ -78,7 +78,7 @@ async fn recheck_latency(rows: i64) -> (Latency, Latency) {
     let ctx = TestContext::new().await;
     let assets = owner_documents(&ctx, rows).await;
     let mut conn = ctx.pool().acquire().await.expect("connection");
-    let map = references::check(&mut conn, 100).await.expect("valid map");
+    let map = references::check(&mut conn, (&ctx.settings(&[])).into()).await.expect("valid map");
 
     let mut fast = Vec::with_capacity(SAMPLES);
     let mut referenced = 0;

@@ -14,8 +14,11 @@ use uuid::Uuid;
 
 const OWNER_TABLES: &str = "
     CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
+    CREATE INDEX products_hero ON products (hero);
     CREATE TABLE banners (id serial PRIMARY KEY, image asset_id);
+    CREATE INDEX banners_image ON banners (image);
     CREATE TABLE galleries (title text, images asset_id[]);
+    CREATE INDEX galleries_images ON galleries USING gin (images);
     CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
     CREATE INDEX pages_body ON pages USING gin (body);
     INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');";
@@ -377,37 +380,159 @@ async fn a_record_without_a_message_id_fails_the_whole_invocation() {
     assert_eq!(error.to_string(), "record 1 of the batch has no message id");
 }
 
-/// Each unreadable-schema cause, met by the consumer: every item fails and nothing is destroyed.
+/// A schema change between the pass and the settle: every settle refuses and nothing is destroyed, whether the
+/// change detector's generation or (with the detector switched off) the catalog fingerprint sees it. The next pass
+/// checks the new schema, and its refusal is what the settles then report.
 #[tokio::test]
-async fn an_unreadable_schema_makes_every_settle_fail_and_destroys_nothing() {
-    for breakage in [
-        "INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('gone', 'body', '$.**')",
-        "CREATE TABLE wrong (body text);
-         INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('wrong', 'body', '$.**')",
-        "CREATE TABLE products (hero uuid REFERENCES assets (id) ON DELETE CASCADE)",
-        "CREATE TABLE legacy (picture uuid); INSERT INTO legacy SELECT id FROM assets",
-        "DROP DOMAIN asset_id",
-    ] {
-        let ctx = TestContext::new().await;
-        let ws = Uuid::new_v4();
-        let k = key(ws);
-        let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
-        let message = claimed_message(&ctx).await;
-        // The schema breaks after the sweep enqueued.
-        sqlx::raw_sql(sqlx::AssertSqlSafe(breakage)).execute(ctx.pool()).await.expect("break the schema");
+async fn a_schema_change_after_the_pass_makes_every_settle_refuse_and_destroys_nothing() {
+    for detector in [true, false] {
+        for breakage in [
+            "DROP TABLE legacy",
+            "ALTER TABLE legacy ADD COLUMN picture uuid; INSERT INTO legacy (picture) SELECT id FROM assets",
+            "CREATE TABLE products (hero uuid REFERENCES assets (id) ON DELETE CASCADE)",
+            "INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('gone', 'body', '$.**')",
+            "DROP DOMAIN asset_id",
+        ] {
+            let ctx = TestContext::new().await;
+            sqlx::raw_sql("CREATE TABLE legacy (id serial PRIMARY KEY, note text)")
+                .execute(ctx.pool())
+                .await
+                .expect("an application table");
+            if !detector {
+                sqlx::raw_sql("ALTER EVENT TRIGGER asset_sweeper_schema_changes DISABLE")
+                    .execute(ctx.pool())
+                    .await
+                    .expect("detector off");
+            }
+            let ws = Uuid::new_v4();
+            let k = key(ws);
+            let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+            let message = claimed_message(&ctx).await;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(breakage)).execute(ctx.pool()).await.expect("break the schema");
 
-        let response = handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 1)])).await;
+            let consumer = consumer(&ctx);
+            let response = handle(&consumer, event(vec![record("m", &message.to_body(), 1)])).await;
 
-        assert_eq!(response.batch_item_failures.len(), 1, "{breakage}");
-        assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{breakage}");
-        assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{breakage}");
-        let last_error: Option<String> = sqlx::query_scalar("SELECT last_error FROM assets WHERE id = $1")
-            .bind(abandoned)
-            .fetch_one(ctx.pool())
-            .await
-            .expect("last error");
-        assert!(last_error.is_some_and(|e| e.contains("does not validate")), "{breakage}");
+            let case = format!("{breakage} (detector {detector})");
+            assert_eq!(response.batch_item_failures.len(), 1, "{case}");
+            assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{case}");
+            assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{case}");
+            let error = last_error(&ctx, abandoned).await;
+            assert!(error.contains("the schema changed after the sweep pass checked it"), "{case}: {error}");
+            assert!(error.ends_with("[retryable]"), "{case}: {error}");
+
+            if breakage == "DROP TABLE legacy" {
+                continue; // A table going is no refusal: the next pass's verdict is valid again.
+            }
+            // The next pass sees the change and refuses; the settle then names the check's reason.
+            let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&[]));
+            let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
+            assert_eq!(report.outcome, sweep_lambda::record::Outcome::Refused, "{case}");
+            let response = handle(&consumer, event(vec![record("m", &message.to_body(), 2)])).await;
+            assert_eq!(response.batch_item_failures.len(), 1, "{case}");
+            let error = last_error(&ctx, abandoned).await;
+            assert!(error.contains("does not validate"), "{case}: {error}");
+            assert!(error.ends_with("[needs a person]"), "{case}: {error}");
+            assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{case}");
+        }
     }
+}
+
+/// DDL that cannot change the reference map (a view) moves the detector's generation; the consumer then compares
+/// the catalog fingerprint, finds it unchanged and settles. A verdict older than SCHEMA_VERDICT_MAX_AGE does not.
+#[tokio::test]
+async fn an_unrelated_change_settles_by_fingerprint_and_a_stale_verdict_refuses() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let released = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    let message = claimed_message(&ctx).await;
+    sqlx::raw_sql("CREATE VIEW recent_assets AS SELECT id FROM assets").execute(ctx.pool()).await.expect("view");
+    let moved: bool = sqlx::query_scalar(
+        "SELECT s.generation > v.generation FROM asset_sweeper_schema_state s,
+                (SELECT generation FROM schema_verdicts ORDER BY id DESC LIMIT 1) v",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("generations");
+    assert!(moved, "the view moved the generation");
+    sqlx::query("UPDATE schema_verdicts SET checked_at = now() - interval '2 hours'")
+        .execute(ctx.pool())
+        .await
+        .expect("age the verdict");
+
+    let consumer = consumer(&ctx);
+    let response = handle(&consumer, event(vec![record("m", &message.to_body(), 1)])).await;
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert!(last_error(&ctx, released).await.contains("older than SCHEMA_VERDICT_MAX_AGE"));
+
+    sqlx::query("UPDATE schema_verdicts SET checked_at = now()").execute(ctx.pool()).await.expect("fresh again");
+    let response = handle(&consumer, event(vec![record("m", &message.to_body(), 2)])).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"));
+}
+
+async fn last_error(ctx: &TestContext, id: Uuid) -> String {
+    sqlx::query_scalar::<_, Option<String>>("SELECT last_error FROM assets WHERE id = $1")
+        .bind(id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("last error")
+        .unwrap_or_default()
+}
+
+/// One record that panics fails its own message; the others in the batch settle.
+#[tokio::test]
+async fn a_panicking_record_fails_alone() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let doomed = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    let other = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    assert_eq!(sweep(&ctx).await, 2);
+    let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
+    assert_eq!(event.records.len(), 2);
+    let doomed_message = event
+        .records
+        .iter()
+        .find(|r| r.body.as_deref().is_some_and(|b| b.contains(&doomed.to_string())))
+        .and_then(|r| r.message_id.clone())
+        .expect("the doomed asset's message");
+
+    let response =
+        with_failpoint("consumer::panic", &format!("return({doomed})"), handle(&consumer(&ctx), event)).await;
+
+    let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, [doomed_message.as_str()]);
+    assert_eq!(state(&ctx, other).await.as_deref(), Some("retired"));
+    assert_eq!(state(&ctx, doomed).await.as_deref(), Some("released"));
+    assert!(last_error(&ctx, doomed).await.contains("the settle panicked"));
+}
+
+/// The commit succeeds but its answer is lost: the settle must not take the removal back, or bytes would be left
+/// that no row knows. The same failure before a commit (a refused row delete) does take it back (tested below).
+#[tokio::test]
+async fn an_ambiguous_commit_never_undoes_a_removal_whose_rows_are_gone() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let k = key(ws);
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let message = claimed_message(&ctx).await;
+
+    let response = with_failpoint(
+        "consumer::commit_answer_lost",
+        "return",
+        handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 1)])),
+    )
+    .await;
+
+    assert_eq!(response.batch_item_failures.len(), 1, "the error is still reported");
+    assert_eq!(state(&ctx, abandoned).await, None, "the commit happened");
+    assert!(!stored_object_exists(&ctx, &k).await);
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &k).await, "the removal stands: no bytes without a row");
+    // The redelivery finds nothing to do.
+    let response = handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 2)])).await;
+    assert!(response.batch_item_failures.is_empty());
 }
 
 /// Configures `failpoint` for the duration of `f`, holding the process-wide failpoint turn.

@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 const OWNER_TABLES: &str = "
     CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
+    CREATE INDEX products_hero ON products (hero);
     CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
     CREATE INDEX pages_body ON pages USING gin (body);
     INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');";

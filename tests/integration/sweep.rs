@@ -185,7 +185,7 @@ async fn a_pass_stops_at_its_cap_and_takes_the_oldest_first() {
     assert_eq!((report.claimed, report.enqueued, report.stopped), (100, 100, Some(Stop::Cap)));
     // insert_released makes id order the due order.
     assert_eq!(set(enqueued(&ctx).await), set(ids[..100].to_vec()));
-    assert_eq!(run_row(&ctx, report.run_id).await.reason, Some(serde_json::json!({"stopped": "cap"})));
+    assert_eq!(run_row(&ctx, report.run_id).await.reason.map(|r| r["stopped"].clone()), Some(serde_json::json!("cap")));
 }
 
 #[tokio::test]
@@ -230,12 +230,14 @@ async fn entries_sqs_rejects_have_their_claims_released_and_the_run_is_partial()
 }
 
 #[tokio::test]
-async fn with_the_queue_unreachable_a_pass_releases_everything_and_records_what_it_sent() {
+async fn when_the_queue_stops_answering_mid_pass_a_pass_releases_everything_and_records_what_it_sent() {
+    let _turn = FAILPOINTS.lock().await;
     let ctx = TestContext::new().await;
     insert_released(ctx.pool(), Uuid::new_v4(), 30, "1 hour", 10).await;
-    let missing = format!("{}-gone", ctx.queue.url);
 
-    let report = pass(&ctx, &[("CLEANUP_QUEUE_URL", &missing), ("SWEEP_BATCH_SIZE", "10")]).await;
+    fail::cfg("sweep::send_call", "return").expect("failpoint");
+    let report = pass(&ctx, &[("SWEEP_BATCH_SIZE", "10")]).await;
+    fail::remove("sweep::send_call");
 
     assert_eq!(report.outcome, Outcome::Partial);
     assert_eq!(report.stopped, Some(Stop::QueueUnavailable), "it stops claiming once the queue is gone");
@@ -243,8 +245,80 @@ async fn with_the_queue_unreachable_a_pass_releases_everything_and_records_what_
     assert!(leased(&ctx).await.is_empty());
     let run = run_row(&ctx, report.run_id).await;
     assert_eq!((run.outcome.as_str(), run.enqueued, run.released), ("partial", 0, 10));
-    assert_eq!(run.reason, Some(serde_json::json!({"stopped": "queue_unavailable"})));
+    assert_eq!(run.reason.map(|r| r["stopped"].clone()), Some(serde_json::json!("queue_unavailable")));
     assert!(run.error.is_some_and(|e| e.contains("SendMessageBatch failed")));
+}
+
+#[tokio::test]
+async fn with_the_queue_unreadable_a_pass_claims_nothing_and_records_why() {
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 30, "1 hour", 10).await;
+    let missing = format!("{}-gone", ctx.queue.url);
+
+    let report = pass(&ctx, &[("CLEANUP_QUEUE_URL", &missing)]).await;
+
+    assert_eq!((report.outcome, report.stopped), (Outcome::Partial, Some(Stop::QueueUnavailable)));
+    assert_eq!((report.claimed, report.enqueued, report.released), (0, 0, 0));
+    assert!(leased(&ctx).await.is_empty());
+    let run = run_row(&ctx, report.run_id).await;
+    assert!(run.error.is_some_and(|e| e.contains("GetQueueAttributes")), "the error names the call");
+}
+
+/// The queue never holds more than its ceiling: a pass claims only the room left, says how many it held back
+/// and why, and the next pass (with the consumer stalled) claims nothing and sends nothing twice.
+#[tokio::test]
+async fn the_backlog_ceiling_holds_and_the_run_says_what_it_held_back() {
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 50, "1 hour", 10).await;
+    let ceiling = [("SWEEP_QUEUE_CEILING", "20"), ("SWEEP_BATCH_SIZE", "15")];
+
+    let report = pass(&ctx, &ceiling).await;
+    assert_eq!((report.outcome, report.stopped), (Outcome::Ok, Some(Stop::Backlog)));
+    assert_eq!(report.enqueued, 20);
+    assert_eq!(ctx.queue_depth().await, 20);
+    let run = run_row(&ctx, report.run_id).await;
+    let reason = run.reason.expect("reason");
+    assert_eq!(reason["stopped"], "backlog");
+    assert_eq!(reason["backlog"], serde_json::json!({"queue_depth": 0, "ceiling": 20, "held_back": 30}));
+
+    // The consumer is stalled: nothing leaves the queue, so the next pass has no room.
+    let report = pass(&ctx, &ceiling).await;
+    assert_eq!((report.claimed, report.stopped), (0, Some(Stop::Backlog)));
+    assert_eq!(ctx.queue_depth().await, 20);
+    // The consumer takes all twenty; the next pass fills the room they left, with assets never sent before.
+    let first: BTreeSet<Uuid> = set(enqueued(&ctx).await);
+    assert_eq!(first.len(), 20);
+    let report = pass(&ctx, &ceiling).await;
+    assert_eq!(report.enqueued, 20);
+    let second = set(enqueued(&ctx).await);
+    assert!(first.is_disjoint(&second), "no asset is sent twice");
+}
+
+/// A source no index serves refuses the pass with the statement that makes one; `UNINDEXED_SOURCES=warn` lets it
+/// through with the warning on record.
+#[tokio::test]
+async fn an_unindexed_source_refuses_the_pass_with_the_create_index_statement() {
+    assert_refused(
+        "CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id))",
+        r#"CREATE INDEX CONCURRENTLY ON \"public\".\"products\" (\"hero\");"#,
+    )
+    .await;
+    assert_refused(
+        "CREATE TABLE galleries (id serial PRIMARY KEY, images asset_id[]); CREATE INDEX ON galleries (id, images)",
+        r#"CREATE INDEX CONCURRENTLY ON \"public\".\"galleries\" USING gin (\"images\");"#,
+    )
+    .await;
+
+    let ctx = TestContext::new().await;
+    insert_released(ctx.pool(), Uuid::new_v4(), 3, "1 hour", 10).await;
+    sqlx::raw_sql("CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id))")
+        .execute(ctx.pool())
+        .await
+        .expect("owner table");
+    let report = pass(&ctx, &[("UNINDEXED_SOURCES", "warn")]).await;
+    assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 3));
+    let reason = run_row(&ctx, report.run_id).await.reason.expect("reason");
+    assert_eq!(reason["schema_warnings"][0]["problem"], "unindexed_source", "{reason}");
 }
 
 /// Runs a pass with one due asset after `breakage`, and checks it refused with `expected` in its reason.
@@ -415,8 +489,10 @@ async fn a_composite_foreign_key_and_a_domain_built_on_asset_id_are_sources_not_
         "ALTER TABLE assets ADD UNIQUE (workspace_id, id);
          CREATE TABLE products (id serial PRIMARY KEY, workspace uuid, hero uuid,
                                 FOREIGN KEY (workspace, hero) REFERENCES assets (workspace_id, id));
+         CREATE INDEX products_hero ON products (hero);
          CREATE DOMAIN thumbnail AS asset_id;
-         CREATE TABLE pages (id serial PRIMARY KEY, thumb thumbnail);",
+         CREATE TABLE pages (id serial PRIMARY KEY, thumb thumbnail);
+         CREATE INDEX pages_thumb ON pages (thumb);",
     )
     .execute(ctx.pool())
     .await
@@ -433,7 +509,7 @@ async fn a_composite_foreign_key_and_a_domain_built_on_asset_id_are_sources_not_
     assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 3), "{:?}", report.reason);
 
     let mut conn = ctx.pool().acquire().await.expect("connection");
-    let map = shared::references::check(&mut conn, 100).await.expect("valid map");
+    let map = shared::references::check(&mut conn, (&ctx.settings(&[])).into()).await.expect("valid map");
     let found: Vec<String> = map.sources.iter().map(ToString::to_string).collect();
     assert_eq!(found, ["public.products.hero (foreign key)", "public.pages.thumb (asset_id)"]);
 }

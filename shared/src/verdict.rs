@@ -1,0 +1,241 @@
+//! Schema verdicts: the sweep checks the schema once per pass (invariant 4) and records what it found with the
+//! catalog state it covered; the consumer settles only while that verdict is recent and the catalog still matches
+//! it, which one cheap statement tells. So the consumer's cost does not grow with the application's schema, and
+//! a change between the pass and the settle (a new column holding asset ids, a cascading foreign key) still makes
+//! every settle refuse until the next pass has checked it.
+//!
+//! The catalog state is named two ways, both read before the check (so a change committed during the check
+//! leaves them behind and is never trusted): the change detector's generation, which every committed DDL command
+//! and every write to the declarations moves (event triggers installed by the migrations where the migrating role
+//! may create them), and a fingerprint of everything the check reads from the catalog. The generation is the fast
+//! path; when it moved, or the detector is not in place, the consumer compares fingerprints, whose cost grows
+//! with the schema. The connected role's rights (global objects no event trigger sees) are compared every time.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::references::{self, CheckOptions, ReferenceMap, SchemaCheckError, SchemaProblem, SchemaRefusal};
+
+/// Verdicts older than this are pruned by the sweep (the newest is always kept).
+const KEEP_VERDICTS: &str = "7 days";
+
+/// A verdict a sweep pass recorded.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub id: i64,
+    /// The map, or why the check refused.
+    pub outcome: Result<ReferenceMap, SchemaRefusal>,
+    pub duration: Duration,
+}
+
+/// Checks the schema and records the verdict, for the consumer to settle on.
+pub async fn record(
+    conn: &mut PgConnection,
+    options: CheckOptions,
+    sweep_run_id: Option<Uuid>,
+    code_version: &str,
+) -> Result<Recorded, sqlx::Error> {
+    let started = Instant::now();
+    // Before the check: a change that commits while it runs leaves these behind.
+    let (generation, detector, fingerprint, role_name, role_fingerprint): (
+        i64,
+        Option<String>,
+        String,
+        String,
+        String,
+    ) = sqlx::query_as(
+        "SELECT s.generation, asset_sweeper_detector_state(), asset_sweeper_catalog_fingerprint(),
+                    current_user::text, asset_sweeper_role_fingerprint()
+               FROM asset_sweeper_schema_state s",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let outcome = match references::check(conn, options).await {
+        Ok(map) => Ok(map),
+        Err(SchemaCheckError::Refused(refusal)) => Err(refusal),
+        Err(SchemaCheckError::Database(e)) => return Err(e),
+    };
+    let duration = started.elapsed();
+    let (valid, sources, problems, warnings) = match &outcome {
+        Ok(map) => (true, &map.sources, Vec::new(), map.warnings.clone()),
+        Err(refusal) => (false, &refusal.sources, refusal.problems.clone(), Vec::new()),
+    };
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO schema_verdicts (sweep_run_id, valid, generation, detector, fingerprint, role_name,
+                                      role_fingerprint, sources, problems, warnings, sample_rows, duration_ms,
+                                      code_version)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         RETURNING id",
+    )
+    .bind(sweep_run_id)
+    .bind(valid)
+    .bind(generation)
+    .bind(detector)
+    .bind(fingerprint)
+    .bind(role_name)
+    .bind(role_fingerprint)
+    .bind(sqlx::types::Json(sources))
+    .bind(sqlx::types::Json(problems))
+    .bind(sqlx::types::Json(warnings))
+    .bind(options.sample_rows as i32)
+    .bind(duration.as_millis() as i64)
+    .bind(code_version)
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM schema_verdicts WHERE id < $1 AND checked_at < now() - interval '{KEEP_VERDICTS}'"
+    )))
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(Recorded { id, outcome, duration })
+}
+
+/// How the consumer knew the catalog had not changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Matched {
+    /// The detector's generation had not moved: one row read.
+    Generation,
+    /// The generation moved or no detector is in place, and the catalog fingerprint still matched.
+    Fingerprint,
+}
+
+/// A verdict the consumer may settle on.
+#[derive(Debug, Clone)]
+pub struct Current {
+    pub id: i64,
+    pub sweep_run_id: Option<Uuid>,
+    pub matched: Matched,
+}
+
+/// Why the consumer may not settle on the newest verdict. Nothing is retired, deleted or purged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerdictError {
+    #[error("no sweep pass has checked the schema yet: nothing is settled until one has")]
+    Missing,
+    #[error(
+        "the newest schema verdict ({checked_at}) is older than SCHEMA_VERDICT_MAX_AGE ({max_age}): nothing is \
+         settled until a sweep pass checks the schema again"
+    )]
+    Stale { checked_at: String, max_age: String },
+    #[error(
+        "the schema changed after the sweep pass checked it at {checked_at}: nothing is settled until the next \
+         pass checks it again"
+    )]
+    Changed { checked_at: String },
+    #[error(
+        "the schema verdict was made for database role {verdict_role}, and this function connects as {role} (or \
+         that role's rights changed since): nothing is settled until a pass checks the schema as this role"
+    )]
+    OtherRole { verdict_role: String, role: String },
+    #[error("the newest schema verdict holds a map this build cannot read: {0}")]
+    Unreadable(String),
+    #[error(transparent)]
+    Refused(#[from] SchemaRefusal),
+}
+
+impl VerdictError {
+    /// Whether the next pass can clear it without a person: a missing, stale or overtaken verdict can; a
+    /// refusal, another role or an unreadable verdict cannot.
+    pub fn retryable(&self) -> bool {
+        matches!(self, VerdictError::Missing | VerdictError::Stale { .. } | VerdictError::Changed { .. })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct Newest {
+    id: i64,
+    sweep_run_id: Option<Uuid>,
+    checked_at: String,
+    valid: bool,
+    sources: serde_json::Value,
+    problems: serde_json::Value,
+    warnings: serde_json::Value,
+    verdict_role: String,
+    role: String,
+    fresh: bool,
+    same_rights: bool,
+    same_generation: bool,
+    unchanged: bool,
+}
+
+/// The newest verdict, if the consumer may settle on it: recorded within `max_age`, for this role, on the catalog
+/// as it still is. One statement; it reads the catalog fingerprint only when the generation does not settle it.
+/// `known` is the map of a verdict already read (a warm function's), returned again without parsing.
+pub async fn current(
+    conn: &mut PgConnection,
+    max_age: Duration,
+    known: Option<(i64, &ReferenceMap)>,
+) -> Result<(Current, ReferenceMap), CurrentError> {
+    let newest: Option<Newest> = sqlx::query_as(
+        "SELECT v.id, v.sweep_run_id, v.checked_at::text AS checked_at, v.valid, v.sources, v.problems,
+                v.warnings, v.role_name AS verdict_role, current_user::text AS role,
+                v.checked_at > now() - $1 * interval '1 second' AS fresh,
+                v.role_fingerprint = asset_sweeper_role_fingerprint() AS same_rights,
+                fast.same AS same_generation,
+                CASE WHEN fast.same THEN true
+                     ELSE v.fingerprint = asset_sweeper_catalog_fingerprint() END AS unchanged
+           FROM (SELECT * FROM schema_verdicts ORDER BY id DESC LIMIT 1) v
+          CROSS JOIN asset_sweeper_schema_state s
+          CROSS JOIN LATERAL (
+                SELECT v.detector IS NOT NULL AND v.generation = s.generation
+                       AND v.detector = asset_sweeper_detector_state() AS same
+          ) fast",
+    )
+    .bind(max_age.as_secs_f64())
+    .fetch_optional(conn)
+    .await?;
+    let Some(newest) = newest else { return Err(VerdictError::Missing.into()) };
+    if !newest.fresh {
+        let max_age = humantime::format_duration(max_age).to_string();
+        return Err(VerdictError::Stale { checked_at: newest.checked_at, max_age }.into());
+    }
+    if newest.verdict_role != newest.role || !newest.same_rights {
+        return Err(VerdictError::OtherRole { verdict_role: newest.verdict_role, role: newest.role }.into());
+    }
+    if !newest.unchanged {
+        return Err(VerdictError::Changed { checked_at: newest.checked_at }.into());
+    }
+    let unreadable = |e: serde_json::Error| VerdictError::Unreadable(e.to_string());
+    if !newest.valid {
+        let problems: Vec<SchemaProblem> = serde_json::from_value(newest.problems).map_err(unreadable)?;
+        let sources = serde_json::from_value(newest.sources).map_err(unreadable)?;
+        return Err(VerdictError::Refused(SchemaRefusal { problems, sources }).into());
+    }
+    let current = Current {
+        id: newest.id,
+        sweep_run_id: newest.sweep_run_id,
+        matched: if newest.same_generation { Matched::Generation } else { Matched::Fingerprint },
+    };
+    let map = match known {
+        Some((id, map)) if id == newest.id => map.clone(),
+        _ => ReferenceMap {
+            sources: serde_json::from_value(newest.sources).map_err(unreadable)?,
+            warnings: serde_json::from_value(newest.warnings).map_err(unreadable)?,
+        },
+    };
+    Ok((current, map))
+}
+
+/// Why no verdict could be used: the verdict itself, or the database that holds it.
+#[derive(Debug, thiserror::Error)]
+pub enum CurrentError {
+    #[error(transparent)]
+    Verdict(#[from] VerdictError),
+    #[error("cannot read the schema verdict: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl fmt::Display for Matched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Matched::Generation => "generation",
+            Matched::Fingerprint => "fingerprint",
+        })
+    }
+}
