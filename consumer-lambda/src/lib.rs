@@ -268,7 +268,7 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, error: &str, last: bool) 
     fail::fail_point!("consumer::final_receive_write", last, |_| Err(sqlx::Error::Protocol(
         "injected failure of the final-receive write".into()
     )));
-    let mut tx = pool.begin().await?;
+    let mut tx = shared::db::begin_as_sweeper(pool).await?;
     let updated: Option<serde_json::Value> = sqlx::query_scalar(
         "UPDATE assets
             SET attempts = attempts + 1, last_error = $3,
