@@ -25,12 +25,15 @@ pub async fn everything() -> anyhow::Result<(Settings, PgPool, aws_config::SdkCo
     Ok((settings, pool, sdk))
 }
 
+/// A pool whose sessions get the functions' statement, lock and idle-in-transaction timeouts: an operator's
+/// command stuck behind an application's lock (a migration, say) fails with one line instead of hanging, and one
+/// left idle inside a transaction cannot hold the application's rows.
 async fn connect(options: PgConnectOptions) -> anyhow::Result<PgPool> {
     let host = options.get_host().to_owned();
     PgPoolOptions::new()
         .max_connections(2)
         .acquire_timeout(std::time::Duration::from_secs(10))
-        .connect_with(options)
+        .connect_with(shared::db::session_options(options))
         .await
         .with_context(|| format!("cannot reach the database at {host}"))
 }

@@ -43,9 +43,10 @@ enum Command {
     Explain(explain::Args),
     /// A dry run of the next pass: what it would claim and what settlement would decide. Changes nothing.
     Plan(plan::Args),
-    /// The effective reference map and the schema check's verdict on each source.
+    /// The effective reference map and the schema check's verdict on each source; exits 1 when it refuses.
     References,
-    /// Dead-lettered messages back to the queue, and the failed assets they name made claimable again.
+    /// The failed assets the dead-letter queue names made claimable again, and their messages moved back; every
+    /// other message stays on the dead-letter queue.
     Redrive(redrive::Args),
     /// A deleted or purged asset back, from the bucket's kept versions and its audit row.
     Undelete(undelete::Args),

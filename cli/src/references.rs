@@ -1,5 +1,6 @@
 //! `references`: the effective reference map (discovered and declared) and the schema check's verdict on each
-//! source — the same check the sweep and the consumer run before anything is destroyed.
+//! source — the same check the sweep and the consumer run before anything is destroyed. A refused verdict
+//! exits 1 (needs a person), so a deploy script can gate on it; the report is printed either way.
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -62,6 +63,6 @@ fn render(sources: &[ReferenceSource], problems: &[SchemaProblem]) -> Output {
     Output {
         text: text.trim_end().to_owned(),
         json: json!({ "verdict": verdict, "sources": listed, "other_problems": elsewhere }),
-        attention: Vec::new(),
+        attention: problems.iter().map(ToString::to_string).collect(),
     }
 }

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use consumer_lambda::Consumer;
 use integration_tests::fixtures::{object_exists, seed, state};
-use integration_tests::{TestContext, TestDatabase, acknowledge, receive_event};
+use integration_tests::{TestContext, TestDatabase, acknowledge, drain, receive_event};
 use serde_json::{Value, json};
+use shared::{AssetId, CleanupMessage, WorkspaceId};
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
 
@@ -44,6 +45,26 @@ async fn sweep_and_settle(ctx: &TestContext) {
             .expect("the consumer answers");
         acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
     }
+}
+
+/// The dead-letter queue's messages: (visible, hidden).
+async fn dlq_depth(ctx: &TestContext) -> (u64, u64) {
+    let dlq = shared::queues::describe(&ctx.sqs, &ctx.queue.dlq_url).await.expect("the dead-letter queue");
+    (dlq.depth.waiting, dlq.depth.in_flight)
+}
+
+/// Puts `body` straight on the dead-letter queue, as if SQS had moved it there.
+async fn dead_letter(ctx: &TestContext, body: &str) {
+    ctx.sqs.send_message().queue_url(&ctx.queue.dlq_url).message_body(body).send().await.expect("send to the DLQ");
+}
+
+/// The audit trail of one asset, oldest first.
+async fn actions(ctx: &TestContext, id: Uuid) -> Vec<String> {
+    sqlx::query_scalar("SELECT action FROM settlement_events WHERE asset_id = $1 ORDER BY id")
+        .bind(id)
+        .fetch_all(ctx.pool())
+        .await
+        .expect("events")
 }
 
 /// Exit code and parsed JSON of a command that may report that a person is needed.
@@ -204,15 +225,18 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
     let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--dry-run", "--json"]));
     assert_eq!(code, Some(0));
     assert_eq!(plan["messages"][0]["asset_id"], held_id.as_str());
-    assert_eq!(plan["messages"][0]["outcome"], "failed: would be made claimable");
-    assert_eq!(plan["assets_reset"], 1);
+    assert_eq!(plan["messages"][0]["outcome"], "failed: would be reset to released, message would be moved back");
+    assert_eq!(
+        (plan["assets_reset"].as_u64(), plan["moved"].as_u64(), plan["left"].as_u64()),
+        (Some(1), Some(1), Some(0))
+    );
     assert_eq!(state(&ctx, held).await.as_deref(), Some("failed"), "a dry run changes nothing");
 
     let refused = refusal(&run(&url, Some(&ctx), &["redrive"]));
     assert!(refused.contains("--by"), "{refused}");
     let (code, done) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--by", "ana", "--json"]));
     assert_eq!((code, done["assets_reset"].as_u64()), (Some(0), Some(1)), "{done}");
-    assert!(done["move_task"].is_string(), "{done}");
+    assert_eq!((done["moved"].as_u64(), done["left"].as_u64()), (Some(1), Some(0)), "{done}");
     let (state_now, due_now, leased): (String, bool, bool) =
         sqlx::query_as("SELECT state, due_at <= now(), lease_token IS NOT NULL FROM assets WHERE id = $1")
             .bind(held)
@@ -227,26 +251,8 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
             .await
             .expect("the redrive is on record");
     assert_eq!(recorded["by"], "ana");
-    let mut moved = false;
-    for _ in 0..50 {
-        let dlq_depth = ctx
-            .sqs
-            .get_queue_attributes()
-            .queue_url(&ctx.queue.dlq_url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await
-            .expect("DLQ attributes")
-            .attributes()
-            .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages))
-            .cloned();
-        if dlq_depth.as_deref() == Some("0") {
-            moved = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(moved, "the move task emptied the dead-letter queue");
+    assert_eq!(dlq_depth(&ctx).await, (0, 0), "the message left the dead-letter queue");
+    assert_eq!(ctx.queue_depth().await, 1, "and is back on the cleanup queue");
 }
 
 #[tokio::test]
@@ -366,12 +372,15 @@ async fn references_lists_every_source_with_its_verdict() {
         .execute(ctx.pool())
         .await
         .expect("a destructive key");
+    // Refused needs a person: exit 1, so a script can gate on it, with the report printed all the same.
     let (code, map) = json_with_code(&run(&url, Some(&ctx), &["references", "--json"]));
-    assert_eq!((code, map["verdict"].as_str()), (Some(0), Some("refused")), "{map}");
+    assert_eq!((code, map["verdict"].as_str()), (Some(1), Some("refused")), "{map}");
     let banners = map["sources"].as_array().and_then(|s| s.iter().find(|s| s["table"] == "banners")).expect("listed");
     assert_eq!(banners["verdict"], "refused");
     assert_eq!(banners["problems"][0]["problem"], "destructive_foreign_key");
-    let text = stdout(&run(&url, Some(&ctx), &["references"]));
+    let output = run(&url, Some(&ctx), &["references"]);
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).expect("utf-8");
     assert!(text.starts_with("schema check: REFUSED"), "{text}");
     assert!(text.contains("foreign key public.banners.image -> assets is ON DELETE CASCADE"), "{text}");
 }
@@ -386,4 +395,158 @@ async fn an_unreachable_database_or_queue_is_one_line_and_exit_2() {
     assert!(no_queue.contains("cannot read queue") && no_queue.contains("-missing"), "{no_queue}");
     let usage = refusal(&run(&ctx.db.url, Some(&ctx), &["explain"]));
     assert!(usage.contains("required arguments were not provided"), "{usage}");
+}
+
+#[tokio::test]
+async fn redrive_leaves_messages_of_assets_it_did_not_reset() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    let ws = Uuid::new_v4();
+    let failed = seed(&ctx, ws, "released", "3 days", &format!("{ws}/failed.png")).await;
+    sqlx::query("UPDATE assets SET state = 'failed', failed_at = now(), attempts = 5, last_error = 'x' WHERE id = $1")
+        .bind(failed)
+        .execute(ctx.pool())
+        .await
+        .expect("failed");
+    let settled = seed(&ctx, ws, "released", "3 days", &format!("{ws}/settled.png")).await;
+    let message = |asset: Uuid, workspace: Uuid| {
+        CleanupMessage::new(AssetId(asset), WorkspaceId(workspace), Uuid::new_v4(), Uuid::new_v4()).to_body()
+    };
+    let of_failed = message(failed, ws);
+    let of_settled = message(settled, ws);
+    let of_unknown = message(Uuid::new_v4(), ws);
+    // Names the failed asset, but not its workspace: the message is not trusted (invariant 7).
+    let of_elsewhere = message(failed, Uuid::new_v4());
+    let malformed = "{\"asset\": \"not a cleanup message\"}".to_owned();
+    let left = [&of_settled, &of_unknown, &of_elsewhere, &malformed];
+    for body in left.iter().copied().chain([&of_failed]) {
+        dead_letter(&ctx, body).await;
+    }
+    let outcome = |report: &Value, asset: Option<Uuid>, body_of: &str| -> (bool, String) {
+        let messages = report["messages"].as_array().expect("messages");
+        let asset = asset.map_or(Value::Null, |a| json!(a.to_string()));
+        let found: Vec<&Value> = messages.iter().filter(|m| m["asset_id"] == asset).collect();
+        let m = found
+            .iter()
+            .find(|m| m["outcome"].as_str().is_some_and(|o| o.contains(body_of)))
+            .unwrap_or_else(|| panic!("a message of {asset} saying {body_of:?}: {report}"));
+        (m["moved"] == true, m["outcome"].as_str().unwrap_or_default().to_owned())
+    };
+
+    let check = |report: &Value, dry_run: bool| {
+        assert_eq!(
+            (report["assets_reset"].as_u64(), report["moved"].as_u64(), report["left"].as_u64()),
+            (Some(1), Some(1), Some(4)),
+            "{report}"
+        );
+        let reset = if dry_run { "would be reset to released" } else { "reset to released" };
+        assert!(outcome(report, Some(failed), reset).0, "{report}");
+        for (asset, why) in [
+            (Some(settled), "released, not failed: stays on the dead-letter queue"),
+            (None, "names no asset"),
+            (Some(failed), "names workspace"),
+        ] {
+            assert!(!outcome(report, asset, why).0, "{report}");
+        }
+        let unknown = report["messages"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["outcome"].as_str().is_some_and(|o| o.starts_with("asset unknown"))))
+            .expect("the unknown asset's message");
+        assert_eq!(unknown["moved"], false, "{report}");
+    };
+
+    let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--dry-run", "--json"]));
+    assert_eq!(code, Some(0), "{plan}");
+    check(&plan, true);
+    let text = stdout(&run(&url, Some(&ctx), &["redrive", "--dry-run"]));
+    assert!(text.starts_with("would move 1 message(s) from "), "{text}");
+    assert!(text.contains("released, not failed: stays on the dead-letter queue"), "{text}");
+    assert_eq!(state(&ctx, failed).await.as_deref(), Some("failed"), "a dry run changes nothing");
+    assert_eq!(ctx.queue_depth().await, 0, "a dry run moves nothing");
+    assert_eq!(dlq_depth(&ctx).await, (5, 0), "and leaves every message visible");
+
+    let (code, done) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--by", "ana", "--json"]));
+    assert_eq!(code, Some(0), "{done}");
+    check(&done, false);
+    assert_eq!(state(&ctx, failed).await.as_deref(), Some("released"));
+    assert_eq!(actions(&ctx, settled).await, Vec::<String>::new(), "an asset that is not failed is not touched");
+    assert_eq!(ctx.drain_queue().await, vec![of_failed], "only the reset asset's message is moved back");
+    assert_eq!(dlq_depth(&ctx).await, (4, 0), "the others stay, visible at once rather than after the hold");
+
+    // Nothing left is failed: a second redrive moves nothing and still says why for each.
+    let (code, again) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--by", "ana", "--json"]));
+    assert_eq!((code, again["moved"].as_u64(), again["left"].as_u64()), (Some(0), Some(0), Some(4)), "{again}");
+    assert_eq!(ctx.queue_depth().await, 0);
+    let mut still: Vec<String> = drain(&ctx.sqs, &ctx.queue.dlq_url).await;
+    still.sort();
+    let mut expected: Vec<String> = left.iter().map(|b| (*b).clone()).collect();
+    expected.sort();
+    assert_eq!(still, expected);
+}
+
+#[tokio::test]
+async fn a_redriven_asset_settles_on_the_next_pass() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    sqlx::raw_sql(LEGAL_HOLD).execute(ctx.pool()).await.expect("legal hold");
+    let ws = Uuid::new_v4();
+    let key = format!("{ws}/held/contract.pdf");
+    let held = seed(&ctx, ws, "pending", "8 days", &key).await;
+    sweep_and_settle(&ctx).await;
+    assert_eq!(state(&ctx, held).await.as_deref(), Some("failed"));
+    assert_eq!(dlq_depth(&ctx).await, (1, 0));
+
+    // The person lifts the hold, then redrives: the asset goes back to `released`, and neither the failed mark
+    // nor the reset restarted its grace period (both are the sweeper's own writes).
+    sqlx::raw_sql("DROP TRIGGER legal_hold ON assets; DROP FUNCTION legal_hold();")
+        .execute(ctx.pool())
+        .await
+        .expect("hold lifted");
+    let (code, done) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--by", "ana", "--json"]));
+    assert_eq!((code, done["moved"].as_u64(), done["assets_reset"].as_u64()), (Some(0), Some(1), Some(1)), "{done}");
+    assert_eq!(state(&ctx, held).await.as_deref(), Some("released"));
+
+    // One pass: the moved message carries the old claim and settles nothing; the pass's new one retires the
+    // asset (from `released` the most a settle does alone), rather than deferring it for a whole grace period.
+    sweep_and_settle(&ctx).await;
+    let trail = actions(&ctx, held).await;
+    assert!(!trail.iter().any(|a| a == "defer"), "deferred: the grace floor moved: {trail:?}");
+    assert_eq!(trail.iter().filter(|a| *a == "retire").count(), 1, "{trail:?}");
+    assert_eq!(state(&ctx, held).await.as_deref(), Some("retired"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &key).await, "retired: the bytes stay, restorable");
+    assert_eq!((ctx.queue_depth().await, dlq_depth(&ctx).await), (0, (0, 0)));
+}
+
+#[tokio::test]
+async fn a_command_stuck_behind_an_application_lock_gives_up_after_the_lock_timeout() {
+    let db = TestDatabase::new().await;
+    // An application migration holding the assets table.
+    let mut migration = db.pool.begin().await.expect("begin");
+    sqlx::query("LOCK TABLE assets IN ACCESS EXCLUSIVE MODE").execute(&mut *migration).await.expect("lock");
+    let ws = Uuid::new_v4().to_string();
+    let started = Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_asset-sweeper"))
+        .args(["approve", &ws, "--by", "ana", "--reason", "x"])
+        .env("DATABASE_URL", &db.url)
+        .env_remove("DATABASE_SECRET_ARN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // Without a lock timeout it would wait for as long as the lock is held: give up well past the CLI's own.
+    let deadline = started + shared::db::LOCK_TIMEOUT * 4;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still waiting for the lock after {:?}", started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waited = started.elapsed();
+    let output = child.wait_with_output().expect("output");
+    migration.rollback().await.expect("rollback");
+    let stderr = refusal(&output);
+    assert!(stderr.contains("lock timeout"), "{stderr}");
+    assert!(waited >= shared::db::LOCK_TIMEOUT - Duration::from_secs(1), "gave up after {waited:?}");
 }
