@@ -1,6 +1,7 @@
 """The LocalStack deploy (see localstack/deploy): package, secret, stack. Reads the SDK's usual environment."""
 
 import json
+import hashlib
 import os
 import re
 import sys
@@ -29,9 +30,14 @@ except ClientError as e:
 
 # What `sam package` does: each function's local CodeUri becomes the S3 location of its built code.
 template = open(os.path.join(root, "infra", "template.yaml")).read()
+# The build lands where cargo puts it (CARGO_TARGET_DIR, else target/). The key names the code by its content, as
+# `sam package` does: a changed build changes the template, so CloudFormation updates the function.
+target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(root, "target")
 for logical_id, binary in (("SweepFunction", "sweep-lambda"), ("ConsumerFunction", "consumer-lambda")):
-    key = f"{binary}.zip"
-    s3.upload_file(os.path.join(root, "target", "lambda", binary, "bootstrap.zip"), code_bucket, key)
+    built = os.path.join(target, "lambda", binary, "bootstrap.zip")
+    with open(built, "rb") as f:
+        key = f"{binary}-{hashlib.sha256(f.read()).hexdigest()[:20]}.zip"
+    s3.upload_file(built, code_bucket, key)
     block = re.compile(rf"(\n  {logical_id}:\n(?:    .*\n|\n)*?      CodeUri: )\.\./")
     template, found = block.subn(rf"\g<1>s3://{code_bucket}/{key}", template, count=1)
     if found != 1:

@@ -119,6 +119,21 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
             Err(SchemaCheckError::Database(e)) => Err(format!("cannot read the catalog: {e}")),
         }
     };
+    // What the consumer would settle on now (as this CLI's role sees it): informative, since a verdict is renewed
+    // by every pass and a change waits at most one.
+    let settle_on = {
+        let mut conn = pool.acquire().await?;
+        match shared::verdict::current(&mut conn, settings.schema_verdict_max_age, None).await {
+            Ok((current, map)) => Ok(format!(
+                "verdict {} of pass {}, {} source(s), catalog unchanged (by {})",
+                current.id,
+                current.sweep_run_id.map_or("-".to_owned(), |id| id.to_string()),
+                map.sources.len(),
+                current.matched
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    };
     let sqs = shared::aws::sqs_client(&sdk);
     let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
 
@@ -221,6 +236,14 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
             let _ = writeln!(text, "schema check: REFUSED: {reason}");
         }
     }
+    match &settle_on {
+        Ok(what) => {
+            let _ = writeln!(text, "consumer settles on: {what}");
+        }
+        Err(why) => {
+            let _ = writeln!(text, "consumer settles nothing now: {why}");
+        }
+    }
     let _ = writeln!(text, "last 24 h:");
     for f in &freed {
         let _ = writeln!(text, "  {:<7} {:>6} asset(s) {:>14} bytes", f.action, f.assets, f.bytes);
@@ -240,6 +263,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
             "approvals": approvals.iter().map(|(ws, by, reason, until)| json!({ "workspace_id": ws, "approved_by": by, "reason": reason, "expires_at": until })).collect::<Vec<_>>(),
         },
         "schema": match &schema { Ok(n) => json!({ "verdict": "valid", "sources": n }), Err(r) => json!({ "verdict": "refused", "reason": r }) },
+        "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
     });
     Ok(Output { text: text.trim_end().to_owned(), json, attention })

@@ -74,7 +74,8 @@ fn json_with_code(output: &Output) -> (Option<i32>, Value) {
     (output.status.code(), parsed)
 }
 
-const PRODUCTS: &str = "CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id))";
+const PRODUCTS: &str = "CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
+                        CREATE INDEX products_hero ON products (hero)";
 
 /// The application's own guard, which makes every delete of a matching row fail: a poison message.
 const LEGAL_HOLD: &str = "
@@ -204,6 +205,7 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
     assert_eq!(page["last_day"], json!([{ "action": "retire", "assets": 1, "bytes": 100 }]));
     assert_eq!((page["backlog"]["due"].as_i64(), page["leased"].as_i64()), (Some(0), Some(0)));
     assert_eq!(page["schema"]["verdict"], "valid");
+    assert_eq!(page["consumer_verdict"]["usable"], true, "{page}");
     assert_eq!(page["dead_letter_queue"], json!({ "waiting": 0, "in_flight": 0 }));
     let text = stdout(&run(&url, Some(&ctx), &["status"]));
     assert!(text.starts_with("asset-sweeper: OK\n"), "{text}");
@@ -355,6 +357,7 @@ async fn references_lists_every_source_with_its_verdict() {
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "{PRODUCTS};
          CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
+         CREATE INDEX pages_body ON pages USING gin (body);
          INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');"
     )))
     .execute(ctx.pool())

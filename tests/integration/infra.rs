@@ -194,6 +194,15 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     // Least privilege: the sweep may only send; only the consumer touches the bucket.
     let sweep_policy = resources["SweepRole"]["Properties"]["Policies"].to_string();
     assert!(sweep_policy.contains("sqs:SendMessage") && !sweep_policy.contains("s3:"), "{sweep_policy}");
+    assert!(sweep_policy.contains("sqs:GetQueueAttributes"), "the sweep reads the queue's depth: {sweep_policy}");
+    // The heartbeat watches completed passes, not invocations: a sweep skipped or refused forever pages someone.
+    let heartbeat = &resources["SweepHeartbeatAlarm"]["Properties"];
+    assert_eq!((&heartbeat["Namespace"], &heartbeat["MetricName"]), (&json!("AssetSweeper"), &json!("SweepCompleted")));
+    assert_eq!(heartbeat["Dimensions"], json!([{"Name": "Function", "Value": "sweep"}]));
+    assert_eq!(
+        (&heartbeat["TreatMissingData"], &heartbeat["ComparisonOperator"]),
+        (&json!("breaching"), &json!("LessThanThreshold"))
+    );
     let consumer_policy = resources["ConsumerRole"]["Properties"]["Policies"].to_string();
     assert!(!consumer_policy.contains("sqs:SendMessage") && !consumer_policy.contains("\"*\""), "{consumer_policy}");
 }
