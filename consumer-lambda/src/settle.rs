@@ -399,3 +399,22 @@ async fn record(
     .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::aws::AwsFailure;
+
+    #[test]
+    fn the_recorded_sentence_says_what_failed_and_whether_it_passes() {
+        let timeout = SettleError::Storage(StorageError::Call(AwsFailure::timed_out("DeleteObject ws/1.png")));
+        assert_eq!(
+            timeout.sentence(),
+            "bucket: DeleteObject ws/1.png failed: no answer in time (retryable) [retryable]"
+        );
+        let changed = SettleError::Schema(VerdictError::Changed { checked_at: "2026-12-01 10:00".into() });
+        assert!(changed.sentence().ends_with("[retryable]"));
+        let panicked = SettleError::Panicked("index out of bounds".into());
+        assert_eq!(panicked.sentence(), "the settle panicked: index out of bounds [needs a person]");
+    }
+}

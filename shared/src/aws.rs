@@ -110,3 +110,32 @@ impl AwsFailure {
         AwsFailure { operation, cause }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_throttling_and_server_errors_pass_and_refusals_do_not() {
+        let failure = |cause| AwsFailure { operation: "DeleteObject photos/1.jpg".into(), cause };
+        assert!(AwsFailure::timed_out("DeleteObject photos/1.jpg").retryable());
+        assert!(failure(AwsCause::Throttled { code: "SlowDown".into() }).retryable());
+        assert!(failure(AwsCause::Unreachable).retryable());
+        let server =
+            AwsCause::Service { status: 503, code: "ServiceUnavailable".into(), message: "x".into(), retryable: true };
+        assert!(failure(server).retryable());
+        let denied =
+            AwsCause::Service { status: 403, code: "AccessDenied".into(), message: "no".into(), retryable: false };
+        let denied = failure(denied);
+        assert!(!denied.retryable());
+        assert_eq!(
+            denied.to_string(),
+            "DeleteObject photos/1.jpg failed: the service answered 403 AccessDenied: no",
+            "a sentence, not a debug dump"
+        );
+        assert_eq!(
+            AwsFailure::timed_out("DeleteObject photos/1.jpg").to_string(),
+            "DeleteObject photos/1.jpg failed: no answer in time (retryable)"
+        );
+    }
+}

@@ -99,3 +99,16 @@ pub fn is_transient(error: &sqlx::Error) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_connection_is_transient_and_a_decoding_error_is_not() {
+        assert!(is_transient(&sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset))));
+        assert!(is_transient(&sqlx::Error::PoolTimedOut));
+        assert!(!is_transient(&sqlx::Error::RowNotFound));
+        assert!(!is_transient(&sqlx::Error::Protocol("unexpected message".into())));
+    }
+}

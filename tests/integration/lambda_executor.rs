@@ -119,3 +119,73 @@ async fn an_init_error_is_reported_with_the_bootstrap_output() {
     let message = aws_sdk_lambda::error::DisplayErrorContext(&error).to_string();
     assert!(message.contains("cannot start: DATABASE_URL is not set"), "{message}");
 }
+
+/// Answers every event with the build it was cut from: what a redeploy must change.
+fn build_answering(build: &str) -> Vec<u8> {
+    zipped(&format!(
+        r#"#!/bin/bash
+set -euo pipefail
+api="http://${{AWS_LAMBDA_RUNTIME_API}}/2018-06-01/runtime"
+while true; do
+  headers=$(mktemp)
+  curl -sS -D "$headers" "$api/invocation/next" >/dev/null
+  id=$(grep -i '^Lambda-Runtime-Aws-Request-Id:' "$headers" | cut -d' ' -f2 | tr -d '\r')
+  curl -sS -X POST "$api/invocation/$id/response" -d '{{"build":"{build}"}}' >/dev/null
+done
+"#
+    ))
+}
+
+/// `localstack/deploy`'s packaging step with the build in `target` (as `CARGO_TARGET_DIR`): the stack's outputs.
+fn deploy_build(target: &std::path::Path, stack: &str) -> serde_json::Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let venv = root.join("localstack/.venv/bin/python");
+    let output = std::process::Command::new(venv)
+        .arg(root.join("localstack/deploy.py"))
+        .args([root.to_str().expect("utf-8 path"), stack, "x86_64", "postgres://nobody@127.0.0.1:1/none"])
+        .env("CARGO_TARGET_DIR", target)
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .output()
+        .expect("deploy.py runs");
+    assert!(output.status.success(), "deploy failed: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("deploy prints JSON")
+}
+
+/// A changed build is deployed: the code is named by its content, so the template CloudFormation sees changes
+/// and the functions are updated (a fixed key answered "No updates are to be performed" and kept the old code).
+#[tokio::test]
+async fn a_redeploy_of_a_changed_build_runs_the_new_code() {
+    let target = std::env::temp_dir().join(format!("asset-sweeper-build-{}", short_id()));
+    let write = |build: &str| {
+        for binary in ["sweep-lambda", "consumer-lambda"] {
+            let dir = target.join("lambda").join(binary);
+            std::fs::create_dir_all(&dir).expect("build dir");
+            std::fs::write(dir.join("bootstrap.zip"), build_answering(build)).expect("zip");
+        }
+    };
+    let config = shared::aws::sdk_config().await;
+    let lambda = aws_sdk_lambda::Client::new(&config);
+    let stack = format!("redeploy-{}", short_id());
+    let answer = |name: String| {
+        let lambda = lambda.clone();
+        async move {
+            let invoked = lambda.invoke().function_name(name).payload(Blob::new("{}")).send().await.expect("invoke");
+            let payload = invoked.payload().map(|p| p.as_ref().to_vec()).unwrap_or_default();
+            serde_json::from_slice::<serde_json::Value>(&payload).expect("JSON answer")["build"].clone()
+        }
+    };
+
+    write("one");
+    let first = deploy_build(&target, &stack);
+    let sweep = first["outputs"]["SweepFunctionName"].as_str().expect("sweep function").to_owned();
+    assert_eq!(answer(sweep.clone()).await, "one");
+
+    write("two");
+    let second = deploy_build(&target, &stack);
+    assert_eq!(second["outputs"]["SweepFunctionName"], first["outputs"]["SweepFunctionName"]);
+    assert_eq!(answer(sweep).await, "two", "the redeploy runs the new build");
+
+    let cloudformation = aws_sdk_cloudformation::Client::new(&config);
+    let _ = cloudformation.delete_stack().stack_name(&stack).send().await;
+    let _ = std::fs::remove_dir_all(&target);
+}

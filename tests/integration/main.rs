@@ -5,6 +5,7 @@ mod e2e;
 mod harness;
 mod infra;
 mod lambda_executor;
+mod launcher;
 mod schema;
 mod settings;
 mod soak;

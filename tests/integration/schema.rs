@@ -176,3 +176,22 @@ async fn an_unreadable_json_path_is_rejected_when_declared() {
     .expect_err("malformed jsonpath");
     assert_eq!(err.as_database_error().and_then(|e| e.code()).as_deref(), Some("42601"), "{err}");
 }
+
+/// What the final receive records as retryable: a lock timeout passes; an application's own exception does not.
+#[tokio::test]
+async fn a_lock_timeout_is_transient_and_an_application_exception_is_not() {
+    let db = TestDatabase::new().await;
+    let mut holder = db.pool.begin().await.expect("tx");
+    sqlx::query("LOCK TABLE stored_objects IN ACCESS EXCLUSIVE MODE").execute(&mut *holder).await.expect("lock");
+    let mut waiter = db.pool.acquire().await.expect("connection");
+    sqlx::query("SET lock_timeout = '100ms'").execute(&mut *waiter).await.expect("timeout");
+    let timed_out = sqlx::query("SELECT 1 FROM stored_objects").execute(&mut *waiter).await.expect_err("lock timeout");
+    assert!(shared::db::is_transient(&timed_out), "{timed_out}");
+    holder.rollback().await.expect("rollback");
+
+    let raised = sqlx::query("DO $$ BEGIN RAISE EXCEPTION 'asset is under legal hold'; END $$")
+        .execute(&mut *waiter)
+        .await
+        .expect_err("exception");
+    assert!(!shared::db::is_transient(&raised), "{raised}");
+}
