@@ -63,7 +63,12 @@ enum Schema {
 /// How one record ended, for the response and the metrics line.
 enum Item {
     Settled(Settled, Option<Presence>),
-    Failed { marked_failed: bool },
+    /// The schema verdict was missing, stale or overtaken by a change: the claim is given back for the next
+    /// pass, and the message is done (it does not spend a receive towards the dead-letter queue).
+    Postponed,
+    Failed {
+        marked_failed: bool,
+    },
 }
 
 /// The consumer with its clients, built once per cold start.
@@ -227,6 +232,19 @@ impl Consumer {
                 };
                 Item::Settled(settled, presence)
             }
+            Err(SettleError::Schema(verdict)) if verdict.retryable() => {
+                let e = SettleError::Schema(verdict);
+                match postpone(&self.pool, &message, &e).await {
+                    Ok(()) => {
+                        warn!(error = %e, "settle postponed: the claim goes back to the next pass");
+                        Item::Postponed
+                    }
+                    Err(write_error) => {
+                        error!(error = %write_error, "could not give the claim back; the message is retried");
+                        Item::Failed { marked_failed: self.record_failure(record, &message, &e).await }
+                    }
+                }
+            }
             Err(e) => {
                 let marked_failed = self.record_failure(record, &message, &e).await;
                 Item::Failed { marked_failed }
@@ -311,6 +329,23 @@ impl Consumer {
     }
 }
 
+/// Gives a claim back without counting an attempt: the asset stays due, and the next pass claims it under a
+/// renewed schema verdict. Only while the message's claim is the row's. Any harmless DDL makes every settle
+/// wait for the next pass; spending the message's receives on that would dead-letter healthy assets.
+async fn postpone(pool: &PgPool, message: &CleanupMessage, e: &SettleError) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE assets SET lease_token = NULL, leased_until = NULL, last_error = $3
+          WHERE id = $1 AND workspace_id = $2 AND lease_token = $4",
+    )
+    .bind(message.asset_id.0)
+    .bind(message.workspace_id.0)
+    .bind(e.sentence())
+    .bind(message.claim_token)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// The failure write: always the attempt and the error; on the last receive also state `failed` and an audit
 /// row. Only for the row of the workspace the message names, and only while the message's claim is the row's:
 /// a stale or duplicate message may not mark an asset a newer claim has settled.
@@ -367,7 +402,7 @@ fn metrics_line(outcomes: &[(String, Item)], schema: &Schema) -> String {
         .iter()
         .map(|(_, item)| match item {
             Item::Settled(s, _) => s.bytes_freed,
-            Item::Failed { .. } => 0,
+            Item::Postponed | Item::Failed { .. } => 0,
         })
         .sum();
     shared::metrics::emf_line(
@@ -379,6 +414,7 @@ fn metrics_line(outcomes: &[(String, Item)], schema: &Schema) -> String {
             ("Purged", count(&action(Action::Purge))),
             ("Deferred", count(&action(Action::Defer))),
             ("Unchanged", count(&action(Action::Noop))),
+            ("Postponed", count(&|i| matches!(i, Item::Postponed))),
             ("FailedItems", count(&|i| matches!(i, Item::Failed { .. }))),
             ("AssetsMarkedFailed", count(&|i| matches!(i, Item::Failed { marked_failed: true }))),
             ("BytesRestored", count(&|i| matches!(i, Item::Settled(_, Some(Presence::Restored { .. }))))),

@@ -24,20 +24,34 @@ BEGIN
     $f$, current_schema());
 END
 $do$;
+-- Every role's DDL calls it (through the event trigger), whatever default privileges say.
+GRANT EXECUTE ON FUNCTION asset_sweeper_bump_schema_generation() TO PUBLIC;
 
 -- Declarations are part of the reference map: any write to them is a schema change.
-CREATE FUNCTION asset_sweeper_declarations_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Functions here call each other schema-qualified with a pinned search_path: a session whose search_path lacks
+-- the sweeper's schema (a migration tool's, a tenant's) must still move the generation.
+DO $do$
 BEGIN
-    PERFORM asset_sweeper_bump_schema_generation();
-    RETURN NULL;
+    EXECUTE format($f$
+        CREATE FUNCTION asset_sweeper_declarations_changed() RETURNS trigger
+        LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
+        BEGIN
+            PERFORM %I.asset_sweeper_bump_schema_generation();
+            RETURN NULL;
+        END
+        $body$
+    $f$, current_schema());
 END
-$$;
+$do$;
 CREATE TRIGGER asset_reference_sources_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_reference_sources
     FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper_declarations_changed();
 CREATE TRIGGER asset_reference_exclusions_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_reference_exclusions
     FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper_declarations_changed();
+-- Also in replica sessions (logical replication apply, bulk loaders set session_replication_role = replica).
+ALTER TABLE asset_reference_sources ENABLE ALWAYS TRIGGER asset_reference_sources_changed;
+ALTER TABLE asset_reference_exclusions ENABLE ALWAYS TRIGGER asset_reference_exclusions_changed;
 
 -- Every DDL command moves the generation, except those that cannot change the reference map (functions,
 -- procedures, triggers, comments) and those on temporary objects (an application's per-request temp tables
@@ -45,28 +59,40 @@ CREATE TRIGGER asset_reference_exclusions_changed
 -- generation's row lock makes concurrent DDL transactions take turns; an error here fails the DDL rather than
 -- let a change pass unseen. Only a missing state table (dropped by hand) is let through: the consumer then
 -- cannot read the generation and refuses.
-CREATE FUNCTION asset_sweeper_schema_changed() RETURNS event_trigger LANGUAGE plpgsql AS $$
+DO $do$
 BEGIN
-    IF TG_EVENT = 'sql_drop' THEN
-        IF EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() d
-                    WHERE NOT d.is_temporary
-                      AND d.object_type NOT IN ('function', 'procedure', 'aggregate', 'trigger')) THEN
-            PERFORM asset_sweeper_bump_schema_generation();
-        END IF;
-    ELSIF TG_TAG NOT LIKE 'DROP %' THEN
-        IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands() c
-                    WHERE c.schema_name IS DISTINCT FROM 'pg_temp'
-                      AND c.command_tag NOT IN ('CREATE FUNCTION', 'ALTER FUNCTION', 'CREATE PROCEDURE',
-                                                'ALTER PROCEDURE', 'CREATE AGGREGATE', 'ALTER AGGREGATE',
-                                                'CREATE TRIGGER', 'ALTER TRIGGER', 'COMMENT'))
-           OR NOT EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()) THEN
-            PERFORM asset_sweeper_bump_schema_generation();
-        END IF;
-    END IF;
-EXCEPTION WHEN undefined_table OR undefined_function THEN
-    RAISE WARNING 'asset-sweeper: the schema change detector has lost its state table; settles refuse until it is restored';
+    EXECUTE format($f$
+        CREATE FUNCTION asset_sweeper_schema_changed() RETURNS event_trigger
+        LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
+        BEGIN
+            IF TG_EVENT = 'sql_drop' THEN
+                IF EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() d
+                            WHERE NOT d.is_temporary
+                              AND d.object_type NOT IN ('function', 'procedure', 'aggregate', 'trigger')) THEN
+                    PERFORM %1$I.asset_sweeper_bump_schema_generation();
+                END IF;
+            ELSIF TG_TAG NOT LIKE 'DROP %%' THEN
+                IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands() c
+                            WHERE c.schema_name IS DISTINCT FROM 'pg_temp'
+                              AND c.command_tag NOT IN ('CREATE FUNCTION', 'ALTER FUNCTION', 'CREATE PROCEDURE',
+                                                        'ALTER PROCEDURE', 'CREATE AGGREGATE', 'ALTER AGGREGATE',
+                                                        'CREATE TRIGGER', 'ALTER TRIGGER', 'COMMENT'))
+                   OR NOT EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()) THEN
+                    PERFORM %1$I.asset_sweeper_bump_schema_generation();
+                END IF;
+            END IF;
+        EXCEPTION WHEN undefined_table THEN
+            -- Only the state table dropped by hand passes (the consumer then cannot read it and refuses);
+            -- anything else fails the DDL rather than let a change pass unseen.
+            IF to_regclass(%1$L) IS NOT NULL THEN
+                RAISE;
+            END IF;
+            RAISE WARNING 'asset-sweeper: the schema change detector has lost its state table; settles refuse until it is restored';
+        END
+        $body$
+    $f$, current_schema(), current_schema() || '.asset_sweeper_schema_state');
 END
-$$;
+$do$;
 
 -- Event triggers need a superuser (rds_superuser on RDS). Without one the detector is not installed and the
 -- consumer compares the full catalog fingerprint instead: still exact, but its cost grows with the schema.
@@ -88,11 +114,26 @@ $do$;
 -- disabled and enabled again between a check and a settle has a new xmin, so the generation alone is not
 -- trusted across that gap). NULL when the detector is not fully in place.
 CREATE FUNCTION asset_sweeper_detector_state() RETURNS text LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN count(*) = 2 AND bool_and(evtenabled = 'A')
-                THEN string_agg(oid::text || ':' || xmin::text, ',' ORDER BY evtname) END
-      FROM pg_event_trigger
-     WHERE evtname IN ('asset_sweeper_schema_changes', 'asset_sweeper_schema_drops')
-       AND evtfoid = 'asset_sweeper_schema_changed'::regproc
+    WITH parts(ok, part) AS (
+        SELECT count(*) = 2 AND bool_and(evtenabled = 'A'),
+               string_agg(oid::text || ':' || xmin::text, ',' ORDER BY evtname)
+          FROM pg_event_trigger
+         WHERE evtname IN ('asset_sweeper_schema_changes', 'asset_sweeper_schema_drops')
+           AND evtfoid = to_regproc('asset_sweeper_schema_changed')
+        UNION ALL
+        -- The declaration triggers, enabled always, and the detector's own functions as they are now: a trigger
+        -- disabled or a function replaced since the check is a detector that may have missed something.
+        SELECT count(*) = 2 AND bool_and(tgenabled = 'A'), string_agg(oid::text || ':' || xmin::text, ',' ORDER BY tgname)
+          FROM pg_trigger
+         WHERE tgname IN ('asset_reference_sources_changed', 'asset_reference_exclusions_changed')
+           AND tgrelid IN (to_regclass('asset_reference_sources'), to_regclass('asset_reference_exclusions'))
+        UNION ALL
+        SELECT count(*) = 3, string_agg(oid::text || ':' || xmin::text, ',' ORDER BY proname)
+          FROM pg_proc
+         WHERE oid IN (to_regproc('asset_sweeper_schema_changed'), to_regproc('asset_sweeper_bump_schema_generation'),
+                       to_regproc('asset_sweeper_declarations_changed'))
+    )
+    SELECT CASE WHEN bool_and(coalesce(ok, false)) THEN string_agg(part, ';') END FROM parts
 $$;
 
 -- Everything in the catalog the schema check reads, except the sampled values: user tables and their columns

@@ -74,13 +74,15 @@ pub fn pool(settings: &DatabaseSettings) -> PgPool {
 }
 
 /// `options` with the limits every session of the project gets (functions and CLI alike): statement, lock and
-/// idle-in-transaction timeouts.
+/// idle-in-transaction timeouts, and `row_security = off`, so a query that a row-level security policy would
+/// filter (a recheck that would see fewer references than exist) fails instead of answering.
 pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
     let ms = |d: Duration| format!("{}ms", d.as_millis());
     options.options([
         ("statement_timeout", ms(STATEMENT_TIMEOUT)),
         ("lock_timeout", ms(LOCK_TIMEOUT)),
         ("idle_in_transaction_session_timeout", ms(IDLE_IN_TRANSACTION_TIMEOUT)),
+        ("row_security", "off".to_owned()),
     ])
 }
 

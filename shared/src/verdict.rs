@@ -59,6 +59,17 @@ pub async fn record(
         Err(SchemaCheckError::Refused(refusal)) => Err(refusal),
         Err(SchemaCheckError::Database(e)) => return Err(e),
     };
+    // A change that committed during the check (and may be undone before a settle) leaves a verdict no state
+    // of the catalog can match: the consumer refuses until the next pass.
+    let (generation_after, fingerprint_after): (i64, String) =
+        sqlx::query_as("SELECT s.generation, asset_sweeper_catalog_fingerprint() FROM asset_sweeper_schema_state s")
+            .fetch_one(&mut *conn)
+            .await?;
+    let (detector, fingerprint) = if generation_after == generation && fingerprint_after == fingerprint {
+        (detector, fingerprint)
+    } else {
+        (None, "changed during the check".to_owned())
+    };
     let duration = started.elapsed();
     let (valid, sources, problems, warnings) = match &outcome {
         Ok(map) => (true, &map.sources, Vec::new(), map.warnings.clone()),
@@ -183,8 +194,8 @@ pub async fn current(
            FROM (SELECT * FROM schema_verdicts ORDER BY id DESC LIMIT 1) v
           CROSS JOIN asset_sweeper_schema_state s
           CROSS JOIN LATERAL (
-                SELECT v.detector IS NOT NULL AND v.generation = s.generation
-                       AND v.detector = asset_sweeper_detector_state() AS same
+                SELECT coalesce(v.detector IS NOT NULL AND v.generation = s.generation
+                                AND v.detector = asset_sweeper_detector_state(), false) AS same
           ) fast",
     )
     .bind(max_age.as_secs_f64())

@@ -58,7 +58,7 @@ async fn send_chunk(sqs: &aws_sdk_sqs::Client, queue_url: &str, sweep_run_id: Uu
             SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body(claim, sweep_run_id)).build()
         })
         .collect();
-    if call_refused() {
+    if call_refused(queue_url) {
         let reason = "SendMessageBatch failed: injected failure of the whole call".to_owned();
         return ChunkResult {
             failed: chunk.into_iter().map(|c| (c, reason.clone())).collect(),
@@ -105,9 +105,11 @@ async fn send_chunk(sqs: &aws_sdk_sqs::Client, queue_url: &str, sweep_run_id: Uu
     }
 }
 
-/// Failpoint `sweep::send_call`: every `SendMessageBatch` call fails as a whole (the queue went away mid-pass).
-fn call_refused() -> bool {
-    fail::fail_point!("sweep::send_call", |_| true);
+/// Failpoint `sweep::send_call`: every `SendMessageBatch` call to a queue whose URL is the failpoint's argument
+/// fails as a whole (the queue went away mid-pass). Scoped to one queue, so tests beside it are untouched.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+fn call_refused(queue_url: &str) -> bool {
+    fail::fail_point!("sweep::send_call", |url: Option<String>| url.as_deref() == Some(queue_url));
     false
 }
 

@@ -235,7 +235,7 @@ async fn when_the_queue_stops_answering_mid_pass_a_pass_releases_everything_and_
     let ctx = TestContext::new().await;
     insert_released(ctx.pool(), Uuid::new_v4(), 30, "1 hour", 10).await;
 
-    fail::cfg("sweep::send_call", "return").expect("failpoint");
+    fail::cfg("sweep::send_call", &format!("return({})", ctx.queue.url)).expect("failpoint");
     let report = pass(&ctx, &[("SWEEP_BATCH_SIZE", "10")]).await;
     fail::remove("sweep::send_call");
 
