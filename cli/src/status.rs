@@ -128,7 +128,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
                 "verdict {} of pass {}, {} source(s), catalog unchanged (by {})",
                 current.id,
                 current.sweep_run_id.map_or("-".to_owned(), |id| id.to_string()),
-                map.sources.len(),
+                map.map_or(0, |m| m.sources.len()),
                 current.matched
             )),
             Err(e) => Err(e.to_string()),

@@ -124,21 +124,25 @@ impl Consumer {
         let known = self.verified.lock().ok().and_then(|cached| cached.clone());
         let verified = match self.pool.acquire().await {
             Ok(mut conn) => {
-                let known_ref = known.as_ref().map(|(id, map)| (*id, map.as_ref()));
-                verdict::current(&mut conn, self.settings.schema_verdict_max_age, known_ref).await
+                let known_id = known.as_ref().map(|(id, _)| *id);
+                verdict::current(&mut conn, self.settings.schema_verdict_max_age, known_id).await
             }
             Err(e) => Err(CurrentError::Database(e)),
         };
         match verified {
-            Ok((current, map)) => {
-                let map = match known {
-                    Some((id, map)) if id == current.id => map,
-                    _ => {
+            Ok((current, fresh_map)) => {
+                let map = match (fresh_map, known) {
+                    (Some(map), _) => {
                         let map = Arc::new(map);
                         if let Ok(mut cached) = self.verified.lock() {
                             *cached = Some((current.id, map.clone()));
                         }
                         map
+                    }
+                    // The verdict this function already holds: its map was not read again.
+                    (None, Some((_, map))) => map,
+                    (None, None) => {
+                        return Schema::Refused(VerdictError::Unreadable("the verdict came without its map".into()));
                     }
                 };
                 info!(verdict = current.id, matched = %current.matched, sources = map.sources.len(), "schema verdict verified");

@@ -164,9 +164,10 @@ struct Newest {
     sweep_run_id: Option<Uuid>,
     checked_at: String,
     valid: bool,
-    sources: serde_json::Value,
+    /// Not read again for the verdict the caller already holds.
+    sources: Option<serde_json::Value>,
     problems: serde_json::Value,
-    warnings: serde_json::Value,
+    warnings: Option<serde_json::Value>,
     verdict_role: String,
     role: String,
     fresh: bool,
@@ -177,15 +178,18 @@ struct Newest {
 
 /// The newest verdict, if the consumer may settle on it: recorded within `max_age`, for this role, on the catalog
 /// as it still is. One statement; it reads the catalog fingerprint only when the generation does not settle it.
-/// `known` is the map of a verdict already read (a warm function's), returned again without parsing.
+/// `known` is the id of a valid verdict whose map the caller already holds (a warm function's): its map is
+/// neither read nor parsed again, and the result carries no map (`None`).
 pub async fn current(
     conn: &mut PgConnection,
     max_age: Duration,
-    known: Option<(i64, &ReferenceMap)>,
-) -> Result<(Current, ReferenceMap), CurrentError> {
+    known: Option<i64>,
+) -> Result<(Current, Option<ReferenceMap>), CurrentError> {
     let newest: Option<Newest> = sqlx::query_as(
-        "SELECT v.id, v.sweep_run_id, v.checked_at::text AS checked_at, v.valid, v.sources, v.problems,
-                v.warnings, v.role_name AS verdict_role, current_user::text AS role,
+        "SELECT v.id, v.sweep_run_id, v.checked_at::text AS checked_at, v.valid,
+                CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.sources END AS sources, v.problems,
+                CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.warnings END AS warnings,
+                v.role_name AS verdict_role, current_user::text AS role,
                 v.checked_at > now() - $1 * interval '1 second' AS fresh,
                 v.role_fingerprint = asset_sweeper_role_fingerprint() AS same_rights,
                 fast.same AS same_generation,
@@ -199,6 +203,7 @@ pub async fn current(
           ) fast",
     )
     .bind(max_age.as_secs_f64())
+    .bind(known)
     .fetch_optional(conn)
     .await?;
     let Some(newest) = newest else { return Err(VerdictError::Missing.into()) };
@@ -215,7 +220,7 @@ pub async fn current(
     let unreadable = |e: serde_json::Error| VerdictError::Unreadable(e.to_string());
     if !newest.valid {
         let problems: Vec<SchemaProblem> = serde_json::from_value(newest.problems).map_err(unreadable)?;
-        let sources = serde_json::from_value(newest.sources).map_err(unreadable)?;
+        let sources = serde_json::from_value(newest.sources.unwrap_or_default()).map_err(unreadable)?;
         return Err(VerdictError::Refused(SchemaRefusal { problems, sources }).into());
     }
     let current = Current {
@@ -223,12 +228,12 @@ pub async fn current(
         sweep_run_id: newest.sweep_run_id,
         matched: if newest.same_generation { Matched::Generation } else { Matched::Fingerprint },
     };
-    let map = match known {
-        Some((id, map)) if id == newest.id => map.clone(),
-        _ => ReferenceMap {
-            sources: serde_json::from_value(newest.sources).map_err(unreadable)?,
-            warnings: serde_json::from_value(newest.warnings).map_err(unreadable)?,
-        },
+    let map = match (newest.sources, newest.warnings) {
+        (Some(sources), Some(warnings)) => Some(ReferenceMap {
+            sources: serde_json::from_value(sources).map_err(unreadable)?,
+            warnings: serde_json::from_value(warnings).map_err(unreadable)?,
+        }),
+        _ => None,
     };
     Ok((current, map))
 }
