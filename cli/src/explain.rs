@@ -4,6 +4,8 @@
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use shared::AssetId;
+use shared::audit::AuditAction;
+use shared::lifecycle::AssetState;
 use shared::references::{self, SchemaCheckError};
 use uuid::Uuid;
 
@@ -20,7 +22,7 @@ struct Row {
     workspace_id: Uuid,
     storage_key: String,
     byte_size: i64,
-    state: String,
+    state: AssetState,
     due_at: Option<String>,
     due_now: bool,
     grace_ends: String,
@@ -33,7 +35,7 @@ struct Row {
 #[derive(sqlx::FromRow)]
 struct Decision {
     occurred_at: String,
-    action: String,
+    action: AuditAction,
     sweep_run_id: Option<Uuid>,
     message_id: Option<String>,
     evidence: Value,
@@ -45,8 +47,8 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     let id: Uuid = args.asset.parse().with_context(|| format!("{:?} is not an asset id (a uuid)", args.asset))?;
     let (settings, pool, _) = connect::everything().await?;
     let row: Option<Row> = sqlx::query_as(
-        "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.due_at::text, coalesce(a.due_at <= now(), false) AS due_now,
-                (greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second')::text AS grace_ends,
+        "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.due_at::text, asset_sweeper_due(a) AS due_now,
+                asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS grace_ends,
                 a.leased_until::text, a.attempts, a.last_error, a.purge_after::text
            FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key WHERE a.id = $1",
     )
@@ -77,7 +79,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
                 "asset {id} (workspace {})\n  {} · {} · {} bytes · {} attempt(s)\n",
                 r.workspace_id, r.state, r.storage_key, r.byte_size, r.attempts
             ));
-            let why = due_reason(&r.state, settings.abandon_after);
+            let why = due_reason(r.state, settings.abandon_after);
             let when = match (&r.due_at, r.due_now) {
                 (None, _) => "not due".to_owned(),
                 (Some(at), true) => format!("due since {at}"),
@@ -149,17 +151,16 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
 }
 
 /// Why an asset in `state` is (or is not) due, in the lifecycle's words.
-fn due_reason(state: &str, abandon_after: std::time::Duration) -> String {
+fn due_reason(state: AssetState, abandon_after: std::time::Duration) -> String {
     match state {
-        "pending" => format!(
+        AssetState::Pending => format!(
             "an upload is looked at a day after it was made; deleted if still unattached {} after upload",
             humantime::format_duration(abandon_after)
         ),
-        "released" => "released by the application: retired if nothing refers to it".to_owned(),
-        "retired" => "its purge time: purged then if nothing refers to it again".to_owned(),
-        "attached" => "attached assets are not swept until the application releases them".to_owned(),
-        "failed" => "failed every delivery: waits for an operator (redrive)".to_owned(),
-        other => format!("state {other}"),
+        AssetState::Released => "released by the application: retired if nothing refers to it".to_owned(),
+        AssetState::Retired => "its purge time: purged then if nothing refers to it again".to_owned(),
+        AssetState::Attached => "attached assets are not swept until the application releases them".to_owned(),
+        AssetState::Failed => "failed every delivery: waits for an operator (redrive)".to_owned(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `asset-sweeper`: the operator's tool. It reads the same settings as the functions (DESIGN.md: Operators);
+//! `asset-sweeper`: the operator's tool. It reads the same settings as the functions (docs/operating.md);
 //! every command prints for people, or JSON with `--json`, and a refusal or a failure is one line on stderr with
 //! exit code 2.
 
@@ -12,9 +12,6 @@ mod references;
 mod restore;
 mod status;
 mod undelete;
-
-/// Written with every decision the CLI records.
-pub const CODE_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
 
 use std::process::ExitCode;
 

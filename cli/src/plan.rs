@@ -6,11 +6,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::Context;
-use consumer_lambda::decide::{self, Decision};
 use serde_json::{Value, json};
-use shared::AssetId;
+use shared::lifecycle::{self, Decision};
 use shared::references::{self, SchemaCheckError};
-use sweep_lambda::brake;
+use shared::{AssetId, brake};
 use uuid::Uuid;
 
 use crate::{Output, connect};
@@ -53,10 +52,9 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     }
     let held_ids: Vec<Uuid> = held.iter().map(|(id, _)| *id).collect();
     let candidates: Vec<(Uuid, Uuid)> = sqlx::query_as(
-        "SELECT id, workspace_id FROM assets
-          WHERE due_at <= now() AND state <> 'failed' AND (leased_until IS NULL OR leased_until <= now())
-            AND workspace_id <> ALL ($1)
-          ORDER BY due_at, id LIMIT $2",
+        "SELECT a.id, a.workspace_id FROM assets a
+          WHERE asset_sweeper_claimable(a) AND a.workspace_id <> ALL ($1)
+          ORDER BY a.due_at, a.id LIMIT $2",
     )
     .bind(&held_ids)
     .bind(i64::from(limit))
@@ -64,38 +62,45 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     .await?;
 
     let mut assets = Vec::with_capacity(candidates.len());
+    // By the action's name: the summary lists them alphabetically.
     let mut totals: BTreeMap<&str, (u64, i64)> = BTreeMap::new();
     let mut text = String::new();
     for (id, workspace) in candidates {
         let asset = AssetId(id);
-        let Some(facts) = decide::read(&mut tx, asset, settings.grace, settings.abandon_after, false).await? else {
+        let Some(facts) = lifecycle::read(&mut tx, asset, settings.grace, settings.abandon_after, false).await? else {
             continue;
         };
         let found = shared::recheck::recheck(&mut tx, &map, asset).await?;
         let keeping = found.keeping();
-        let decision = decide::decide(keeping.is_some(), &facts);
-        let (action, detail, freed) = match decision {
+        let decision = lifecycle::decide(keeping.is_some(), &facts);
+        let action = decision.action();
+        let (detail, freed) = match decision {
             Decision::Keep => {
                 let k = keeping.map(|k| (k.source.clone(), k.record.clone().unwrap_or(Value::Null)));
                 let (source, record) = k.unwrap_or_default();
-                ("keep", format!("by {source} record {record}"), 0)
+                (format!("by {source} record {record}"), 0)
             }
-            Decision::Defer(why) => ("defer", why.as_str().to_owned(), 0),
-            Decision::Retire => ("retire", "restorable until its purge time".to_owned(), 0),
+            Decision::Defer(why) => (why.as_str().to_owned(), 0),
+            Decision::Retire => ("restorable until its purge time".to_owned(), 0),
             Decision::Delete | Decision::Purge => {
-                let action = if decision == Decision::Delete { "delete" } else { "purge" };
-                let sharers = decide::sharers(&mut tx, &facts.storage_key, asset).await?;
+                let sharers = lifecycle::sharers(&mut tx, &facts.storage_key, asset).await?;
                 if sharers > 0 {
-                    (action, format!("row only: bytes shared with {sharers}"), 0)
+                    (format!("row only: bytes shared with {sharers}"), 0)
                 } else {
-                    (action, format!("{} bytes freed", facts.byte_size), facts.byte_size)
+                    (format!("{} bytes freed", facts.byte_size), facts.byte_size)
                 }
             }
         };
-        let total = totals.entry(action).or_default();
+        let total = totals.entry(action.as_str()).or_default();
         total.0 += 1;
         total.1 += freed;
-        let _ = writeln!(text, "  {id}  {:<9} {:<7} {}  {detail}", facts.state, action, facts.storage_key);
+        let _ = writeln!(
+            text,
+            "  {id}  {:<9} {:<7} {}  {detail}",
+            facts.state.as_str(),
+            action.as_str(),
+            facts.storage_key
+        );
         assets.push(json!({
             "asset_id": id, "workspace_id": workspace, "state": facts.state, "storage_key": facts.storage_key,
             "decision": action, "detail": detail, "bytes_freed": freed,

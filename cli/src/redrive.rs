@@ -25,7 +25,9 @@ use aws_sdk_sqs::types::{
     SendMessageBatchRequestEntry,
 };
 use serde_json::json;
-use shared::CleanupMessage;
+use shared::audit::{AuditAction, Event};
+use shared::lifecycle::AssetState;
+use shared::{AssetId, CleanupMessage, WorkspaceId};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -68,7 +70,7 @@ impl Dead {
 /// A message to move back: its asset is reset, by this run.
 struct Moving {
     dead: Dead,
-    reset_to: String,
+    reset_to: AssetState,
     /// Whether the asset was reset for this message's receive, rather than for an earlier message of it.
     reset_in_this_batch: bool,
 }
@@ -97,7 +99,7 @@ struct Line {
 struct Run {
     lines: Vec<Line>,
     /// Assets reset by this run (or, in a dry run, that would be): another message of one is moved too.
-    reset: BTreeMap<Uuid, String>,
+    reset: BTreeMap<Uuid, AssetState>,
     /// Every message received so far, by id.
     seen: BTreeSet<String>,
     /// Messages received and not deleted, by id, with the newest receipt handle: made visible again at the end.
@@ -200,17 +202,18 @@ async fn batch(
     }
     let named: Vec<Uuid> = fresh.iter().filter_map(Dead::asset).collect();
     // The state each asset would be reset to is worked out here too, so a dry run can say it.
-    let rows: BTreeMap<Uuid, (Uuid, String, String)> = sqlx::query_as::<_, (Uuid, Uuid, String, String)>(
-        "SELECT id, workspace_id, state, CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END
+    let rows: BTreeMap<Uuid, (Uuid, AssetState, AssetState)> =
+        sqlx::query_as::<_, (Uuid, Uuid, AssetState, AssetState)>(
+            "SELECT id, workspace_id, state, CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END
            FROM assets WHERE id = ANY ($1)",
-    )
-    .bind(&named)
-    .fetch_all(pool)
-    .await
-    .context("cannot read the assets the dead-letter queue names")?
-    .into_iter()
-    .map(|(id, workspace, state, reset_to)| (id, (workspace, state, reset_to)))
-    .collect();
+        )
+        .bind(&named)
+        .fetch_all(pool)
+        .await
+        .context("cannot read the assets the dead-letter queue names")?
+        .into_iter()
+        .map(|(id, workspace, state, reset_to)| (id, (workspace, state, reset_to)))
+        .collect();
 
     let mut failed = BTreeSet::new();
     let mut verdicts: Vec<Result<Uuid, String>> = Vec::new();
@@ -223,7 +226,7 @@ async fn batch(
                     Err(format!("names workspace {workspace}, but the asset is in {row_workspace}: {STAYS}"))
                 }
                 Some(_) if run.reset.contains_key(asset) => Ok(*asset),
-                Some((_, state, _)) if state == "failed" => {
+                Some((_, AssetState::Failed, _)) => {
                     failed.insert(*asset);
                     Ok(*asset)
                 }
@@ -233,8 +236,8 @@ async fn batch(
         verdicts.push(verdict);
     }
 
-    let newly: BTreeMap<Uuid, String> = match by {
-        None => failed.iter().filter_map(|id| rows.get(id).map(|(_, _, to)| (*id, to.clone()))).collect(),
+    let newly: BTreeMap<Uuid, AssetState> = match by {
+        None => failed.iter().filter_map(|id| rows.get(id).map(|(_, _, to)| (*id, *to))).collect(),
         Some(by) => reset(pool, &failed, by).await?,
     };
     if !newly.is_empty() && by.is_some() {
@@ -248,7 +251,7 @@ async fn batch(
         let outcome = match verdict {
             Ok(id) => match run.reset.get(&id) {
                 Some(to) => {
-                    moving.push(Moving { reset_to: to.clone(), reset_in_this_batch: fresh_reset.contains(&id), dead });
+                    moving.push(Moving { reset_to: *to, reset_in_this_batch: fresh_reset.contains(&id), dead });
                     continue;
                 }
                 // Failed when read, but another writer changed it before the reset.
@@ -271,34 +274,33 @@ async fn batch(
 
 /// Resets the `failed` assets among `ids` as the sweeper (the grace floor stays), with a `redrive` event each;
 /// returns each reset asset and its new state.
-async fn reset(pool: &PgPool, ids: &BTreeSet<Uuid>, by: &str) -> anyhow::Result<BTreeMap<Uuid, String>> {
+async fn reset(pool: &PgPool, ids: &BTreeSet<Uuid>, by: &str) -> anyhow::Result<BTreeMap<Uuid, AssetState>> {
     if ids.is_empty() {
         return Ok(BTreeMap::new());
     }
     let ids: Vec<Uuid> = ids.iter().copied().collect();
     let mut tx = shared::db::begin_as_sweeper(pool).await.context("cannot reset the failed assets")?;
-    let reset: Vec<(Uuid, String)> = sqlx::query_as(
-        "WITH reset AS (
-             UPDATE assets
-                SET state = CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END,
-                    failed_at = NULL, attempts = 0, due_at = now(), lease_token = NULL, leased_until = NULL
-              WHERE id = ANY ($1) AND state = 'failed'
-          RETURNING id, workspace_id, storage_key, state, to_jsonb(assets.*) AS row
-         ), recorded AS (
-             INSERT INTO settlement_events (asset_id, workspace_id, storage_key, action, asset_row, evidence, code_version)
-             SELECT id, workspace_id, storage_key, 'redrive', row, jsonb_build_object('by', $2::text, 'state', state), $3
-               FROM reset
-         )
-         SELECT id, state FROM reset",
+    let reset: Vec<(AssetId, WorkspaceId, String, AssetState, serde_json::Value)> = sqlx::query_as(
+        "UPDATE assets
+            SET state = CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END,
+                failed_at = NULL, attempts = 0, due_at = now(), lease_token = NULL, leased_until = NULL
+          WHERE id = ANY ($1) AND state = 'failed'
+         RETURNING id, workspace_id, storage_key, state, to_jsonb(assets.*) AS row",
     )
     .bind(&ids)
-    .bind(by)
-    .bind(crate::CODE_VERSION)
     .fetch_all(&mut *tx)
     .await
     .context("cannot reset the failed assets")?;
+    for (asset, workspace, key, state, row) in &reset {
+        Event::new(*asset, *workspace, AuditAction::Redrive, json!({ "by": by, "state": state }))
+            .storage_key(key)
+            .asset_row(Some(row))
+            .write(&mut *tx)
+            .await
+            .context("cannot record the reset of the failed assets")?;
+    }
     tx.commit().await.context("cannot reset the failed assets")?;
-    Ok(reset.into_iter().collect())
+    Ok(reset.into_iter().map(|(asset, _, _, state, _)| (asset.0, state)).collect())
 }
 
 /// Copies each message to the queue, then deletes from the DLQ those whose copy SQS accepted. A message whose

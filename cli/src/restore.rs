@@ -23,7 +23,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     }
     let (settings, pool, sdk) = connect::everything().await?;
     let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
-    consumer_lambda::restore::restore(&pool, &s3, &settings.asset_bucket, AssetId(id), args.by.trim()).await?;
+    shared::restore::restore(&pool, &s3, &settings.asset_bucket, AssetId(id), args.by.trim()).await?;
     Ok(Output {
         text: format!("asset {id} restored: attached again, its bytes in place"),
         json: json!({ "asset_id": id, "state": "attached", "restored_by": args.by.trim() }),

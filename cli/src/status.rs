@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use shared::audit::AuditAction;
 use shared::references::{self, SchemaCheckError};
+use shared::runs::RunOutcome;
 use uuid::Uuid;
 
 use crate::{Output, connect};
@@ -25,7 +27,7 @@ pub struct Args {
 struct Run {
     id: Uuid,
     started_at: String,
-    outcome: String,
+    outcome: RunOutcome,
     claimed: i32,
     enqueued: i32,
     released: i32,
@@ -52,7 +54,7 @@ struct Backlog {
 
 #[derive(Serialize, sqlx::FromRow)]
 struct Freed {
-    action: String,
+    action: AuditAction,
     assets: i64,
     bytes: i64,
 }
@@ -66,22 +68,23 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     .bind(args.runs.max(1))
     .fetch_all(&pool)
     .await?;
-    let last_good: Option<(String, String, f64)> = sqlx::query_as(
+    let last_good: Option<(String, RunOutcome, f64)> = sqlx::query_as(
         "SELECT finished_at::text, outcome, extract(epoch FROM now() - finished_at)::float8 FROM sweep_runs
-          WHERE outcome IN ('ok', 'partial') AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1",
+          WHERE outcome = ANY ($1) AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1",
     )
+    .bind(RunOutcome::GOOD)
     .fetch_optional(&pool)
     .await?;
     let (due, oldest_due): (i64, Option<f64>) = sqlx::query_as(
-        "SELECT count(*), extract(epoch FROM now() - min(due_at))::float8 FROM assets
-          WHERE due_at <= now() AND state <> 'failed' AND (leased_until IS NULL OR leased_until <= now())",
+        "SELECT count(*), extract(epoch FROM now() - min(a.due_at))::float8 FROM assets a
+          WHERE asset_sweeper_claimable(a)",
     )
     .fetch_one(&pool)
     .await?;
     let backlog: Vec<Backlog> = sqlx::query_as(
-        "SELECT workspace_id, count(*) AS due, extract(epoch FROM now() - min(due_at))::float8 AS oldest_due_seconds
-           FROM assets WHERE due_at <= now() AND state <> 'failed' AND (leased_until IS NULL OR leased_until <= now())
-          GROUP BY workspace_id ORDER BY count(*) DESC, min(due_at) LIMIT 5",
+        "SELECT a.workspace_id, count(*) AS due, extract(epoch FROM now() - min(a.due_at))::float8 AS oldest_due_seconds
+           FROM assets a WHERE asset_sweeper_claimable(a)
+          GROUP BY a.workspace_id ORDER BY count(*) DESC, min(a.due_at) LIMIT 5",
     )
     .fetch_all(&pool)
     .await?;
@@ -103,12 +106,14 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     .await?;
     let freed: Vec<Freed> = sqlx::query_as(
         "SELECT action, count(*) AS assets,
-                coalesce(sum(CASE WHEN action = 'retire' THEN coalesce((asset_row->>'byte_size')::bigint, 0)
+                coalesce(sum(CASE WHEN action = $1 THEN coalesce((asset_row->>'byte_size')::bigint, 0)
                                   ELSE bytes_freed END), 0)::bigint AS bytes
            FROM settlement_events
-          WHERE occurred_at > now() - interval '1 day' AND action IN ('retire', 'delete', 'purge')
+          WHERE occurred_at > now() - interval '1 day' AND action = ANY ($2)
           GROUP BY action ORDER BY action",
     )
+    .bind(AuditAction::Retire)
+    .bind([AuditAction::Retire, AuditAction::Delete, AuditAction::Purge])
     .fetch_all(&pool)
     .await?;
     let schema = {
@@ -150,9 +155,9 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
         Some(_) => {}
     }
     // The newest pass that got to a verdict: a running or skipped one says nothing about health.
-    let last_finished = runs.iter().find(|r| r.outcome != "running" && r.outcome != "skipped");
+    let last_finished = runs.iter().find(|r| !matches!(r.outcome, RunOutcome::Running | RunOutcome::Skipped));
     if let Some(last) = last_finished
-        && matches!(last.outcome.as_str(), "refused" | "braked" | "failed")
+        && last.outcome.needs_attention()
     {
         attention.push(format!("the last pass was {} ({})", last.outcome, last.id));
     }

@@ -3,8 +3,11 @@
 //! something needs it.
 
 use anyhow::{Context, bail};
-use consumer_lambda::bytes::{self, Presence};
 use serde_json::{Value, json};
+use shared::audit::{AuditAction, Event};
+use shared::lifecycle::AssetState;
+use shared::objects::{self, Presence};
+use shared::{AssetId, WorkspaceId};
 use uuid::Uuid;
 
 use crate::{Output, connect};
@@ -22,7 +25,7 @@ pub struct Args {
 struct Removal {
     event_id: i64,
     asset_id: Uuid,
-    action: String,
+    action: AuditAction,
     occurred_at: String,
     asset_row: Option<Value>,
 }
@@ -36,23 +39,26 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     let by_id = args.target.parse::<Uuid>().ok();
     let removal: Option<Removal> = sqlx::query_as(
         "SELECT id AS event_id, asset_id, action, occurred_at::text, asset_row FROM settlement_events
-          WHERE action IN ('delete', 'purge') AND (asset_id = $1 OR ($1 IS NULL AND storage_key = $2))
+          WHERE action = ANY ($3) AND (asset_id = $1 OR ($1 IS NULL AND storage_key = $2))
           ORDER BY id DESC LIMIT 1",
     )
     .bind(by_id)
     .bind(&args.target)
+    .bind([AuditAction::Delete, AuditAction::Purge])
     .fetch_optional(&pool)
     .await?;
     let Some(removal) = removal else {
         bail!("no deleted or purged asset {} is on record", args.target);
     };
     let id = removal.asset_id;
-    if let Some(state) =
-        sqlx::query_scalar::<_, String>("SELECT state FROM assets WHERE id = $1").bind(id).fetch_optional(&pool).await?
+    if let Some(state) = sqlx::query_scalar::<_, AssetState>("SELECT state FROM assets WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&pool)
+        .await?
     {
         bail!(
             "asset {id} exists ({state}): nothing to undelete{}",
-            if state == "retired" { "; use restore" } else { "" }
+            if state == AssetState::Retired { "; use restore" } else { "" }
         );
     }
     let row = removal.asset_row.with_context(|| format!("the {} of asset {id} recorded no row", removal.action))?;
@@ -60,10 +66,12 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
         row[name].as_str().map(str::to_owned).with_context(|| format!("the recorded row of {id} has no {name}"))
     };
     let (workspace, key, hash) = (field("workspace_id")?, field("storage_key")?, field("content_hash")?);
+    let workspace: Uuid =
+        workspace.parse().with_context(|| format!("the recorded row of {id} has workspace_id {workspace:?}"))?;
     let size = row["byte_size"].as_i64().with_context(|| format!("the recorded row of {id} has no byte_size"))?;
 
     let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
-    let presence = bytes::ensure_present(&s3, &settings.asset_bucket, &key).await.map_err(anyhow::Error::msg)?;
+    let presence = objects::ensure_present(&s3, &settings.asset_bucket, &key).await.map_err(anyhow::Error::msg)?;
     let version = match presence {
         Presence::Present => None,
         Presence::Restored { version_id } => Some(version_id),
@@ -84,29 +92,23 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     .await?;
     sqlx::query(
         "INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at)
-         VALUES ($1, $2::uuid, $3, $4, $5, 'attached', coalesce(($6->>'created_at')::timestamptz, now()))",
+         VALUES ($1, $2, $3, $4, $5, $6, coalesce(($7->>'created_at')::timestamptz, now()))",
     )
     .bind(id)
-    .bind(&workspace)
+    .bind(workspace)
     .bind(&key)
     .bind(&hash)
     .bind(size)
+    .bind(AssetState::Attached)
     .bind(&row)
     .execute(&mut *tx)
     .await?;
     let evidence = json!({ "by": by, "from_event": removal.event_id, "removed": removal.action, "bytes_restored_from_version": version });
-    sqlx::query(
-        "INSERT INTO settlement_events (asset_id, workspace_id, storage_key, action, asset_row, evidence, code_version)
-         VALUES ($1, $2::uuid, $3, 'undelete', $4, $5, $6)",
-    )
-    .bind(id)
-    .bind(&workspace)
-    .bind(&key)
-    .bind(&row)
-    .bind(&evidence)
-    .bind(crate::CODE_VERSION)
-    .execute(&mut *tx)
-    .await?;
+    Event::new(AssetId(id), WorkspaceId(workspace), AuditAction::Undelete, evidence)
+        .storage_key(&key)
+        .asset_row(Some(&row))
+        .write(&mut *tx)
+        .await?;
     tx.commit()
         .await
         .with_context(|| format!("the bytes of {key} are back, but the row of {id} was not written; run again"))?;
@@ -116,7 +118,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
     };
     Ok(Output {
         text: format!("asset {id} undeleted ({} at {}): attached again, {bytes}", removal.action, removal.occurred_at),
-        json: json!({ "asset_id": id, "state": "attached", "storage_key": key, "removed": removal.action, "bytes_restored_from_version": version }),
+        json: json!({ "asset_id": id, "state": AssetState::Attached, "storage_key": key, "removed": removal.action, "bytes_restored_from_version": version }),
         attention: Vec::new(),
     })
 }

@@ -7,9 +7,6 @@
 //! asset — on the final permitted receive, mark the asset `failed` first, so the row and the dead-letter message
 //! agree (invariant 10).
 
-pub mod bytes;
-pub mod decide;
-pub mod restore;
 pub mod settle;
 
 use std::panic::AssertUnwindSafe;
@@ -19,17 +16,15 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use futures::{FutureExt, StreamExt};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::json;
+use shared::audit::{AuditAction, Event};
+use shared::objects::{self, Presence};
 use shared::references::ReferenceMap;
 use shared::verdict::{self, CurrentError, Matched, VerdictError};
 use shared::{CleanupMessage, Settings};
 use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
 
-use crate::bytes::Presence;
-use crate::settle::{Action, SettleError, Settled};
-
-/// The code version written into every audit record.
-pub const CODE_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
+use crate::settle::{SettleError, Settled};
 
 /// The event source mapping's `BatchSize`: records settle concurrently up to this (and the pool's size).
 pub const BATCH_SIZE: usize = 10;
@@ -258,7 +253,7 @@ impl Consumer {
 
     /// After a keep commits: the bytes must be there; bring back the newest kept version if they are not.
     async fn verify_kept_bytes(&self, message: &CleanupMessage, key: &str) -> Option<Presence> {
-        let presence = match bytes::ensure_present(&self.s3, &self.settings.asset_bucket, key).await {
+        let presence = match objects::ensure_present(&self.s3, &self.settings.asset_bucket, key).await {
             Ok(presence) => presence,
             Err(e) => {
                 warn!(error = %e, "could not verify a kept asset's bytes");
@@ -269,28 +264,20 @@ impl Consumer {
             Presence::Present => return Some(presence),
             Presence::Restored { version_id } => {
                 warn!(version_id, "kept asset's bytes were missing: restored the newest kept version");
-                ("integrity", json!({ "bytes": "restored", "version_id": version_id }))
+                (AuditAction::Integrity, json!({ "bytes": "restored", "version_id": version_id }))
             }
             Presence::Lost => {
                 error!("kept asset's bytes are missing and no version is kept: asset lost");
-                ("lost", json!({ "bytes": "missing", "versions": 0 }))
+                (AuditAction::Lost, json!({ "bytes": "missing", "versions": 0 }))
             }
         };
-        let written = sqlx::query(
-            "INSERT INTO settlement_events (asset_id, workspace_id, storage_key, action, sweep_run_id, evidence, code_version)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(message.asset_id.0)
-        .bind(message.workspace_id.0)
-        .bind(key)
-        .bind(action)
-        .bind(message.sweep_run_id)
-        .bind(evidence)
-        .bind(CODE_VERSION)
-        .execute(&self.pool)
-        .await;
+        let written = Event::new(message.asset_id, message.workspace_id, action, evidence)
+            .storage_key(key)
+            .sweep_run(message.sweep_run_id)
+            .write(&self.pool)
+            .await;
         if let Err(e) = written {
-            error!(error = %e, action, "could not record the integrity event");
+            error!(error = %e, %action, "could not record the integrity event");
         }
         Some(presence)
     }
@@ -305,18 +292,12 @@ impl Consumer {
         if let SettleError::WrongWorkspace { actual, .. } = e {
             // The message is not trusted: it may not change a row of another workspace. Its rejection is
             // still on record, under the workspace the row really belongs to.
-            let rejected = sqlx::query(
-                "INSERT INTO settlement_events (asset_id, workspace_id, action, sweep_run_id, message_id, evidence, code_version)
-                 VALUES ($1, $2, 'reject', $3, $4, $5, $6)",
-            )
-            .bind(message.asset_id.0)
-            .bind(actual.0)
-            .bind(message.sweep_run_id)
-            .bind(record.message_id.as_deref())
-            .bind(json!({ "error": e.to_string(), "message_workspace": message.workspace_id }))
-            .bind(CODE_VERSION)
-            .execute(&self.pool)
-            .await;
+            let evidence = json!({ "error": e.to_string(), "message_workspace": message.workspace_id });
+            let rejected = Event::new(message.asset_id, *actual, AuditAction::Reject, evidence)
+                .sweep_run(message.sweep_run_id)
+                .message(record.message_id.as_deref())
+                .write(&self.pool)
+                .await;
             if let Err(write_error) = rejected {
                 error!(error = %write_error, "could not record the rejection");
             }
@@ -379,18 +360,12 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, e: &SettleError, last: bo
     .await?;
     let marked = last && updated.is_some();
     if marked {
-        sqlx::query(
-            "INSERT INTO settlement_events (asset_id, workspace_id, action, sweep_run_id, asset_row, evidence, code_version)
-             VALUES ($1, $2, 'failed', $3, $4, $5, $6)",
-        )
-        .bind(message.asset_id.0)
-        .bind(message.workspace_id.0)
-        .bind(message.sweep_run_id)
-        .bind(updated)
-        .bind(json!({ "error": error, "retryable": e.retryable(), "final_receive": true }))
-        .bind(CODE_VERSION)
-        .execute(&mut *tx)
-        .await?;
+        let evidence = json!({ "error": error, "retryable": e.retryable(), "final_receive": true });
+        Event::new(message.asset_id, message.workspace_id, AuditAction::Failed, evidence)
+            .sweep_run(message.sweep_run_id)
+            .asset_row(updated.as_ref())
+            .write(&mut *tx)
+            .await?;
         info!("final receive: asset marked failed before the message goes to the dead-letter queue");
     }
     tx.commit().await?;
@@ -401,7 +376,7 @@ fn metrics_line(outcomes: &[(String, Item)], schema: &Schema) -> String {
     let refused = matches!(schema, Schema::Refused(_) | Schema::Unreadable(_));
     let by_fingerprint = matches!(schema, Schema::Valid(_, Matched::Fingerprint));
     let count = |f: &dyn Fn(&Item) -> bool| outcomes.iter().filter(|(_, item)| f(item)).count() as u64;
-    let action = |a: Action| move |item: &Item| matches!(item, Item::Settled(s, _) if s.action == a);
+    let action = |a: AuditAction| move |item: &Item| matches!(item, Item::Settled(s, _) if s.action == a);
     let bytes_freed: u64 = outcomes
         .iter()
         .map(|(_, item)| match item {
@@ -412,12 +387,12 @@ fn metrics_line(outcomes: &[(String, Item)], schema: &Schema) -> String {
     shared::metrics::emf_line(
         &[("Function", "consumer")],
         &[
-            ("Kept", count(&action(Action::Keep))),
-            ("Retired", count(&action(Action::Retire))),
-            ("Deleted", count(&action(Action::Delete))),
-            ("Purged", count(&action(Action::Purge))),
-            ("Deferred", count(&action(Action::Defer))),
-            ("Unchanged", count(&action(Action::Noop))),
+            ("Kept", count(&action(AuditAction::Keep))),
+            ("Retired", count(&action(AuditAction::Retire))),
+            ("Deleted", count(&action(AuditAction::Delete))),
+            ("Purged", count(&action(AuditAction::Purge))),
+            ("Deferred", count(&action(AuditAction::Defer))),
+            ("Unchanged", count(&action(AuditAction::Noop))),
             ("Postponed", count(&|i| matches!(i, Item::Postponed))),
             ("FailedItems", count(&|i| matches!(i, Item::Failed { .. }))),
             ("AssetsMarkedFailed", count(&|i| matches!(i, Item::Failed { marked_failed: true }))),

@@ -5,7 +5,9 @@ use shared::Settings;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    shared::telemetry::init();
+    // The runtime's subscriber follows the function's logging configuration: JSON lines under the template's
+    // `LogFormat: JSON` (with the current span's fields), the level from `ApplicationLogLevel`.
+    lambda_runtime::tracing::init_default_subscriber();
     let config = shared::aws::sdk_config().await;
     let settings = Settings::load(&config).await.context("consumer-lambda cannot start")?;
     let s3 = shared::aws::s3_client(&config, settings.s3_force_path_style);

@@ -4,53 +4,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::{Value, json};
+use shared::audit::{AuditAction, Event};
+use shared::lifecycle::{self, AssetState, Decision, Deferral, Facts};
+use shared::objects::{self, StorageError};
 use shared::references::ReferenceMap;
 use shared::verdict::VerdictError;
 use shared::{AssetId, CleanupMessage, WorkspaceId, recheck};
 use sqlx::{PgConnection, PgPool};
 use tracing::{error, info, warn};
 
-use crate::CODE_VERSION;
-use crate::bytes::{self, StorageError};
-use crate::decide::{self, Decision, Deferral, Facts};
-
-/// What a settle did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// A source still refers to it: back to `attached`.
-    Keep,
-    /// Released and unreferenced: hidden, bytes kept, restorable until its purge time.
-    Retire,
-    /// An abandoned upload: bytes (unless shared) and row removed.
-    Delete,
-    /// Retired past its purge time: bytes (unless shared) and row removed.
-    Purge,
-    /// Inside its grace period, abandon window or retention: looked at again later.
-    Defer,
-    /// Nothing to do: the row is gone, already settled, not due, failed, or the claim is stale.
-    Noop,
-}
-
-impl Action {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Keep => "keep",
-            Action::Retire => "retire",
-            Action::Delete => "delete",
-            Action::Purge => "purge",
-            Action::Defer => "defer",
-            Action::Noop => "noop",
-        }
-    }
-}
-
 /// The result of one settle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settled {
-    pub action: Action,
+    /// What was done, as the audit row records it: keep, retire, delete, purge, defer or noop.
+    pub action: AuditAction,
     pub bytes_freed: u64,
     /// For a keep: the storage key whose bytes must be checked after commit.
     pub verify_bytes: Option<String>,
@@ -59,7 +27,7 @@ pub struct Settled {
 }
 
 impl Settled {
-    fn plain(action: Action) -> Self {
+    fn plain(action: AuditAction) -> Self {
         Settled { action, bytes_freed: 0, verify_bytes: None, marker: None }
     }
 }
@@ -136,11 +104,11 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     injected_panic(asset);
 
     // Both rows locked in one statement: the object row is what a concurrent upload of the same bytes needs.
-    let locked = decide::read(&mut tx, asset, cx.grace, cx.abandon_after, true).await?;
+    let locked = lifecycle::read(&mut tx, asset, cx.grace, cx.abandon_after, true).await?;
 
     let Some(row) = locked else {
         // Removed by an earlier settle of the same asset (a duplicate or redelivered message): done.
-        return Ok(Settled::plain(Action::Noop));
+        return Ok(Settled::plain(AuditAction::Noop));
     };
     if row.workspace_id != message.workspace_id.0 {
         return Err(SettleError::WrongWorkspace {
@@ -150,11 +118,11 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
             actual: WorkspaceId(row.workspace_id),
         });
     }
-    if row.lease_token != Some(message.claim_token) || !row.due || row.state == "failed" {
+    if row.lease_token != Some(message.claim_token) || !row.due || row.state == AssetState::Failed {
         // Already settled (the settle cleared the lease), re-claimed under a newer message, no longer due, or
         // waiting for an operator: this message changes nothing.
         info!(state = %row.state, due = row.due, "nothing to settle");
-        return Ok(Settled::plain(Action::Noop));
+        return Ok(Settled::plain(AuditAction::Noop));
     }
 
     let found = recheck::recheck(&mut tx, cx.map, asset).await?;
@@ -169,10 +137,11 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         evidence["referenced_by"] = json!(keeping.source);
         evidence["record"] = json!(keeping.record);
     }
-    let decided = match decide::decide(keeping.is_some(), &row) {
+    let decision = lifecycle::decide(keeping.is_some(), &row);
+    let decided = match decision {
         Decision::Keep => {
             keep(&mut tx, asset).await?;
-            Settled { verify_bytes: Some(row.storage_key.clone()), ..Settled::plain(Action::Keep) }
+            Settled { verify_bytes: Some(row.storage_key.clone()), ..Settled::plain(decision.action()) }
         }
         Decision::Defer(why) => {
             evidence["deferred"] = match why {
@@ -185,13 +154,12 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::Retention => Until::PurgeTime,
             };
             defer(&mut tx, asset, until).await?;
-            Settled::plain(Action::Defer)
+            Settled::plain(decision.action())
         }
-        Decision::Delete => remove(cx, &mut tx, asset, &row, Action::Delete, &mut evidence).await?,
-        Decision::Purge => remove(cx, &mut tx, asset, &row, Action::Purge, &mut evidence).await?,
+        Decision::Delete | Decision::Purge => remove(cx, &mut tx, asset, &row, decision, &mut evidence).await?,
         Decision::Retire => {
             retire(&mut tx, asset, cx.retention).await?;
-            Settled::plain(Action::Retire)
+            Settled::plain(decision.action())
         }
     };
 
@@ -228,7 +196,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         }
         return Err(e.into());
     }
-    info!(action = decided.action.as_str(), bytes_freed = decided.bytes_freed, "settled");
+    info!(action = %decided.action, bytes_freed = decided.bytes_freed, "settled");
     Ok(decided)
 }
 
@@ -321,7 +289,7 @@ async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until) -> Result<
     let query = match until {
         Until::GraceEnd(grace) => sqlx::query(
             "UPDATE assets a
-                SET due_at = greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second',
+                SET due_at = asset_sweeper_grace_ends(a, o, $2 * interval '1 second'),
                     lease_token = NULL, leased_until = NULL
                FROM stored_objects o
               WHERE a.id = $1 AND o.storage_key = a.storage_key",
@@ -351,10 +319,11 @@ async fn remove(
     conn: &mut PgConnection,
     asset: AssetId,
     row: &Facts,
-    action: Action,
+    decision: Decision,
     evidence: &mut Value,
 ) -> Result<Settled, SettleError> {
-    let sharers = decide::sharers(&mut *conn, &row.storage_key, asset).await?;
+    let action = decision.action();
+    let sharers = lifecycle::sharers(&mut *conn, &row.storage_key, asset).await?;
     evidence["sharers"] = json!(sharers);
     if sharers > 0 {
         warn!(sharers, "bytes shared with other assets: removing the row only");
@@ -364,7 +333,7 @@ async fn remove(
     fail::fail_point!("consumer::before_bytes_removed", |_| Err(SettleError::Injected(
         "crash before the bytes were removed".into()
     )));
-    let marker = bytes::remove(cx.s3, cx.bucket, &row.storage_key, cx.s3_timeout).await?;
+    let marker = objects::remove(cx.s3, cx.bucket, &row.storage_key, cx.s3_timeout).await?;
     // A crash here (the process gone) leaves the rows, whose bytes are gone: the next delivery finishes.
     fail::fail_point!("consumer::after_bytes_removed", |_| Err(SettleError::Injected(
         "crash after the bytes were removed, before commit".into()
@@ -388,7 +357,7 @@ async fn remove(
 }
 
 async fn undo_removal(cx: &Context<'_>, key: &str, marker: &str) {
-    match bytes::undo_remove(cx.s3, cx.bucket, key, marker).await {
+    match objects::undo_remove(cx.s3, cx.bucket, key, marker).await {
         Ok(()) => warn!(key, "settle failed after removing the bytes: removal taken back"),
         Err(e) => error!(key, error = %e, "settle failed after removing the bytes and could not take it back"),
     }
@@ -399,29 +368,19 @@ async fn record(
     conn: &mut PgConnection,
     message: &CleanupMessage,
     row: &Facts,
-    action: Action,
+    action: AuditAction,
     bytes_freed: u64,
     evidence: Value,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO settlement_events
-             (asset_id, workspace_id, storage_key, action, sweep_run_id, message_id, asset_row, evidence,
-              bytes_freed, code_version)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    )
-    .bind(message.asset_id.0)
-    .bind(row.workspace_id)
-    .bind(&row.storage_key)
-    .bind(action.as_str())
-    .bind(message.sweep_run_id)
-    .bind(evidence.get("message_id").and_then(Value::as_str))
-    .bind(&row.row_json)
-    .bind(&evidence)
-    .bind(bytes_freed as i64)
-    .bind(CODE_VERSION)
-    .execute(conn)
-    .await?;
-    Ok(())
+    let message_id = evidence.get("message_id").and_then(Value::as_str).map(str::to_owned);
+    Event::new(message.asset_id, WorkspaceId(row.workspace_id), action, evidence)
+        .storage_key(&row.storage_key)
+        .sweep_run(message.sweep_run_id)
+        .message(message_id.as_deref())
+        .asset_row(Some(&row.row_json))
+        .bytes_freed(bytes_freed)
+        .write(conn)
+        .await
 }
 
 #[cfg(test)]

@@ -15,12 +15,6 @@ pub struct AssetId(pub Uuid);
 #[sqlx(transparent)]
 pub struct WorkspaceId(pub Uuid);
 
-/// The key of one object in the asset bucket, and of its row in `stored_objects`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type)]
-#[serde(transparent)]
-#[sqlx(transparent)]
-pub struct StorageKey(pub String);
-
 macro_rules! display_inner {
     ($($t:ty),*) => {$(
         impl std::fmt::Display for $t {
@@ -30,4 +24,4 @@ macro_rules! display_inner {
         }
     )*};
 }
-display_inner!(AssetId, WorkspaceId, StorageKey);
+display_inner!(AssetId, WorkspaceId);

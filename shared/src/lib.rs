@@ -1,19 +1,27 @@
-//! The library both Lambda functions share. It has no Lambda runtime dependency: settings, the schema and
-//! database access, AWS clients, and the domain types the functions agree on.
+//! The library both Lambda functions and the operator CLI share. It has no Lambda runtime dependency: settings,
+//! the schema and database access, AWS clients, the domain's rules and types, and every write the audit trail
+//! keeps. The function crates hold only their handlers; every rule more than one binary needs lives here.
 
+pub mod audit;
 pub mod aws;
+pub mod brake;
 pub mod db;
 pub mod ids;
+pub mod lifecycle;
 pub mod message;
 pub mod metrics;
+pub mod objects;
 pub mod queues;
 pub mod recheck;
 pub mod references;
+pub mod restore;
+pub mod runs;
 pub mod secrets;
 pub mod settings;
-pub mod telemetry;
+pub mod text_enum;
 pub mod verdict;
+pub mod version;
 
-pub use ids::{AssetId, StorageKey, WorkspaceId};
+pub use ids::{AssetId, WorkspaceId};
 pub use message::CleanupMessage;
 pub use settings::{Settings, SettingsError};

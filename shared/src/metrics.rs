@@ -37,11 +37,6 @@ pub fn emf_line(dimensions: &[(&str, &str)], counts: &[(&str, u64)], properties:
     Value::Object(root).to_string()
 }
 
-/// Writes one EMF line to standard output, where the Lambda runtime sends it to CloudWatch Logs.
-pub fn emit(dimensions: &[(&str, &str)], counts: &[(&str, u64)], properties: &[(&str, Value)]) {
-    println!("{}", emf_line(dimensions, counts, properties));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,6 @@ pub async fn record(
     conn: &mut PgConnection,
     options: CheckOptions,
     sweep_run_id: Option<Uuid>,
-    code_version: &str,
 ) -> Result<Recorded, sqlx::Error> {
     let started = Instant::now();
     // Before the check: a change that commits while it runs leaves these behind.
@@ -94,7 +93,7 @@ pub async fn record(
     .bind(sqlx::types::Json(warnings))
     .bind(options.sample_rows as i32)
     .bind(duration.as_millis() as i64)
-    .bind(code_version)
+    .bind(crate::version::CODE_VERSION)
     .fetch_one(&mut *conn)
     .await?;
     sqlx::query(sqlx::AssertSqlSafe(format!(

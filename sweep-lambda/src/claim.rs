@@ -14,20 +14,6 @@ pub struct Claim {
     pub token: Uuid,
 }
 
-/// Due, not failed, unleased (or the lease ran out), and not among `$n` (claims released this pass): the rows a
-/// pass may claim. One text for the claim and for the count of what a full queue held back.
-macro_rules! claimable_sql {
-    ($skip:literal) => {
-        concat!(
-            "a.due_at IS NOT NULL AND a.state <> 'failed' AND a.due_at <= now()
-             AND (a.leased_until IS NULL OR a.leased_until <= now())
-             AND a.id <> ALL (",
-            $skip,
-            "::uuid[])"
-        )
-    };
-}
-
 /// Claims up to `limit` due, unleased rows not in `skip`, at most `per_workspace` from each of `workspaces` (in
 /// that order), oldest first within each, and leases them for `lease`. One statement, one short transaction.
 ///
@@ -41,15 +27,13 @@ pub async fn claim_batch(
     lease: Duration,
     skip: &[Uuid],
 ) -> Result<Vec<Claim>, sqlx::Error> {
-    sqlx::query_as(concat!(
+    sqlx::query_as(
         "WITH picked AS (
              SELECT c.id
                FROM unnest($1::uuid[]) WITH ORDINALITY AS w(workspace_id, position)
               CROSS JOIN LATERAL (
                     SELECT a.id FROM assets a
-                     WHERE a.workspace_id = w.workspace_id AND ",
-        claimable_sql!("$5"),
-        "
+                     WHERE a.workspace_id = w.workspace_id AND asset_sweeper_claimable(a) AND a.id <> ALL ($5::uuid[])
                      ORDER BY a.due_at, a.id
                      LIMIT $2
                        FOR UPDATE SKIP LOCKED
@@ -61,8 +45,8 @@ pub async fn claim_batch(
             SET lease_token = gen_random_uuid(), leased_until = now() + $4 * interval '1 second'
            FROM picked
           WHERE a.id = picked.id
-         RETURNING a.id AS asset_id, a.workspace_id, a.lease_token AS token"
-    ))
+         RETURNING a.id AS asset_id, a.workspace_id, a.lease_token AS token",
+    )
     .bind(workspaces)
     .bind(per_workspace)
     .bind(limit)
@@ -75,10 +59,10 @@ pub async fn claim_batch(
 /// How many due, unleased rows of `workspaces` (not in `skip`) a pass could still claim: what a pass stopped by
 /// the queue's ceiling held back.
 pub async fn claimable(pool: &PgPool, workspaces: &[Uuid], skip: &[Uuid]) -> Result<u64, sqlx::Error> {
-    let n: i64 = sqlx::query_scalar(concat!(
-        "SELECT count(*) FROM assets a WHERE a.workspace_id = ANY ($1) AND ",
-        claimable_sql!("$2")
-    ))
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM assets a
+          WHERE a.workspace_id = ANY ($1) AND asset_sweeper_claimable(a) AND a.id <> ALL ($2::uuid[])",
+    )
     .bind(workspaces)
     .bind(skip)
     .fetch_one(pool)

@@ -7,7 +7,6 @@
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
 
-pub mod brake;
 pub mod claim;
 pub mod enqueue;
 pub mod lock;
@@ -16,19 +15,17 @@ pub mod record;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Diagnostic, LambdaEvent};
-use serde_json::{Value, json};
-use shared::Settings;
-use shared::verdict;
+use serde_json::json;
+use shared::runs::RunOutcome;
+use shared::{Settings, brake, verdict};
 use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
 
 use crate::lock::SweepLock;
-use crate::record::{Backlog, Outcome, Stop, SweepReport, WorkspaceCounts};
-
-/// The code version written into every run record.
-pub const CODE_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "@", env!("CARGO_PKG_VERSION"));
+use crate::record::{Backlog, Stop, SweepReport, WorkspaceCounts};
 
 /// A pass that could not be carried out (its run row says `failed` when the database allowed writing it).
 #[derive(Debug, thiserror::Error)]
@@ -59,18 +56,20 @@ impl Sweeper {
         Sweeper { pool, sqs, settings }
     }
 
-    /// The Lambda handler. The event (an EventBridge scheduled event, or anything for a manual invoke) only
-    /// triggers the pass; the time budget comes from the invocation's deadline.
-    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<SweepReport, SweepError> {
+    /// The Lambda handler. The EventBridge scheduled event only triggers the pass (a manual invoke sends one of
+    /// the same shape: `detail-type`, `source` and `detail` are required); the time budget comes from the
+    /// invocation's deadline.
+    pub async fn handle(&self, event: LambdaEvent<EventBridgeEvent>) -> Result<SweepReport, SweepError> {
         let remaining = event.context.deadline().duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
         let budget_end = Instant::now() + remaining.saturating_sub(self.settings.sweep.time_reserve);
-        let field = |name| event.payload.get(name).and_then(serde_json::Value::as_str).unwrap_or("-");
-        let (event_id, event_time) = (field("id"), field("time"));
+        let schedule = &event.payload;
         info!(
             request_id = %event.context.request_id,
-            event_id,
-            event_time,
-            remaining_ms = remaining.as_millis() as u64,
+            event_id = schedule.id.as_deref().unwrap_or("-"),
+            event_time = ?schedule.time,
+            detail_type = %schedule.detail_type,
+            source = %schedule.source,
+            remaining_ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
             "sweep invoked"
         );
         self.run_pass(budget_end).await
@@ -82,13 +81,13 @@ impl Sweeper {
         let mut report = SweepReport::new(Uuid::new_v4());
         let run_id = report.run_id;
         let fail = |source| SweepError::Database { run_id, source };
-        record::start(&self.pool, run_id, CODE_VERSION).await.map_err(fail)?;
+        record::start(&self.pool, run_id).await.map_err(fail)?;
 
         let span = tracing::info_span!("sweep_pass", run_id = %run_id);
         let result = self.locked_pass(&mut report, budget_end).instrument(span).await;
         report.duration_ms = started.elapsed().as_millis() as u64;
         if let Err(e) = &result {
-            report.outcome = Outcome::Failed;
+            report.outcome = RunOutcome::Failed;
             report.error = Some(e.to_string());
             error!(%run_id, error = %e, claimed = report.claimed, enqueued = report.enqueued, "sweep pass failed");
         }
@@ -99,7 +98,7 @@ impl Sweeper {
         finished.map_err(fail)?;
         info!(
             %run_id,
-            outcome = report.outcome.as_str(),
+            outcome = %report.outcome,
             claimed = report.claimed,
             enqueued = report.enqueued,
             released = report.released,
@@ -113,7 +112,7 @@ impl Sweeper {
     async fn locked_pass(&self, report: &mut SweepReport, budget_end: Instant) -> Result<(), sqlx::Error> {
         let Some(mut lock) = SweepLock::try_acquire(&self.pool).await? else {
             info!("another sweep holds the lock; skipping this pass");
-            report.outcome = Outcome::Skipped;
+            report.outcome = RunOutcome::Skipped;
             return Ok(());
         };
         let result = async {
@@ -134,7 +133,7 @@ impl Sweeper {
         report: &mut SweepReport,
         budget_end: Instant,
     ) -> Result<(), sqlx::Error> {
-        let checked = verdict::record(lock.conn(), (&self.settings).into(), Some(report.run_id), CODE_VERSION).await?;
+        let checked = verdict::record(lock.conn(), (&self.settings).into(), Some(report.run_id)).await?;
         report.schema_verdict = Some(checked.id);
         match checked.outcome {
             Ok(map) => {
@@ -151,7 +150,7 @@ impl Sweeper {
             }
             Err(refusal) => {
                 error!(reason = %refusal, "schema check refused: enqueueing nothing");
-                report.outcome = Outcome::Refused;
+                report.outcome = RunOutcome::Refused;
                 report.reason = Some(json!({ "schema_check": refusal }));
                 return Ok(());
             }
@@ -186,11 +185,11 @@ impl Sweeper {
             None => Stop::QueueUnavailable,
         });
         report.outcome = if report.braked_workspaces > 0 {
-            Outcome::Braked
+            RunOutcome::Braked
         } else if report.released > 0 || report.stopped == Some(Stop::QueueUnavailable) {
-            Outcome::Partial
+            RunOutcome::Partial
         } else {
-            Outcome::Ok
+            RunOutcome::Ok
         };
         Ok(())
     }

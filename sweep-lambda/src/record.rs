@@ -6,41 +6,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 use shared::WorkspaceId;
+use shared::brake::{Approval, WorkspaceDue};
+use shared::runs::RunOutcome;
 use sqlx::PgPool;
 use uuid::Uuid;
-
-use crate::brake::{Approval, WorkspaceDue};
-
-/// How a pass ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Everything claimed was enqueued.
-    Ok,
-    /// Some claims could not be sent and were released for the next pass.
-    Partial,
-    /// The schema check failed: nothing was claimed.
-    Refused,
-    /// At least one workspace was held back by the brake.
-    Braked,
-    /// Another sweep held the lock.
-    Skipped,
-    /// An error ended the pass.
-    Failed,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Partial => "partial",
-            Outcome::Refused => "refused",
-            Outcome::Braked => "braked",
-            Outcome::Skipped => "skipped",
-            Outcome::Failed => "failed",
-        }
-    }
-}
 
 /// One workspace's part in a pass.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -90,7 +59,7 @@ pub struct Backlog {
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepReport {
     pub run_id: Uuid,
-    pub outcome: Outcome,
+    pub outcome: RunOutcome,
     pub claimed: u64,
     pub enqueued: u64,
     pub released: u64,
@@ -120,7 +89,7 @@ impl SweepReport {
     pub fn new(run_id: Uuid) -> Self {
         SweepReport {
             run_id,
-            outcome: Outcome::Ok,
+            outcome: RunOutcome::Ok,
             claimed: 0,
             enqueued: 0,
             released: 0,
@@ -143,10 +112,10 @@ impl SweepReport {
 }
 
 /// Writes the row of a pass that has just started.
-pub async fn start(pool: &PgPool, run_id: Uuid, code_version: &str) -> Result<(), sqlx::Error> {
+pub async fn start(pool: &PgPool, run_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO sweep_runs (id, code_version) VALUES ($1, $2)")
         .bind(run_id)
-        .bind(code_version)
+        .bind(shared::version::CODE_VERSION)
         .execute(pool)
         .await?;
     Ok(())
@@ -203,7 +172,7 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
           WHERE id = $1",
     )
     .bind(report.run_id)
-    .bind(report.outcome.as_str())
+    .bind(report.outcome)
     .bind(report.claimed as i64)
     .bind(report.enqueued as i64)
     .bind(report.released as i64)
@@ -218,30 +187,30 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
 
 /// The run's Embedded Metric Format line: the alarms on refused and braked passes read these.
 pub fn metrics_line(report: &SweepReport) -> String {
-    let is = |o: Outcome| u64::from(report.outcome == o);
+    let is = |o: RunOutcome| u64::from(report.outcome == o);
     shared::metrics::emf_line(
         &[("Function", "sweep")],
         &[
             ("SweepRuns", 1),
             // The heartbeat alarm watches this: a pass that checked the schema and claimed. Skipped, refused
             // and failed passes do not count, so a sweep stuck in any of them pages someone.
-            ("SweepCompleted", u64::from(matches!(report.outcome, Outcome::Ok | Outcome::Partial | Outcome::Braked))),
+            ("SweepCompleted", u64::from(report.outcome.completed())),
             ("HeldBack", report.backlog.map_or(0, |b| b.held_back)),
             ("Claimed", report.claimed),
             ("Enqueued", report.enqueued),
             ("Released", report.released),
             ("SqsCalls", report.sqs_calls),
             ("BrakedWorkspaces", report.braked_workspaces),
-            ("SweepRefused", is(Outcome::Refused)),
-            ("SweepBraked", is(Outcome::Braked)),
-            ("SweepSkipped", is(Outcome::Skipped)),
-            ("SweepFailed", is(Outcome::Failed)),
+            ("SweepRefused", is(RunOutcome::Refused)),
+            ("SweepBraked", is(RunOutcome::Braked)),
+            ("SweepSkipped", is(RunOutcome::Skipped)),
+            ("SweepFailed", is(RunOutcome::Failed)),
             // Also when the brake's outcome outranks it.
             ("SweepPartial", u64::from(report.released > 0)),
         ],
         &[
             ("RunId", json!(report.run_id)),
-            ("Outcome", json!(report.outcome.as_str())),
+            ("Outcome", json!(report.outcome)),
             ("DurationMs", json!(report.duration_ms)),
         ],
     )
@@ -254,7 +223,7 @@ mod tests {
     #[test]
     fn a_refused_pass_publishes_a_refusal_count_the_alarm_can_watch() {
         let mut report = SweepReport::new(Uuid::nil());
-        report.outcome = Outcome::Refused;
+        report.outcome = RunOutcome::Refused;
         let line: Value = serde_json::from_str(&metrics_line(&report)).expect("json");
         assert_eq!((line["SweepRefused"].clone(), line["SweepBraked"].clone()), (json!(1), json!(0)));
         assert_eq!(line["Outcome"], "refused");

@@ -97,7 +97,7 @@ async fn invocation_costs(sizes: &[usize]) -> Vec<InvocationCost> {
         grow_application(ctx.pool(), grown, tables).await;
         grown = tables;
         let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
-        assert_eq!(report.outcome, sweep_lambda::record::Outcome::Ok, "{:?}", report.reason);
+        assert_eq!(report.outcome, shared::runs::RunOutcome::Ok, "{:?}", report.reason);
 
         let mut samples = Vec::with_capacity(INVOCATIONS);
         for _ in 0..INVOCATIONS {

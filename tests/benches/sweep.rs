@@ -62,10 +62,8 @@ async fn naive(n: i64, limit: u64) -> Measured {
     while calls < limit {
         let claimed: Option<(Uuid, Uuid, Uuid)> = sqlx::query_as(
             "UPDATE assets SET lease_token = gen_random_uuid(), leased_until = now() + interval '1 hour'
-              WHERE id = (SELECT id FROM assets
-                           WHERE due_at IS NOT NULL AND state <> 'failed' AND due_at <= now()
-                             AND (leased_until IS NULL OR leased_until <= now())
-                           ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+              WHERE id = (SELECT a.id FROM assets a WHERE asset_sweeper_claimable(a)
+                           ORDER BY a.due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
               RETURNING id, workspace_id, lease_token",
         )
         .fetch_optional(ctx.pool())

@@ -434,7 +434,7 @@ async fn a_schema_change_after_the_pass_makes_every_settle_refuse_and_destroys_n
             // The next pass sees the change and refuses: it claims nothing, and a settle on its verdict fails.
             let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&[]));
             let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
-            assert_eq!((report.outcome, report.claimed), (sweep_lambda::record::Outcome::Refused, 0), "{case}");
+            assert_eq!((report.outcome, report.claimed), (shared::runs::RunOutcome::Refused, 0), "{case}");
             let response = handle(&consumer, event(vec![record("m", &message.to_body(), 2)])).await;
             assert_eq!(response.batch_item_failures.len(), 1, "{case}");
             assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{case}");
@@ -696,7 +696,7 @@ async fn a_retired_asset_restores_before_its_purge_time_and_not_after() {
     settle_everything(&ctx).await;
     assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"));
 
-    consumer_lambda::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice")
+    shared::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice")
         .await
         .expect("restorable until its purge time");
     assert_eq!(state(&ctx, released).await.as_deref(), Some("attached"));
@@ -704,14 +704,14 @@ async fn a_retired_asset_restores_before_its_purge_time_and_not_after() {
     let (action, evidence) = events(&ctx, released).await.pop().expect("restore event");
     assert_eq!((action.as_str(), &evidence["by"]), ("restore", &Value::from("alice")));
 
-    let late = consumer_lambda::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(expired), "alice").await;
+    let late = shared::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(expired), "alice").await;
     let message = late.expect_err("past its purge time").to_string();
     assert!(message.contains("was due to be purged at") && message.contains("too late to restore"), "{message}");
     assert_eq!(state(&ctx, expired).await.as_deref(), Some("retired"));
 
-    let again = consumer_lambda::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice").await;
+    let again = shared::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice").await;
     assert!(again.expect_err("attached now").to_string().contains("is attached, not retired"));
-    let unknown = consumer_lambda::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(Uuid::nil()), "a").await;
+    let unknown = shared::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(Uuid::nil()), "a").await;
     assert!(unknown.expect_err("unknown").to_string().contains("does not exist"));
 }
 
@@ -824,4 +824,37 @@ async fn when_the_transaction_fails_after_the_bytes_went_the_removal_is_taken_ba
     assert_eq!(response.batch_item_failures.len(), 1);
     assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "the delete marker was removed again");
+}
+
+#[tokio::test]
+async fn every_record_names_the_commit_its_build_came_from() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let released = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    settle_everything(&ctx).await;
+
+    let (commit, dirty) = match shared::version::COMMIT.strip_suffix("+dirty") {
+        Some(commit) => (commit, true),
+        None => (shared::version::COMMIT, false),
+    };
+    assert!(commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()), "a commit id: {commit}");
+    let known = std::process::Command::new("git")
+        .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("git runs");
+    assert!(known.success(), "{commit} is a commit of this repository");
+    assert!(shared::version::CODE_VERSION.ends_with(&format!("+{commit}{}", if dirty { "+dirty" } else { "" })));
+
+    let recorded: Vec<String> = sqlx::query_scalar(
+        "SELECT code_version FROM settlement_events WHERE asset_id = $1
+         UNION ALL SELECT code_version FROM sweep_runs
+         UNION ALL SELECT code_version FROM schema_verdicts",
+    )
+    .bind(released)
+    .fetch_all(ctx.pool())
+    .await
+    .expect("code versions");
+    assert!(recorded.len() >= 3, "an audit row, a run row and a verdict: {recorded:?}");
+    assert!(recorded.iter().all(|v| v == shared::version::CODE_VERSION), "{recorded:?}");
 }

@@ -197,3 +197,34 @@ async fn a_lock_timeout_is_transient_and_an_application_exception_is_not() {
         .expect_err("exception");
     assert!(!shared::db::is_transient(&raised), "{raised}");
 }
+
+/// The values a `CHECK (column IN (...))` constraint of `table` allows.
+async fn allowed_values(pool: &PgPool, table: &str, column: &str) -> std::collections::BTreeSet<String> {
+    let definition: String = sqlx::query_scalar(
+        "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+          WHERE c.conrelid = $1::regclass AND c.contype = 'c' AND pg_get_constraintdef(c.oid) LIKE '%' || $2 || ' = ANY%'",
+    )
+    .bind(table)
+    .bind(format!("({column}"))
+    .fetch_one(pool)
+    .await
+    .unwrap_or_else(|e| panic!("the check constraint on {table}.{column}: {e}"));
+    definition.split('\'').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn the_typed_states_are_exactly_the_values_the_database_allows() {
+    use shared::audit::AuditAction;
+    use shared::lifecycle::AssetState;
+    use shared::runs::RunOutcome;
+
+    let db = TestDatabase::unmigrated().await;
+    migrate(&db.pool).await.expect("migrate");
+    let names = |all: &[&str]| all.iter().map(|s| (*s).to_owned()).collect::<std::collections::BTreeSet<_>>();
+    let states: Vec<&str> = AssetState::ALL.iter().map(|s| s.as_str()).collect();
+    let actions: Vec<&str> = AuditAction::ALL.iter().map(|a| a.as_str()).collect();
+    let outcomes: Vec<&str> = RunOutcome::ALL.iter().map(|o| o.as_str()).collect();
+    assert_eq!(allowed_values(&db.pool, "assets", "state").await, names(&states));
+    assert_eq!(allowed_values(&db.pool, "settlement_events", "action").await, names(&actions));
+    assert_eq!(allowed_values(&db.pool, "sweep_runs", "outcome").await, names(&outcomes));
+}

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use integration_tests::fixtures::{insert_asset, insert_released};
 use integration_tests::{FAILPOINTS, TestContext};
 use shared::CleanupMessage;
+use shared::runs::RunOutcome as Outcome;
 use sqlx::{Connection, PgConnection};
 use sweep_lambda::Sweeper;
-use sweep_lambda::record::{Outcome, Stop, SweepReport};
+use sweep_lambda::record::{Stop, SweepReport};
 use uuid::Uuid;
 
 fn later() -> Instant {
@@ -454,7 +455,6 @@ async fn the_scheduled_event_fixture_drives_the_handler() {
     let typed: aws_lambda_events::event::eventbridge::EventBridgeEvent =
         serde_json::from_str(fixture).expect("EventBridge event");
     assert_eq!(typed.detail_type, "Scheduled Event");
-    let payload: serde_json::Value = serde_json::from_str(fixture).expect("json");
     let mut context = lambda_runtime::Context::default();
     context.request_id = "fixture".into();
     context.deadline = (std::time::SystemTime::now() + Duration::from_secs(900))
@@ -462,7 +462,7 @@ async fn the_scheduled_event_fixture_drives_the_handler() {
         .expect("clock")
         .as_millis() as u64;
 
-    let report = sweeper(&ctx, &[]).handle(lambda_runtime::LambdaEvent::new(payload, context)).await.expect("handler");
+    let report = sweeper(&ctx, &[]).handle(lambda_runtime::LambdaEvent::new(typed, context)).await.expect("handler");
     assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 4));
     let response = serde_json::to_value(&report).expect("the response serializes");
     assert_eq!(response["outcome"], "ok");

@@ -2,12 +2,12 @@
 //! The operator CLI calls this.
 
 use serde_json::json;
-use shared::AssetId;
 use sqlx::PgPool;
-use uuid::Uuid;
 
-use crate::CODE_VERSION;
-use crate::bytes::{self, Presence};
+use crate::audit::{AuditAction, Event};
+use crate::lifecycle::AssetState;
+use crate::objects::{self, Presence, StorageError};
+use crate::{AssetId, WorkspaceId};
 
 /// Why an asset could not be restored. Nothing was changed.
 #[derive(Debug, thiserror::Error)]
@@ -15,22 +15,22 @@ pub enum RestoreError {
     #[error("asset {0} does not exist (purged or never created)")]
     NotFound(AssetId),
     #[error("asset {asset} is {state}, not retired: only a retired asset can be restored")]
-    NotRetired { asset: AssetId, state: String },
+    NotRetired { asset: AssetId, state: AssetState },
     #[error("asset {asset} was due to be purged at {purge_after}: too late to restore")]
     PurgeTimePassed { asset: AssetId, purge_after: String },
     #[error("asset {asset}'s bytes ({key}) are missing and the bucket keeps no earlier version")]
     BytesMissing { asset: AssetId, key: String },
     #[error("bucket: {0}")]
-    Storage(#[from] crate::bytes::StorageError),
+    Storage(#[from] StorageError),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }
 
 #[derive(sqlx::FromRow)]
 struct Retired {
-    workspace_id: Uuid,
+    workspace_id: WorkspaceId,
     storage_key: String,
-    state: String,
+    state: AssetState,
     purge_after: Option<String>,
     restorable: bool,
 }
@@ -44,7 +44,7 @@ pub async fn restore(
     asset: AssetId,
     by: &str,
 ) -> Result<(), RestoreError> {
-    let mut tx = shared::db::begin_as_sweeper(pool).await?;
+    let mut tx = crate::db::begin_as_sweeper(pool).await?;
     // Locked for the whole restore, so a purge of the same asset waits and then finds it attached.
     let row: Option<Retired> = sqlx::query_as(
         "SELECT workspace_id, storage_key, state, purge_after::text AS purge_after,
@@ -55,13 +55,13 @@ pub async fn restore(
     .fetch_optional(&mut *tx)
     .await?;
     let row = row.ok_or(RestoreError::NotFound(asset))?;
-    if row.state != "retired" {
+    if row.state != AssetState::Retired {
         return Err(RestoreError::NotRetired { asset, state: row.state });
     }
     if !row.restorable {
         return Err(RestoreError::PurgeTimePassed { asset, purge_after: row.purge_after.unwrap_or_default() });
     }
-    let presence = bytes::ensure_present(s3, bucket, &row.storage_key).await?;
+    let presence = objects::ensure_present(s3, bucket, &row.storage_key).await?;
     if presence == Presence::Lost {
         return Err(RestoreError::BytesMissing { asset, key: row.storage_key });
     }
@@ -77,17 +77,11 @@ pub async fn restore(
         Presence::Restored { version_id } => Some(version_id),
         _ => None,
     };
-    sqlx::query(
-        "INSERT INTO settlement_events (asset_id, workspace_id, storage_key, action, evidence, code_version)
-         VALUES ($1, $2, $3, 'restore', $4, $5)",
-    )
-    .bind(asset.0)
-    .bind(row.workspace_id)
-    .bind(&row.storage_key)
-    .bind(json!({ "by": by, "purge_after": row.purge_after, "bytes_restored_from_version": restored_version }))
-    .bind(CODE_VERSION)
-    .execute(&mut *tx)
-    .await?;
+    let evidence = json!({ "by": by, "purge_after": row.purge_after, "bytes_restored_from_version": restored_version });
+    Event::new(asset, row.workspace_id, AuditAction::Restore, evidence)
+        .storage_key(&row.storage_key)
+        .write(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(())
 }

@@ -1,12 +1,32 @@
-//! The lifecycle's rules: what settlement decides from the facts about one asset. The settle acts on the
-//! decision inside its transaction, with the rows locked; the operator's `plan` shows it without acting.
+//! The lifecycle's rules: an asset's states, and what settlement decides from the facts about one asset. The
+//! settle acts on the decision inside its transaction, with the rows locked; the operator's `plan` and `explain`
+//! show it without acting.
 
 use std::time::Duration;
 
 use serde_json::Value;
-use shared::AssetId;
 use sqlx::PgConnection;
 use uuid::Uuid;
+
+use crate::AssetId;
+use crate::audit::AuditAction;
+use crate::text_enum::text_enum;
+
+text_enum! {
+    /// Where an asset is in its lifecycle: the column `assets.state`.
+    pub enum AssetState {
+        /// Uploaded, not yet referred to by the application; deleted if still unattached after the abandon window.
+        Pending = "pending",
+        /// In use. Not swept until released (or found by a recheck to be unreferenced when due).
+        Attached = "attached",
+        /// Let go by the application: retired when nothing refers to it.
+        Released = "released",
+        /// Hidden, bytes kept, restorable until its purge time.
+        Retired = "retired",
+        /// Failed every delivery of its message: waits for an operator.
+        Failed = "failed",
+    }
+}
 
 /// The asset row with the facts a decision needs, computed by the database's clock.
 #[derive(Debug, sqlx::FromRow)]
@@ -14,7 +34,7 @@ pub struct Facts {
     pub workspace_id: Uuid,
     pub storage_key: String,
     pub byte_size: i64,
-    pub state: String,
+    pub state: AssetState,
     pub lease_token: Option<Uuid>,
     pub due: bool,
     pub within_grace: bool,
@@ -34,9 +54,9 @@ pub async fn read(
     lock: bool,
 ) -> Result<Option<Facts>, sqlx::Error> {
     const SELECT: &str = "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.lease_token,
-                a.due_at IS NOT NULL AND a.due_at <= now() AS due,
-                greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second' > now() AS within_grace,
-                (greatest(a.updated_at, a.created_at, o.updated_at) + $2 * interval '1 second')::text AS grace_ends,
+                asset_sweeper_due(a) AS due,
+                asset_sweeper_grace_ends(a, o, $2 * interval '1 second') > now() AS within_grace,
+                asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS grace_ends,
                 a.created_at + $3 * interval '1 second' <= now() AS abandoned,
                 a.purge_after IS NOT NULL AND a.purge_after <= now() AS purge_due,
                 to_jsonb(a) AS row_json
@@ -63,6 +83,7 @@ pub enum Deferral {
 }
 
 impl Deferral {
+    /// The name recorded in a deferral's evidence.
     pub fn as_str(self) -> &'static str {
         match self {
             Deferral::Grace => "grace",
@@ -94,12 +115,25 @@ pub fn decide(referenced: bool, facts: &Facts) -> Decision {
     if facts.within_grace {
         return Decision::Defer(Deferral::Grace);
     }
-    match facts.state.as_str() {
-        "pending" if !facts.abandoned => Decision::Defer(Deferral::AbandonWindow),
-        "pending" => Decision::Delete,
-        "retired" if !facts.purge_due => Decision::Defer(Deferral::Retention),
-        "retired" => Decision::Purge,
-        _ => Decision::Retire,
+    match facts.state {
+        AssetState::Pending if !facts.abandoned => Decision::Defer(Deferral::AbandonWindow),
+        AssetState::Pending => Decision::Delete,
+        AssetState::Retired if !facts.purge_due => Decision::Defer(Deferral::Retention),
+        AssetState::Retired => Decision::Purge,
+        AssetState::Attached | AssetState::Released | AssetState::Failed => Decision::Retire,
+    }
+}
+
+impl Decision {
+    /// The audit action a settle records for this decision.
+    pub fn action(self) -> AuditAction {
+        match self {
+            Decision::Keep => AuditAction::Keep,
+            Decision::Defer(_) => AuditAction::Defer,
+            Decision::Delete => AuditAction::Delete,
+            Decision::Purge => AuditAction::Purge,
+            Decision::Retire => AuditAction::Retire,
+        }
     }
 }
 
@@ -121,7 +155,7 @@ mod tests {
             workspace_id: Uuid::nil(),
             storage_key: "k".into(),
             byte_size: 1,
-            state: state.into(),
+            state: state.parse().expect("a state"),
             lease_token: None,
             due: true,
             within_grace,

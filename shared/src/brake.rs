@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use shared::WorkspaceId;
-use shared::settings::BrakeSettings;
 use sqlx::PgPool;
 use uuid::Uuid;
+
+use crate::WorkspaceId;
+use crate::settings::BrakeSettings;
 
 /// What one workspace has due now, against everything it holds.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
@@ -35,11 +36,11 @@ pub struct Approval {
 pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Error> {
     sqlx::query_as(
         "WITH due AS (
-             SELECT workspace_id, count(*) AS due_assets, sum(byte_size)::bigint AS due_bytes,
-                    min(due_at) FILTER (WHERE leased_until IS NULL OR leased_until <= now()) AS oldest
-               FROM assets
-              WHERE due_at IS NOT NULL AND state <> 'failed' AND due_at <= now()
-              GROUP BY workspace_id
+             SELECT a.workspace_id, count(*) AS due_assets, sum(a.byte_size)::bigint AS due_bytes,
+                    min(a.due_at) FILTER (WHERE asset_sweeper_claimable(a)) AS oldest
+               FROM assets a
+              WHERE asset_sweeper_due(a)
+              GROUP BY a.workspace_id
          )
          SELECT d.workspace_id, d.due_assets, d.due_bytes, l.live_assets, l.live_bytes
            FROM due d

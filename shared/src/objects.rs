@@ -1,9 +1,9 @@
-//! The asset bucket: removing bytes (the one network call made while a settle holds its locks) and checking
-//! that a kept asset's bytes are there, bringing back the newest kept version when they are not.
+//! The objects in the asset bucket: removing bytes (the one network call made while a settle holds its locks)
+//! and checking that a kept asset's bytes are there, bringing back the newest kept version when they are not.
 
 use std::time::Duration;
 
-use shared::aws::AwsFailure;
+use crate::aws::AwsFailure;
 
 /// A bucket call that failed, typed so the final receive can say whether trying again may help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -17,6 +17,7 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// Whether trying again may succeed without a person.
     pub fn retryable(&self) -> bool {
         match self {
             StorageError::Call(failure) => failure.retryable(),
