@@ -1,6 +1,7 @@
 //! One test binary for every integration test (one link, one harness).
 
 mod consumer;
+mod docs;
 mod e2e;
 mod harness;
 mod infra;

@@ -6,7 +6,7 @@ bootstrap with LocalStack's environment for the function, answers `GET /runtime/
 and turns `POST .../response` and `.../error` into LocalStack's `InvocationResult`. It keeps the process warm
 between invocations, enforces the function timeout (killing the process group), reports init errors, and hands
 the process's output to LocalStack, which stores it in CloudWatch Logs. Written against LocalStack 2026.3.0's
-`RuntimeExecutor` interface; `localstack/smoke` fails loudly if that interface changes.
+`RuntimeExecutor` interface; `tests/integration/lambda_executor.rs` fails loudly if that interface changes.
 """
 
 import json
