@@ -1,5 +1,5 @@
-//! Settling one asset: one transaction, in the order DESIGN.md sets out. The message only names the asset;
-//! everything decided comes from the locked rows and the recheck.
+//! Settling one asset: one transaction, in the order docs/design.md ("One asset's transaction") sets out. The
+//! message only names the asset; everything decided comes from the locked rows and the recheck.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! The library both Lambda functions and the operator CLI share. It has no Lambda runtime dependency: settings,
 //! the schema and database access, AWS clients, the domain's rules and types, and every write the audit trail
 //! keeps. The function crates hold only their handlers; every rule more than one binary needs lives here.
+//!
+//! "Invariant N" in comments throughout the workspace is the Nth safety invariant of docs/design.md.
 
 pub mod audit;
 pub mod aws;

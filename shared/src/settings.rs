@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sqlx::postgres::PgConnectOptions;
 
-/// Everything the functions are configured with. See the README's configuration table.
+/// Everything the functions are configured with: docs/operating.md, "Configuration", lists every setting.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub database: DatabaseSettings,

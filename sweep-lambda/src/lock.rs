@@ -2,7 +2,7 @@
 //!
 //! The connection is detached from the pool, so the lock can never be handed back to the pool with it still
 //! held (a warm Lambda would then skip every later pass); if the process dies, the session and the lock end.
-//! Behind a transaction-pooling proxy this needs a pinned session: see the README.
+//! Behind a transaction-pooling proxy this needs a pinned session: see docs/deploying.md, "The database".
 
 use sqlx::{Connection, PgConnection, PgPool};
 
