@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::{Output, connect};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The workspace's id.
     workspace: String,
     /// Who approves (recorded).
@@ -21,7 +21,7 @@ pub struct Args {
     hours: u32,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<Output> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let workspace: Uuid =
         args.workspace.parse().with_context(|| format!("{:?} is not a workspace id (a uuid)", args.workspace))?;
     if args.by.trim().is_empty() || args.reason.trim().is_empty() {

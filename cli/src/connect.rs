@@ -7,7 +7,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 /// The database alone, for commands that need nothing else: `DATABASE_URL`, else the `DATABASE_SECRET_ARN`
 /// secret, as the functions read them.
-pub async fn database() -> anyhow::Result<PgPool> {
+pub(crate) async fn database() -> anyhow::Result<PgPool> {
     let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let options: PgConnectOptions = match (set("DATABASE_URL"), set("DATABASE_SECRET_ARN")) {
         (Some(url), _) => url.parse().context("DATABASE_URL is not a valid postgres:// connection URL")?,
@@ -18,7 +18,7 @@ pub async fn database() -> anyhow::Result<PgPool> {
 }
 
 /// Everything the functions read, with the database connected and the SDK configured.
-pub async fn everything() -> anyhow::Result<(Settings, PgPool, aws_config::SdkConfig)> {
+pub(crate) async fn everything() -> anyhow::Result<(Settings, PgPool, aws_config::SdkConfig)> {
     let sdk = shared::aws::sdk_config().await;
     let settings = Settings::load(&sdk).await?;
     let pool = connect(settings.database.connect_options()).await?;

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::{Output, connect};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The asset's id.
     asset: String,
 }
@@ -43,7 +43,7 @@ struct Decision {
     code_version: String,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<Output> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let id: Uuid = args.asset.parse().with_context(|| format!("{:?} is not an asset id (a uuid)", args.asset))?;
     let (settings, pool, _) = connect::everything().await?;
     let row: Option<Row> = sqlx::query_as(

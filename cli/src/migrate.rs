@@ -4,7 +4,7 @@ use serde_json::json;
 
 use crate::{Output, connect};
 
-pub async fn run() -> anyhow::Result<Output> {
+pub(crate) async fn run() -> anyhow::Result<Output> {
     let pool = connect::database().await?;
     let applied = || async {
         // The table does not exist before the first run.

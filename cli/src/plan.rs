@@ -15,13 +15,13 @@ use uuid::Uuid;
 use crate::{Output, connect};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// At most this many assets (default: the pass's own cap, SWEEP_MAX_PER_PASS).
     #[arg(long)]
     limit: Option<u32>,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<Output> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let limit = args.limit.unwrap_or(settings.sweep.max_per_pass);
     let mut tx = pool.begin().await?;

@@ -42,7 +42,7 @@ const HOLD_SECS: i32 = 60;
 const MOST: usize = 10_000;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Say what would be moved, reset and left; change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -111,7 +111,7 @@ struct Run {
 
 const STAYS: &str = "stays on the dead-letter queue";
 
-pub async fn run(args: Args) -> anyhow::Result<Output> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let by = match (args.dry_run, args.by.as_deref().map(str::trim)) {
         (true, _) => None,
         (false, Some(by)) if !by.is_empty() => Some(by.to_owned()),

@@ -8,7 +8,7 @@ use shared::references::{self, ReferenceSource, SchemaCheckError, SchemaProblem}
 
 use crate::{Output, connect};
 
-pub async fn run() -> anyhow::Result<Output> {
+pub(crate) async fn run() -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let mut conn = pool.acquire().await.context("cannot reach the database")?;
     let (sources, problems) = match references::check(&mut conn, (&settings).into()).await {

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::{Output, connect};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The asset's id.
     asset: String,
     /// Who restores (recorded in the audit trail).
@@ -16,7 +16,7 @@ pub struct Args {
     by: String,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<Output> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let id: Uuid = args.asset.parse().with_context(|| format!("{:?} is not an asset id (a uuid)", args.asset))?;
     if args.by.trim().is_empty() {
         anyhow::bail!("--by must say who restores");

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::{Output, connect};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// How many recent passes to list.
     #[arg(long, default_value_t = 10)]
     runs: i64,
@@ -59,7 +59,7 @@ struct Freed {
     bytes: i64,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<Output> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let (settings, pool, sdk) = connect::everything().await?;
     let runs: Vec<Run> = sqlx::query_as(
         "SELECT id, started_at::text, outcome, claimed, enqueued, released, duration_ms, error, reason, per_workspace
@@ -149,7 +149,7 @@ pub async fn run(args: Args) -> anyhow::Result<Output> {
         None => attention.push("no pass has ever finished well".to_owned()),
         Some((_, _, age)) if *age > expected => attention.push(format!(
             "no good pass for {} (expected within {})",
-            humantime::format_duration(std::time::Duration::from_secs(*age as u64)),
+            humantime::format_duration(std::time::Duration::try_from_secs_f64(age.trunc()).unwrap_or_default()),
             args.expect_within
         )),
         Some(_) => {}

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::{Output, connect};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The asset's id, or its storage key (the newest deleted or purged asset with that key).
     target: String,
     /// Who undeletes (recorded).
@@ -30,7 +30,7 @@ struct Removal {
     asset_row: Option<Value>,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<Output> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let by = args.by.trim();
     if by.is_empty() {
         bail!("--by must say who undeletes");

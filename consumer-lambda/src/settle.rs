@@ -353,7 +353,7 @@ async fn remove(
         }
         return Err(e.into());
     }
-    Ok(Settled { bytes_freed: row.byte_size.max(0) as u64, marker, ..Settled::plain(action) })
+    Ok(Settled { bytes_freed: u64::try_from(row.byte_size).unwrap_or(0), marker, ..Settled::plain(action) })
 }
 
 async fn undo_removal(cx: &Context<'_>, key: &str, marker: &str) {

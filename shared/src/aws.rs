@@ -36,20 +36,38 @@ pub fn sqs_client(config: &SdkConfig) -> aws_sdk_sqs::Client {
 pub struct AwsFailure {
     /// The API call, with what it was about (`DeleteObject photos/1.jpg`).
     pub operation: String,
+    /// Why it failed, and whether trying again may help.
     pub cause: AwsCause,
 }
 
 /// Why an AWS call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AwsCause {
+    /// No answer within the call's timeout.
     #[error("no answer in time (retryable)")]
     Timeout,
+    /// The service refused for the request rate.
     #[error("the service is throttling requests ({code}; retryable)")]
-    Throttled { code: String },
+    Throttled {
+        /// The service's error code (`SlowDown`, `ThrottlingException`, ...).
+        code: String,
+    },
+    /// The connection failed: DNS, TCP or TLS.
     #[error("the service could not be reached (retryable)")]
     Unreachable,
+    /// The service answered with an error.
     #[error("the service answered {status} {code}: {message}{}", if *retryable { " (retryable)" } else { "" })]
-    Service { status: u16, code: String, message: String, retryable: bool },
+    Service {
+        /// The HTTP status.
+        status: u16,
+        /// The service's error code.
+        code: String,
+        /// The service's message.
+        message: String,
+        /// A 5xx status or a code the service documents as transient.
+        retryable: bool,
+    },
+    /// Anything else the SDK reported (a request it could not build or an answer it could not read).
     #[error("{0}")]
     Other(String),
 }

@@ -13,21 +13,30 @@ use crate::settings::BrakeSettings;
 /// What one workspace has due now, against everything it holds.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct WorkspaceDue {
+    /// The workspace.
     #[serde(skip)]
     pub workspace_id: WorkspaceId,
+    /// Its assets due now, claimed or not.
     pub due_assets: i64,
+    /// Their bytes.
     pub due_bytes: i64,
+    /// Every asset row it has, in any state.
     pub live_assets: i64,
+    /// Their bytes.
     pub live_bytes: i64,
 }
 
 /// An operator's unexpired release of a workspace.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct Approval {
+    /// The workspace it releases.
     #[serde(skip)]
     pub workspace_id: WorkspaceId,
+    /// Its row in `brake_approvals`.
     pub id: i64,
+    /// Who approved.
     pub approved_by: String,
+    /// Why, as they wrote it.
     pub reason: String,
 }
 
@@ -70,8 +79,10 @@ pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<Wor
 
 /// Why the brake trips for `due`, or `None` when the workspace may proceed.
 pub fn verdict(due: &WorkspaceDue, limits: &BrakeSettings) -> Option<String> {
-    let (due_assets, due_bytes) = (due.due_assets.max(0) as u64, due.due_bytes.max(0) as u64);
-    let (live_assets, live_bytes) = (due.live_assets.max(0) as u64, due.live_bytes.max(0) as u64);
+    // Counts and sums from the database: never negative, and a negative one would count as nothing.
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let (due_assets, due_bytes) = (count(due.due_assets), count(due.due_bytes));
+    let (live_assets, live_bytes) = (count(due.live_assets), count(due.live_bytes));
     if due_assets > limits.max_assets {
         return Some(format!("{due_assets} assets due, above the cap of {}", limits.max_assets));
     }

@@ -26,8 +26,10 @@ pub const MIGRATIONS_TABLE: &str = "asset_sweeper_migrations";
 /// Why the schema could not be brought up to date.
 #[derive(Debug, thiserror::Error)]
 pub enum MigrationError {
+    /// The database could not be reached.
     #[error("cannot connect to Postgres to apply the asset-sweeper migrations: {0}")]
     Connect(#[source] sqlx::Error),
+    /// A migration failed, or the database holds one this build does not know.
     #[error("cannot apply the asset-sweeper migrations: {0}")]
     Apply(#[from] MigrateError),
 }

@@ -4,6 +4,8 @@
 //!
 //! "Invariant N" in comments throughout the workspace is the Nth safety invariant of docs/design.md.
 
+#![warn(missing_docs)]
+
 pub mod audit;
 pub mod aws;
 pub mod brake;

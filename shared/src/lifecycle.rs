@@ -31,16 +31,27 @@ text_enum! {
 /// The asset row with the facts a decision needs, computed by the database's clock.
 #[derive(Debug, sqlx::FromRow)]
 pub struct Facts {
+    /// The workspace that owns the asset.
     pub workspace_id: Uuid,
+    /// The object its bytes are stored as.
     pub storage_key: String,
+    /// Its size in bytes.
     pub byte_size: i64,
+    /// Its state.
     pub state: AssetState,
+    /// The claim a sweep pass holds on it, if any.
     pub lease_token: Option<Uuid>,
+    /// Its due time has come and it is not `failed`.
     pub due: bool,
+    /// Written (it or its stored object) less than the grace period ago: untouchable (invariant 3).
     pub within_grace: bool,
+    /// When the grace period ends, as the database prints it.
     pub grace_ends: String,
+    /// Created longer ago than the abandon window.
     pub abandoned: bool,
+    /// Retired and past its purge time.
     pub purge_due: bool,
+    /// The whole asset row, for the audit record (what `undelete` rebuilds a row from).
     pub row_json: Value,
 }
 
@@ -96,7 +107,9 @@ impl Deferral {
 /// What settlement does with a due, claimed asset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
+    /// A source refers to it: back to `attached`.
     Keep,
+    /// Looked at again later, for the reason given.
     Defer(Deferral),
     /// An abandoned upload: its row, and its bytes unless another asset shares them.
     Delete,

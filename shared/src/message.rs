@@ -7,27 +7,37 @@ use uuid::Uuid;
 use crate::ids::{AssetId, WorkspaceId};
 
 /// The message format this build writes and reads.
+/// The message format this build writes and reads.
 pub const MESSAGE_VERSION: u32 = 1;
 
 /// One claimed asset to settle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CleanupMessage {
+    /// The format version ([`MESSAGE_VERSION`]).
     pub version: u32,
+    /// The asset to settle.
     pub asset_id: AssetId,
+    /// The workspace the sweep found it in: checked against the row, never trusted (invariant 7).
     pub workspace_id: WorkspaceId,
     /// The lease token the sweep set on the row when it claimed it.
     pub claim_token: Uuid,
+    /// The pass that claimed it.
     pub sweep_run_id: Uuid,
 }
 
 /// Why a message body is not a cleanup message this build can read.
 #[derive(Debug, thiserror::Error)]
 pub enum MessageError {
+    /// Not JSON, or not the fields of a cleanup message.
     #[error("message body is not a cleanup message: {0}")]
     Malformed(#[from] serde_json::Error),
+    /// A version this build does not read.
     #[error("cleanup message version {found} is not supported (this build reads version {MESSAGE_VERSION})")]
-    UnsupportedVersion { found: u32 },
+    UnsupportedVersion {
+        /// The version the message says it is.
+        found: u32,
+    },
 }
 
 impl CleanupMessage {

@@ -11,7 +11,7 @@ pub const NAMESPACE: &str = "AssetSweeper";
 pub fn emf_line(dimensions: &[(&str, &str)], counts: &[(&str, u64)], properties: &[(&str, Value)]) -> String {
     let timestamp_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or_default();
     let mut root = Map::new();
     root.insert(

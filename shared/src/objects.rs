@@ -8,10 +8,16 @@ use crate::aws::AwsFailure;
 /// A bucket call that failed, typed so the final receive can say whether trying again may help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StorageError {
+    /// The S3 call failed.
     #[error(transparent)]
     Call(#[from] AwsFailure),
+    /// Restoring a kept version did not make the object readable.
     #[error("{key} is still missing after its delete markers were removed")]
-    StillMissing { key: String },
+    StillMissing {
+        /// The object's key.
+        key: String,
+    },
+    /// A test failpoint.
     #[error("injected S3 failure")]
     Injected,
 }
@@ -29,9 +35,11 @@ impl StorageError {
 /// What a kept asset's bytes turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Presence {
+    /// The object is there.
     Present,
     /// The object was hidden by a delete marker; removing it made this kept version current again.
     Restored {
+        /// The version that is current again.
         version_id: String,
     },
     /// Missing, and the bucket keeps no earlier version.

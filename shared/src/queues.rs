@@ -9,11 +9,14 @@ use crate::aws::AwsFailure;
 /// Messages waiting to be received, and received but not yet deleted (SQS's approximate counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Depth {
+    /// Visible messages (`ApproximateNumberOfMessages`).
     pub waiting: u64,
+    /// Received and not yet deleted (`ApproximateNumberOfMessagesNotVisible`).
     pub in_flight: u64,
 }
 
 impl Depth {
+    /// Everything the queue holds.
     pub fn total(self) -> u64 {
         self.waiting + self.in_flight
     }
@@ -22,31 +25,49 @@ impl Depth {
 /// A queue's URL, ARN and depth.
 #[derive(Debug, Clone)]
 pub struct Queue {
+    /// Its URL.
     pub url: String,
+    /// Its ARN.
     pub arn: String,
+    /// What it holds.
     pub depth: Depth,
     /// The dead-letter queue's ARN, from the redrive policy.
     pub dead_letter_arn: Option<String>,
 }
 
+/// Why a queue could not be described. Names the queue.
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
+    /// `GetQueueAttributes` failed.
     #[error("cannot read queue {url}: {cause}")]
     Unreadable {
+        /// The queue.
         url: String,
+        /// The failed call.
         #[source]
         cause: AwsFailure,
     },
+    /// SQS answered without an attribute it always sends.
     #[error("queue {url} answered without its {attribute} attribute")]
-    Incomplete { url: String, attribute: &'static str },
+    Incomplete {
+        /// The queue.
+        url: String,
+        /// The attribute missing.
+        attribute: &'static str,
+    },
+    /// The queue (by URL) has no dead-letter queue configured.
     #[error("queue {0} has no redrive policy, so no dead-letter queue")]
     NoDeadLetterQueue(String),
+    /// The redrive policy names a dead-letter queue that cannot be found.
     #[error("cannot find the dead-letter queue {arn}: {cause}")]
     DeadLetterNotFound {
+        /// The ARN in the redrive policy.
         arn: String,
+        /// The failed lookup.
         #[source]
         cause: AwsFailure,
     },
+    /// The redrive policy's target (given) is not a queue ARN.
     #[error("the dead-letter queue {0} in the redrive policy is not a queue ARN")]
     NotAQueueArn(String),
 }

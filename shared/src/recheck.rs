@@ -11,7 +11,9 @@ use crate::references::{ReferenceMap, SourceKind, quote_ident};
 /// One source's answer, kept as evidence in the audit record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceAnswer {
+    /// The source, as `schema.table.column`.
     pub source: String,
+    /// Whether it refers to the asset.
     pub referenced: bool,
     /// The key of one record that refers (its primary key, else its `ctid`): what an operator looks up.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -21,6 +23,7 @@ pub struct SourceAnswer {
 /// What the recheck found: every source of the map, in order, with its answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Recheck {
+    /// One answer per source of the map, in the map's order.
     pub answers: Vec<SourceAnswer>,
 }
 

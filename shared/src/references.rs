@@ -25,15 +25,22 @@ pub enum SourceKind {
     /// A column of `asset_id[]`.
     DomainArray,
     /// A declared `jsonb` column; `json_path` selects the asset ids in each document.
-    Json { json_path: String },
+    Json {
+        /// The SQL/JSON path, from `asset_reference_sources`.
+        json_path: String,
+    },
 }
 
 /// One column that can hold references to assets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferenceSource {
+    /// The schema of its table.
     pub schema: String,
+    /// Its table.
     pub table: String,
+    /// The column.
     pub column: String,
+    /// How it holds asset ids.
     #[serde(flatten)]
     pub kind: SourceKind,
     /// The column's SQL type as the catalog prints it (`asset_id[]`, `jsonb`, ...).
@@ -66,6 +73,7 @@ impl fmt::Display for ReferenceSource {
 /// The validated map: every source settlement must recheck.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferenceMap {
+    /// Every source, in a stable order.
     pub sources: Vec<ReferenceSource>,
     /// Problems a setting turned into warnings (an unindexed source under `UNINDEXED_SOURCES=warn`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -79,17 +87,67 @@ pub enum SchemaProblem {
     /// The `asset_id` domain is gone: domain-typed references can no longer be found.
     DomainMissing,
     /// A declared JSONB source names a table or column that does not exist.
-    DeclaredSourceMissing { schema: String, table: String, column: String },
+    DeclaredSourceMissing {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+    },
     /// A declared JSONB source is not of type `jsonb`.
-    DeclaredSourceWrongType { schema: String, table: String, column: String, found: String },
+    DeclaredSourceWrongType {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The type it has.
+        found: String,
+    },
     /// A reference source this role cannot read.
-    SourceUnreadable { schema: String, table: String, column: String },
+    SourceUnreadable {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+    },
     /// A foreign key to `assets` that would delete or rewrite owner records when an asset row goes.
-    DestructiveForeignKey { schema: String, table: String, column: String, on_delete: String },
+    DestructiveForeignKey {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The key's `ON DELETE` action.
+        on_delete: String,
+    },
     /// A column that is no source but whose sampled values are asset ids or storage keys.
-    UnexplainedAssetIds { schema: String, table: String, column: String, data_type: String },
+    UnexplainedAssetIds {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The column's type.
+        data_type: String,
+    },
     /// A source no index can serve: every recheck of it would read the whole table.
-    UnindexedSource { schema: String, table: String, column: String, create_index: String },
+    UnindexedSource {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The statement that adds the index the recheck needs.
+        create_index: String,
+    },
 }
 
 impl SchemaProblem {
@@ -148,6 +206,7 @@ impl fmt::Display for SchemaProblem {
 /// The schema check refused: nothing may be retired, deleted or purged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub struct SchemaRefusal {
+    /// Every problem found.
     pub problems: Vec<SchemaProblem>,
     /// The sources derived before the check refused, for an operator's view of the map.
     #[serde(skip, default)]
@@ -170,8 +229,10 @@ impl fmt::Display for SchemaRefusal {
 /// Why the check gave no map.
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaCheckError {
+    /// The schema cannot be trusted.
     #[error(transparent)]
     Refused(#[from] SchemaRefusal),
+    /// The catalog could not be read.
     #[error("cannot read the catalog for the schema check: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -218,6 +279,7 @@ macro_rules! readable_sql {
 pub struct CheckOptions {
     /// Values sampled from each uuid, text or JSON column that is not a source.
     pub sample_rows: u32,
+    /// What an unindexed source does to the check.
     pub unindexed: UnindexedSources,
 }
 

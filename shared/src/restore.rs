@@ -12,16 +12,37 @@ use crate::{AssetId, WorkspaceId};
 /// Why an asset could not be restored. Nothing was changed.
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
+    /// No such asset row.
     #[error("asset {0} does not exist (purged or never created)")]
     NotFound(AssetId),
+    /// Not retired.
     #[error("asset {asset} is {state}, not retired: only a retired asset can be restored")]
-    NotRetired { asset: AssetId, state: AssetState },
+    NotRetired {
+        /// The asset.
+        asset: AssetId,
+        /// Its state.
+        state: AssetState,
+    },
+    /// Its purge time has passed.
     #[error("asset {asset} was due to be purged at {purge_after}: too late to restore")]
-    PurgeTimePassed { asset: AssetId, purge_after: String },
+    PurgeTimePassed {
+        /// The asset.
+        asset: AssetId,
+        /// Its purge time.
+        purge_after: String,
+    },
+    /// No version of its bytes is kept.
     #[error("asset {asset}'s bytes ({key}) are missing and the bucket keeps no earlier version")]
-    BytesMissing { asset: AssetId, key: String },
+    BytesMissing {
+        /// The asset.
+        asset: AssetId,
+        /// Its object's key.
+        key: String,
+    },
+    /// The bucket could not be read or written.
     #[error("bucket: {0}")]
     Storage(#[from] StorageError),
+    /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }

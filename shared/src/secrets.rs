@@ -12,16 +12,27 @@ use sqlx::postgres::PgConnectOptions;
 /// Why the secret gave no connection. Names the secret, never its value.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
+    /// `GetSecretValue` failed.
     #[error("cannot read database secret {arn}: {cause}")]
     Unreadable {
+        /// The secret.
         arn: String,
+        /// The failed call.
         #[source]
         cause: crate::aws::AwsFailure,
     },
+    /// The secret is binary.
     #[error("database secret {arn} has no string value")]
-    NotAString { arn: String },
+    NotAString {
+        /// The secret.
+        arn: String,
+    },
+    /// The secret's text is neither form this build reads.
     #[error("database secret {arn} holds neither RDS-style JSON (host, username, password, ...) nor a postgres:// URL")]
-    Malformed { arn: String },
+    Malformed {
+        /// The secret.
+        arn: String,
+    },
 }
 
 #[derive(Deserialize)]

@@ -12,7 +12,9 @@ use sqlx::postgres::PgConnectOptions;
 /// Everything the functions are configured with: docs/operating.md, "Configuration", lists every setting.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// Where the database is and how many connections to use.
     pub database: DatabaseSettings,
+    /// The cleanup queue.
     pub queue: QueueSettings,
     /// The bucket that holds the assets' bytes.
     pub asset_bucket: String,
@@ -32,7 +34,9 @@ pub struct Settings {
     pub schema_verdict_max_age: Duration,
     /// What the schema check does with a reference source that no index serves.
     pub unindexed_sources: UnindexedSources,
+    /// How a sweep pass claims and sends.
     pub sweep: SweepSettings,
+    /// The blast-radius brake's limits (invariant 11).
     pub brake: BrakeSettings,
 }
 
@@ -129,8 +133,18 @@ impl fmt::Debug for DatabaseSettings {
 /// One thing wrong with the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
-    Missing { name: &'static str },
-    Invalid { name: &'static str, reason: String },
+    /// A required variable is not set.
+    Missing {
+        /// The variable.
+        name: &'static str,
+    },
+    /// A variable is set to something unusable.
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
 }
 
 impl Problem {
@@ -157,8 +171,10 @@ impl fmt::Display for Problem {
 /// Why settings could not be loaded in AWS: the environment, or the database secret.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The environment.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// The database secret.
     #[error(transparent)]
     Secret(#[from] crate::secrets::SecretError),
 }
@@ -166,6 +182,7 @@ pub enum LoadError {
 /// All problems found in one reading of the environment.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct SettingsError {
+    /// Every problem, in the order the variables are read.
     pub problems: Vec<Problem>,
 }
 

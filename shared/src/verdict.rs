@@ -26,9 +26,11 @@ const KEEP_VERDICTS: &str = "7 days";
 /// A verdict a sweep pass recorded.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    /// Its row in `schema_verdicts`.
     pub id: i64,
     /// The map, or why the check refused.
     pub outcome: Result<ReferenceMap, SchemaRefusal>,
+    /// How long the check took.
     pub duration: Duration,
 }
 
@@ -92,7 +94,7 @@ pub async fn record(
     .bind(sqlx::types::Json(problems))
     .bind(sqlx::types::Json(warnings))
     .bind(options.sample_rows as i32)
-    .bind(duration.as_millis() as i64)
+    .bind(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
     .bind(crate::version::CODE_VERSION)
     .fetch_one(&mut *conn)
     .await?;
@@ -118,33 +120,55 @@ pub enum Matched {
 /// A verdict the consumer may settle on.
 #[derive(Debug, Clone)]
 pub struct Current {
+    /// Its row in `schema_verdicts`.
     pub id: i64,
+    /// The pass that recorded it.
     pub sweep_run_id: Option<Uuid>,
+    /// How the catalog was found unchanged.
     pub matched: Matched,
 }
 
 /// Why the consumer may not settle on the newest verdict. Nothing is retired, deleted or purged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerdictError {
+    /// No verdict was ever recorded.
     #[error("no sweep pass has checked the schema yet: nothing is settled until one has")]
     Missing,
     #[error(
         "the newest schema verdict ({checked_at}) is older than SCHEMA_VERDICT_MAX_AGE ({max_age}): nothing is \
          settled until a sweep pass checks the schema again"
     )]
-    Stale { checked_at: String, max_age: String },
+    /// The newest verdict is older than `SCHEMA_VERDICT_MAX_AGE`.
+    Stale {
+        /// When the check ran.
+        checked_at: String,
+        /// `SCHEMA_VERDICT_MAX_AGE`.
+        max_age: String,
+    },
     #[error(
         "the schema changed after the sweep pass checked it at {checked_at}: nothing is settled until the next \
          pass checks it again"
     )]
-    Changed { checked_at: String },
+    /// The catalog changed since the check.
+    Changed {
+        /// When the check ran.
+        checked_at: String,
+    },
     #[error(
         "the schema verdict was made for database role {verdict_role}, and this function connects as {role} (or \
          that role's rights changed since): nothing is settled until a pass checks the schema as this role"
     )]
-    OtherRole { verdict_role: String, role: String },
+    /// The check ran as another role, or this role's rights changed since.
+    OtherRole {
+        /// The role the check ran as.
+        verdict_role: String,
+        /// The role of this connection.
+        role: String,
+    },
+    /// The verdict's stored map does not parse (with why).
     #[error("the newest schema verdict holds a map this build cannot read: {0}")]
     Unreadable(String),
+    /// The check refused.
     #[error(transparent)]
     Refused(#[from] SchemaRefusal),
 }
@@ -240,8 +264,10 @@ pub async fn current(
 /// Why no verdict could be used: the verdict itself, or the database that holds it.
 #[derive(Debug, thiserror::Error)]
 pub enum CurrentError {
+    /// The verdict may not be settled on.
     #[error(transparent)]
     Verdict(#[from] VerdictError),
+    /// The database could not be read.
     #[error("cannot read the schema verdict: {0}")]
     Database(#[from] sqlx::Error),
 }

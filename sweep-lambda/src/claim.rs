@@ -67,7 +67,7 @@ pub async fn claimable(pool: &PgPool, workspaces: &[Uuid], skip: &[Uuid]) -> Res
     .bind(skip)
     .fetch_one(pool)
     .await?;
-    Ok(n.max(0) as u64)
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// Ends the leases of `claims` that still hold the same token, so the next pass can claim them again.

@@ -85,7 +85,7 @@ impl Sweeper {
 
         let span = tracing::info_span!("sweep_pass", run_id = %run_id);
         let result = self.locked_pass(&mut report, budget_end).instrument(span).await;
-        report.duration_ms = started.elapsed().as_millis() as u64;
+        report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if let Err(e) = &result {
             report.outcome = RunOutcome::Failed;
             report.error = Some(e.to_string());
@@ -140,7 +140,7 @@ impl Sweeper {
                 info!(
                     sources = map.sources.len(),
                     verdict = checked.id,
-                    duration_ms = checked.duration.as_millis() as u64,
+                    duration_ms = u64::try_from(checked.duration.as_millis()).unwrap_or(u64::MAX),
                     "reference map validated"
                 );
                 for warning in &map.warnings {

@@ -7,6 +7,9 @@
 //! Run with `scripts/bench-consumer`. `BENCH_OWNER_ROWS=10000,100000,1000000` sets the sizes,
 //! `BENCH_SETTLE_ASSETS` (2000) the throughput run.
 
+// Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
+#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+
 use std::time::{Duration, Instant};
 
 use consumer_lambda::Consumer;

@@ -12,6 +12,9 @@
 //! Run with `scripts/bench-scale`. `BENCH_TABLES=0,300,1000`, `BENCH_OWNER_ROWS` (100000), `BENCH_SETTLE_ASSETS`
 //! (2000) and `BENCH_STALL_SECONDS` (20) set the sizes; `BENCH_ONLY=throughput` runs part 2 alone.
 
+// Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
+#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

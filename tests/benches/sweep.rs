@@ -5,6 +5,9 @@
 //! baseline makes one SQS call per row, so on large backlogs it stops after `BENCH_BASELINE_ROWS` (10 000)
 //! rows of the full-size backlog and is compared by rate.
 
+// Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
+#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+
 use std::time::{Duration, Instant};
 
 use integration_tests::TestContext;
