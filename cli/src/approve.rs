@@ -28,24 +28,25 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         bail!("--by and --reason must say who approves and why");
     }
     let pool = connect::database().await?;
-    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM assets WHERE workspace_id = $1)")
-        .bind(workspace)
-        .fetch_one(&pool)
-        .await?;
+    let known =
+        sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM assets WHERE workspace_id = $1) AS "known!""#, workspace)
+            .fetch_one(&pool)
+            .await?;
     if !known {
         bail!("workspace {workspace} has no assets: nothing to approve");
     }
-    let (id, expires_at): (i64, String) = sqlx::query_as(
-        "INSERT INTO brake_approvals (workspace_id, approved_by, reason, expires_at)
-         VALUES ($1, $2, $3, now() + $4 * interval '1 hour')
-         RETURNING id, to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+    let approval = sqlx::query!(
+        r#"INSERT INTO brake_approvals (workspace_id, approved_by, reason, expires_at)
+           VALUES ($1, $2, $3, now() + $4 * interval '1 hour')
+           RETURNING id, to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "expires_at!""#,
+        workspace,
+        args.by.trim(),
+        args.reason.trim(),
+        f64::from(args.hours),
     )
-    .bind(workspace)
-    .bind(args.by.trim())
-    .bind(args.reason.trim())
-    .bind(f64::from(args.hours))
     .fetch_one(&pool)
     .await?;
+    let (id, expires_at) = (approval.id, approval.expires_at);
     Ok(Output {
         text: format!(
             "approval {id}: workspace {workspace} is released from the brake until {expires_at} (by {}: {})",

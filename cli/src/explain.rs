@@ -17,7 +17,6 @@ pub(crate) struct Args {
     asset: String,
 }
 
-#[derive(sqlx::FromRow)]
 struct Row {
     workspace_id: Uuid,
     storage_key: String,
@@ -32,7 +31,6 @@ struct Row {
     purge_after: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
 struct Decision {
     occurred_at: String,
     action: AuditAction,
@@ -46,21 +44,25 @@ struct Decision {
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let id: Uuid = args.asset.parse().with_context(|| format!("{:?} is not an asset id (a uuid)", args.asset))?;
     let (settings, pool, _) = connect::everything().await?;
-    let row: Option<Row> = sqlx::query_as(
-        "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.due_at::text, asset_sweeper_due(a) AS due_now,
-                asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS grace_ends,
-                a.leased_until::text, a.attempts, a.last_error, a.purge_after::text
-           FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key WHERE a.id = $1",
+    let row = sqlx::query_as!(
+        Row,
+        r#"SELECT a.workspace_id, a.storage_key, a.byte_size, a.state AS "state: AssetState", a.due_at::text AS due_at,
+                  asset_sweeper_due(a) AS "due_now!",
+                  asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
+                  a.leased_until::text AS leased_until, a.attempts, a.last_error, a.purge_after::text AS purge_after
+             FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key WHERE a.id = $1"#,
+        id,
+        settings.grace.as_secs_f64(),
     )
-    .bind(id)
-    .bind(settings.grace.as_secs_f64())
     .fetch_optional(&pool)
     .await?;
-    let decisions: Vec<Decision> = sqlx::query_as(
-        "SELECT occurred_at::text, action, sweep_run_id, message_id, evidence, bytes_freed, code_version
-           FROM settlement_events WHERE asset_id = $1 ORDER BY occurred_at, id",
+    let decisions = sqlx::query_as!(
+        Decision,
+        r#"SELECT occurred_at::text AS "occurred_at!", action AS "action: AuditAction", sweep_run_id, message_id,
+                  evidence, bytes_freed, code_version
+             FROM settlement_events WHERE asset_id = $1 ORDER BY occurred_at, id"#,
+        id,
     )
-    .bind(id)
     .fetch_all(&pool)
     .await?;
     if row.is_none() && decisions.is_empty() {

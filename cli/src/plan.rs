@@ -25,7 +25,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let limit = args.limit.unwrap_or(settings.sweep.max_per_pass);
     let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
 
     let map = match references::check(&mut tx, (&settings).into()).await {
         Ok(map) => map,
@@ -51,13 +51,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
     }
     let held_ids: Vec<Uuid> = held.iter().map(|(id, _)| *id).collect();
-    let candidates: Vec<(Uuid, Uuid)> = sqlx::query_as(
+    let candidates = sqlx::query!(
         "SELECT a.id, a.workspace_id FROM assets a
           WHERE asset_sweeper_claimable(a) AND a.workspace_id <> ALL ($1)
           ORDER BY a.due_at, a.id LIMIT $2",
+        &held_ids,
+        i64::from(limit),
     )
-    .bind(&held_ids)
-    .bind(i64::from(limit))
     .fetch_all(&mut *tx)
     .await?;
 
@@ -65,7 +65,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     // By the action's name: the summary lists them alphabetically.
     let mut totals: BTreeMap<&str, (u64, i64)> = BTreeMap::new();
     let mut text = String::new();
-    for (id, workspace) in candidates {
+    for candidate in candidates {
+        let (id, workspace) = (candidate.id, candidate.workspace_id);
         let asset = AssetId(id);
         let Some(facts) = lifecycle::read(&mut tx, asset, settings.grace, settings.abandon_after, false).await? else {
             continue;

@@ -202,18 +202,18 @@ async fn batch(
     }
     let named: Vec<Uuid> = fresh.iter().filter_map(Dead::asset).collect();
     // The state each asset would be reset to is worked out here too, so a dry run can say it.
-    let rows: BTreeMap<Uuid, (Uuid, AssetState, AssetState)> =
-        sqlx::query_as::<_, (Uuid, Uuid, AssetState, AssetState)>(
-            "SELECT id, workspace_id, state, CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END
-           FROM assets WHERE id = ANY ($1)",
-        )
-        .bind(&named)
-        .fetch_all(pool)
-        .await
-        .context("cannot read the assets the dead-letter queue names")?
-        .into_iter()
-        .map(|(id, workspace, state, reset_to)| (id, (workspace, state, reset_to)))
-        .collect();
+    let rows: BTreeMap<Uuid, (Uuid, AssetState, AssetState)> = sqlx::query!(
+        r#"SELECT id, workspace_id, state AS "state: AssetState",
+                  CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END AS "reset_to!: AssetState"
+             FROM assets WHERE id = ANY ($1)"#,
+        &named,
+    )
+    .fetch_all(pool)
+    .await
+    .context("cannot read the assets the dead-letter queue names")?
+    .into_iter()
+    .map(|r| (r.id, (r.workspace_id, r.state, r.reset_to)))
+    .collect();
 
     let mut failed = BTreeSet::new();
     let mut verdicts: Vec<Result<Uuid, String>> = Vec::new();
@@ -280,27 +280,28 @@ async fn reset(pool: &PgPool, ids: &BTreeSet<Uuid>, by: &str) -> anyhow::Result<
     }
     let ids: Vec<Uuid> = ids.iter().copied().collect();
     let mut tx = shared::db::begin_as_sweeper(pool).await.context("cannot reset the failed assets")?;
-    let reset: Vec<(AssetId, WorkspaceId, String, AssetState, serde_json::Value)> = sqlx::query_as(
-        "UPDATE assets
-            SET state = CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END,
-                failed_at = NULL, attempts = 0, due_at = now(), lease_token = NULL, leased_until = NULL
-          WHERE id = ANY ($1) AND state = 'failed'
-         RETURNING id, workspace_id, storage_key, state, to_jsonb(assets.*) AS row",
+    let reset = sqlx::query!(
+        r#"UPDATE assets
+              SET state = CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END,
+                  failed_at = NULL, attempts = 0, due_at = now(), lease_token = NULL, leased_until = NULL
+            WHERE id = ANY ($1) AND state = 'failed'
+           RETURNING id AS "id: AssetId", workspace_id AS "workspace_id: WorkspaceId", storage_key,
+                     state AS "state: AssetState", to_jsonb(assets.*) AS "row!""#,
+        &ids,
     )
-    .bind(&ids)
     .fetch_all(&mut *tx)
     .await
     .context("cannot reset the failed assets")?;
-    for (asset, workspace, key, state, row) in &reset {
-        Event::new(*asset, *workspace, AuditAction::Redrive, json!({ "by": by, "state": state }))
-            .storage_key(key)
-            .asset_row(Some(row))
+    for asset in &reset {
+        Event::new(asset.id, asset.workspace_id, AuditAction::Redrive, json!({ "by": by, "state": asset.state }))
+            .storage_key(&asset.storage_key)
+            .asset_row(Some(&asset.row))
             .write(&mut *tx)
             .await
             .context("cannot record the reset of the failed assets")?;
     }
     tx.commit().await.context("cannot reset the failed assets")?;
-    Ok(reset.into_iter().map(|(asset, _, _, state, _)| (asset.0, state)).collect())
+    Ok(reset.into_iter().map(|asset| (asset.id.0, asset.state)).collect())
 }
 
 /// Copies each message to the queue, then deletes from the DLQ those whose copy SQS accepted. A message whose

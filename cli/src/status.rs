@@ -23,7 +23,7 @@ pub(crate) struct Args {
     expect_within: humantime::Duration,
 }
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct Run {
     id: Uuid,
     started_at: String,
@@ -37,7 +37,7 @@ struct Run {
     per_workspace: Value,
 }
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct Failed {
     id: Uuid,
     workspace_id: Uuid,
@@ -45,14 +45,14 @@ struct Failed {
     last_error: Option<String>,
 }
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct Backlog {
     workspace_id: Uuid,
     due: i64,
     oldest_due_seconds: f64,
 }
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct Freed {
     action: AuditAction,
     assets: i64,
@@ -61,59 +61,74 @@ struct Freed {
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let (settings, pool, sdk) = connect::everything().await?;
-    let runs: Vec<Run> = sqlx::query_as(
-        "SELECT id, started_at::text, outcome, claimed, enqueued, released, duration_ms, error, reason, per_workspace
-           FROM sweep_runs ORDER BY started_at DESC LIMIT $1",
+    let runs = sqlx::query_as!(
+        Run,
+        r#"SELECT id, started_at::text AS "started_at!", outcome AS "outcome: RunOutcome", claimed, enqueued, released,
+                  duration_ms, error, reason, per_workspace
+             FROM sweep_runs ORDER BY started_at DESC LIMIT $1"#,
+        args.runs.max(1),
     )
-    .bind(args.runs.max(1))
     .fetch_all(&pool)
     .await?;
-    let last_good: Option<(String, RunOutcome, f64)> = sqlx::query_as(
-        "SELECT finished_at::text, outcome, extract(epoch FROM now() - finished_at)::float8 FROM sweep_runs
-          WHERE outcome = ANY ($1) AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1",
+    let last_good = sqlx::query!(
+        r#"SELECT finished_at::text AS "finished_at!", outcome AS "outcome: RunOutcome",
+                  extract(epoch FROM now() - finished_at)::float8 AS "age!"
+             FROM sweep_runs
+            WHERE outcome = ANY ($1) AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1"#,
+        RunOutcome::GOOD as &[RunOutcome],
     )
-    .bind(RunOutcome::GOOD)
     .fetch_optional(&pool)
-    .await?;
-    let (due, oldest_due): (i64, Option<f64>) = sqlx::query_as(
-        "SELECT count(*), extract(epoch FROM now() - min(a.due_at))::float8 FROM assets a
-          WHERE asset_sweeper_claimable(a)",
+    .await?
+    .map(|r| (r.finished_at, r.outcome, r.age));
+    let backlog_now = sqlx::query!(
+        r#"SELECT count(*) AS "due!", extract(epoch FROM now() - min(a.due_at))::float8 AS oldest_due FROM assets a
+            WHERE asset_sweeper_claimable(a)"#
     )
     .fetch_one(&pool)
     .await?;
-    let backlog: Vec<Backlog> = sqlx::query_as(
-        "SELECT a.workspace_id, count(*) AS due, extract(epoch FROM now() - min(a.due_at))::float8 AS oldest_due_seconds
-           FROM assets a WHERE asset_sweeper_claimable(a)
-          GROUP BY a.workspace_id ORDER BY count(*) DESC, min(a.due_at) LIMIT 5",
+    let (due, oldest_due) = (backlog_now.due, backlog_now.oldest_due);
+    let backlog = sqlx::query_as!(
+        Backlog,
+        r#"SELECT a.workspace_id, count(*) AS "due!",
+                  extract(epoch FROM now() - min(a.due_at))::float8 AS "oldest_due_seconds!"
+             FROM assets a WHERE asset_sweeper_claimable(a)
+            GROUP BY a.workspace_id ORDER BY count(*) DESC, min(a.due_at) LIMIT 5"#
     )
     .fetch_all(&pool)
     .await?;
-    let leased: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM assets WHERE leased_until > now()").fetch_one(&pool).await?;
-    let failed_count: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM assets WHERE state = 'failed'").fetch_one(&pool).await?;
-    let failed: Vec<Failed> = sqlx::query_as(
-        "SELECT id, workspace_id, failed_at::text, last_error FROM assets WHERE state = 'failed'
-          ORDER BY failed_at DESC NULLS LAST LIMIT 10",
+    let leased = sqlx::query_scalar!(r#"SELECT count(*) AS "leased!" FROM assets WHERE leased_until > now()"#)
+        .fetch_one(&pool)
+        .await?;
+    let failed_count = sqlx::query_scalar!(r#"SELECT count(*) AS "failed!" FROM assets WHERE state = 'failed'"#)
+        .fetch_one(&pool)
+        .await?;
+    let failed = sqlx::query_as!(
+        Failed,
+        "SELECT id, workspace_id, failed_at::text AS failed_at, last_error FROM assets WHERE state = 'failed'
+          ORDER BY failed_at DESC NULLS LAST LIMIT 10"
     )
     .fetch_all(&pool)
     .await?;
-    let approvals: Vec<(Uuid, String, String, String)> = sqlx::query_as(
-        "SELECT workspace_id, approved_by, reason, expires_at::text FROM brake_approvals
-          WHERE expires_at > now() ORDER BY expires_at",
+    let approvals: Vec<(Uuid, String, String, String)> = sqlx::query!(
+        r#"SELECT workspace_id, approved_by, reason, expires_at::text AS "expires_at!" FROM brake_approvals
+            WHERE expires_at > now() ORDER BY expires_at"#
     )
     .fetch_all(&pool)
-    .await?;
-    let freed: Vec<Freed> = sqlx::query_as(
-        "SELECT action, count(*) AS assets,
-                coalesce(sum(CASE WHEN action = $1 THEN coalesce((asset_row->>'byte_size')::bigint, 0)
-                                  ELSE bytes_freed END), 0)::bigint AS bytes
-           FROM settlement_events
-          WHERE occurred_at > now() - interval '1 day' AND action = ANY ($2)
-          GROUP BY action ORDER BY action",
+    .await?
+    .into_iter()
+    .map(|a| (a.workspace_id, a.approved_by, a.reason, a.expires_at))
+    .collect();
+    let freed = sqlx::query_as!(
+        Freed,
+        r#"SELECT action AS "action: AuditAction", count(*) AS "assets!",
+                  coalesce(sum(CASE WHEN action = $1 THEN coalesce((asset_row->>'byte_size')::bigint, 0)
+                                    ELSE bytes_freed END), 0)::bigint AS "bytes!"
+             FROM settlement_events
+            WHERE occurred_at > now() - interval '1 day' AND action = ANY ($2)
+            GROUP BY action ORDER BY action"#,
+        AuditAction::Retire as AuditAction,
+        &[AuditAction::Retire, AuditAction::Delete, AuditAction::Purge] as &[AuditAction],
     )
-    .bind(AuditAction::Retire)
-    .bind([AuditAction::Retire, AuditAction::Delete, AuditAction::Purge])
     .fetch_all(&pool)
     .await?;
     let schema = {

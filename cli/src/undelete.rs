@@ -21,7 +21,6 @@ pub(crate) struct Args {
     by: String,
 }
 
-#[derive(sqlx::FromRow)]
 struct Removal {
     event_id: i64,
     asset_id: Uuid,
@@ -37,22 +36,24 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     let (settings, pool, sdk) = connect::everything().await?;
     let by_id = args.target.parse::<Uuid>().ok();
-    let removal: Option<Removal> = sqlx::query_as(
-        "SELECT id AS event_id, asset_id, action, occurred_at::text, asset_row FROM settlement_events
-          WHERE action = ANY ($3) AND (asset_id = $1 OR ($1 IS NULL AND storage_key = $2))
-          ORDER BY id DESC LIMIT 1",
+    let removal = sqlx::query_as!(
+        Removal,
+        r#"SELECT id AS event_id, asset_id, action AS "action: AuditAction", occurred_at::text AS "occurred_at!",
+                  asset_row
+             FROM settlement_events
+            WHERE action = ANY ($3) AND (asset_id = $1 OR ($1 IS NULL AND storage_key = $2))
+            ORDER BY id DESC LIMIT 1"#,
+        by_id,
+        &args.target,
+        &[AuditAction::Delete, AuditAction::Purge] as &[AuditAction],
     )
-    .bind(by_id)
-    .bind(&args.target)
-    .bind([AuditAction::Delete, AuditAction::Purge])
     .fetch_optional(&pool)
     .await?;
     let Some(removal) = removal else {
         bail!("no deleted or purged asset {} is on record", args.target);
     };
     let id = removal.asset_id;
-    if let Some(state) = sqlx::query_scalar::<_, AssetState>("SELECT state FROM assets WHERE id = $1")
-        .bind(id)
+    if let Some(state) = sqlx::query_scalar!(r#"SELECT state AS "state: AssetState" FROM assets WHERE id = $1"#, id)
         .fetch_optional(&pool)
         .await?
     {
@@ -81,26 +82,27 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         ),
     };
     let mut tx = pool.begin().await?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, $2, $3)
          ON CONFLICT (storage_key) DO NOTHING",
+        &key,
+        &hash,
+        size,
     )
-    .bind(&key)
-    .bind(&hash)
-    .bind(size)
     .execute(&mut *tx)
     .await?;
-    sqlx::query(
+    // `$7::jsonb`: with `->>` alone the parameter's type is ambiguous when the query is checked.
+    sqlx::query!(
         "INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, coalesce(($7->>'created_at')::timestamptz, now()))",
+         VALUES ($1, $2, $3, $4, $5, $6, coalesce(($7::jsonb->>'created_at')::timestamptz, now()))",
+        id,
+        workspace,
+        &key,
+        &hash,
+        size,
+        AssetState::Attached as AssetState,
+        &row,
     )
-    .bind(id)
-    .bind(workspace)
-    .bind(&key)
-    .bind(&hash)
-    .bind(size)
-    .bind(AssetState::Attached)
-    .bind(&row)
     .execute(&mut *tx)
     .await?;
     let evidence = json!({ "by": by, "from_event": removal.event_id, "removed": removal.action, "bytes_restored_from_version": version });

@@ -318,14 +318,14 @@ impl Consumer {
 /// renewed schema verdict. Only while the message's claim is the row's. Any harmless DDL makes every settle
 /// wait for the next pass; spending the message's receives on that would dead-letter healthy assets.
 async fn postpone(pool: &PgPool, message: &CleanupMessage, e: &SettleError) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE assets SET lease_token = NULL, leased_until = NULL, last_error = $3
           WHERE id = $1 AND workspace_id = $2 AND lease_token = $4",
+        message.asset_id.0,
+        message.workspace_id.0,
+        e.sentence(),
+        message.claim_token,
     )
-    .bind(message.asset_id.0)
-    .bind(message.workspace_id.0)
-    .bind(e.sentence())
-    .bind(message.claim_token)
     .execute(pool)
     .await?;
     Ok(())
@@ -341,21 +341,21 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, e: &SettleError, last: bo
     let error = e.sentence();
     // The sweeper's own write: it does not move the grace floor, so a redriven asset is due at once.
     let mut tx = shared::db::begin_as_sweeper(pool).await?;
-    let updated: Option<serde_json::Value> = sqlx::query_scalar(
-        "UPDATE assets
-            SET attempts = attempts + 1, last_error = $3,
-                state = CASE WHEN $4 THEN 'failed' ELSE state END,
-                failed_at = CASE WHEN $4 THEN now() ELSE failed_at END,
-                lease_token = CASE WHEN $4 THEN NULL ELSE lease_token END,
-                leased_until = CASE WHEN $4 THEN NULL ELSE leased_until END
-          WHERE id = $1 AND workspace_id = $2 AND lease_token = $5
-         RETURNING to_jsonb(assets.*)",
+    let updated = sqlx::query_scalar!(
+        r#"UPDATE assets
+              SET attempts = attempts + 1, last_error = $3,
+                  state = CASE WHEN $4 THEN 'failed' ELSE state END,
+                  failed_at = CASE WHEN $4 THEN now() ELSE failed_at END,
+                  lease_token = CASE WHEN $4 THEN NULL ELSE lease_token END,
+                  leased_until = CASE WHEN $4 THEN NULL ELSE leased_until END
+            WHERE id = $1 AND workspace_id = $2 AND lease_token = $5
+           RETURNING to_jsonb(assets.*) AS "row!""#,
+        message.asset_id.0,
+        message.workspace_id.0,
+        &error,
+        last,
+        message.claim_token,
     )
-    .bind(message.asset_id.0)
-    .bind(message.workspace_id.0)
-    .bind(&error)
-    .bind(last)
-    .bind(message.claim_token)
     .fetch_optional(&mut *tx)
     .await?;
     let marked = last && updated.is_some();

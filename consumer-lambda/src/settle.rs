@@ -173,7 +173,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     }
     // The transaction's id, for telling afterwards whether a COMMIT that answered with an error did commit.
     let xid: Option<String> = match &decided.marker {
-        Some(_) => sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&mut *tx).await.ok(),
+        Some(_) => sqlx::query_scalar!(r#"SELECT pg_current_xact_id()::text AS "xid!""#).fetch_one(&mut *tx).await.ok(),
         None => None,
     };
     let committed = tx.commit().await;
@@ -211,8 +211,7 @@ async fn undo_if_uncommitted(cx: &Context<'_>, xid: Option<&str>, key: &str, mar
         return;
     };
     for _ in 0..50 {
-        let status: Result<Option<String>, sqlx::Error> =
-            sqlx::query_scalar("SELECT pg_xact_status($1::xid8)").bind(xid).fetch_one(cx.pool).await;
+        let status = sqlx::query_scalar!("SELECT pg_xact_status($1::xid8)", xid as &str).fetch_one(cx.pool).await;
         match status.as_ref().map(Option::as_deref) {
             Ok(Some("aborted")) => return undo_removal(cx, key, marker).await,
             Ok(Some("committed")) => {
@@ -249,26 +248,26 @@ fn injected_panic(asset: AssetId) {
 }
 
 async fn keep(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE assets SET state = 'attached', due_at = NULL, lease_token = NULL, leased_until = NULL,
                 retired_at = NULL, purge_after = NULL, last_error = NULL
           WHERE id = $1",
+        asset.0,
     )
-    .bind(asset.0)
     .execute(conn)
     .await?;
     Ok(())
 }
 
 async fn retire(conn: &mut PgConnection, asset: AssetId, retention: Duration) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE assets SET state = 'retired', retired_at = now(),
                 purge_after = now() + $2 * interval '1 second', due_at = now() + $2 * interval '1 second',
                 lease_token = NULL, leased_until = NULL
           WHERE id = $1",
+        asset.0,
+        retention.as_secs_f64(),
     )
-    .bind(asset.0)
-    .bind(retention.as_secs_f64())
     .execute(conn)
     .await?;
     Ok(())
@@ -287,26 +286,26 @@ enum Until {
 /// Sets the next due time and ends the lease.
 async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until) -> Result<(), sqlx::Error> {
     let query = match until {
-        Until::GraceEnd(grace) => sqlx::query(
+        Until::GraceEnd(grace) => sqlx::query!(
             "UPDATE assets a
                 SET due_at = asset_sweeper_grace_ends(a, o, $2 * interval '1 second'),
                     lease_token = NULL, leased_until = NULL
                FROM stored_objects o
               WHERE a.id = $1 AND o.storage_key = a.storage_key",
-        )
-        .bind(asset.0)
-        .bind(grace.as_secs_f64()),
-        Until::AfterCreation(window) => sqlx::query(
+            asset.0,
+            grace.as_secs_f64(),
+        ),
+        Until::AfterCreation(window) => sqlx::query!(
             "UPDATE assets SET due_at = created_at + $2 * interval '1 second', lease_token = NULL,
                     leased_until = NULL
               WHERE id = $1",
-        )
-        .bind(asset.0)
-        .bind(window.as_secs_f64()),
-        Until::PurgeTime => {
-            sqlx::query("UPDATE assets SET due_at = purge_after, lease_token = NULL, leased_until = NULL WHERE id = $1")
-                .bind(asset.0)
-        }
+            asset.0,
+            window.as_secs_f64(),
+        ),
+        Until::PurgeTime => sqlx::query!(
+            "UPDATE assets SET due_at = purge_after, lease_token = NULL, leased_until = NULL WHERE id = $1",
+            asset.0,
+        ),
     };
     query.execute(conn).await?;
     Ok(())
@@ -327,7 +326,7 @@ async fn remove(
     evidence["sharers"] = json!(sharers);
     if sharers > 0 {
         warn!(sharers, "bytes shared with other assets: removing the row only");
-        sqlx::query("DELETE FROM assets WHERE id = $1").bind(asset.0).execute(&mut *conn).await?;
+        sqlx::query!("DELETE FROM assets WHERE id = $1", asset.0).execute(&mut *conn).await?;
         return Ok(Settled::plain(action));
     }
     fail::fail_point!("consumer::before_bytes_removed", |_| Err(SettleError::Injected(
@@ -339,11 +338,8 @@ async fn remove(
         "crash after the bytes were removed, before commit".into()
     )));
     let rows = async {
-        sqlx::query("DELETE FROM assets WHERE id = $1").bind(asset.0).execute(&mut *conn).await?;
-        sqlx::query("DELETE FROM stored_objects WHERE storage_key = $1")
-            .bind(&row.storage_key)
-            .execute(&mut *conn)
-            .await
+        sqlx::query!("DELETE FROM assets WHERE id = $1", asset.0).execute(&mut *conn).await?;
+        sqlx::query!("DELETE FROM stored_objects WHERE storage_key = $1", row.storage_key).execute(&mut *conn).await
     }
     .await;
     if let Err(e) = rows {

@@ -11,7 +11,7 @@ use crate::WorkspaceId;
 use crate::settings::BrakeSettings;
 
 /// What one workspace has due now, against everything it holds.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct WorkspaceDue {
     /// The workspace.
     #[serde(skip)]
@@ -27,7 +27,7 @@ pub struct WorkspaceDue {
 }
 
 /// An operator's unexpired release of a workspace.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Approval {
     /// The workspace it releases.
     #[serde(skip)]
@@ -43,21 +43,23 @@ pub struct Approval {
 /// Every workspace with due assets, the one whose oldest claimable asset is oldest first. Due counts include assets
 /// already claimed by an earlier pass: they are destruction in flight.
 pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH due AS (
+    sqlx::query_as!(
+        WorkspaceDue,
+        r#"WITH due AS (
              SELECT a.workspace_id, count(*) AS due_assets, sum(a.byte_size)::bigint AS due_bytes,
                     min(a.due_at) FILTER (WHERE asset_sweeper_claimable(a)) AS oldest
                FROM assets a
               WHERE asset_sweeper_due(a)
               GROUP BY a.workspace_id
          )
-         SELECT d.workspace_id, d.due_assets, d.due_bytes, l.live_assets, l.live_bytes
+         SELECT d.workspace_id AS "workspace_id: WorkspaceId", d.due_assets AS "due_assets!",
+                d.due_bytes AS "due_bytes!", l.live_assets AS "live_assets!", l.live_bytes AS "live_bytes!"
            FROM due d
           CROSS JOIN LATERAL (
                 SELECT count(*) AS live_assets, coalesce(sum(byte_size), 0)::bigint AS live_bytes
                   FROM assets WHERE workspace_id = d.workspace_id
           ) l
-          ORDER BY d.oldest NULLS LAST, d.workspace_id",
+          ORDER BY d.oldest NULLS LAST, d.workspace_id"#,
     )
     .fetch_all(pool)
     .await
@@ -65,13 +67,14 @@ pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Er
 
 /// The newest unexpired approval of each of `workspaces` that has one.
 pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<WorkspaceId, Approval>, sqlx::Error> {
-    let rows: Vec<Approval> = sqlx::query_as(
-        "SELECT DISTINCT ON (workspace_id) workspace_id, id, approved_by, reason
-           FROM brake_approvals
-          WHERE workspace_id = ANY ($1) AND expires_at > now()
-          ORDER BY workspace_id, approved_at DESC",
+    let rows = sqlx::query_as!(
+        Approval,
+        r#"SELECT DISTINCT ON (workspace_id) workspace_id AS "workspace_id: WorkspaceId", id, approved_by, reason
+             FROM brake_approvals
+            WHERE workspace_id = ANY ($1) AND expires_at > now()
+            ORDER BY workspace_id, approved_at DESC"#,
+        workspaces,
     )
-    .bind(workspaces)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(|a| (a.workspace_id, a)).collect())

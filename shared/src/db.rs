@@ -58,7 +58,7 @@ pub async fn migrate(pool: &PgPool) -> Result<(), MigrationError> {
 /// leave the grace floor where it is (a failed mark or a redrive must not restart it; only application writes do).
 pub async fn begin_as_sweeper(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    sqlx::query("SELECT set_config('asset_sweeper.actor', 'sweeper', true)").execute(&mut *tx).await?;
+    sqlx::query!("SELECT set_config('asset_sweeper.actor', 'sweeper', true)").fetch_one(&mut *tx).await?;
     Ok(tx)
 }
 

@@ -29,7 +29,7 @@ text_enum! {
 }
 
 /// The asset row with the facts a decision needs, computed by the database's clock.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub struct Facts {
     /// The workspace that owns the asset.
     pub workspace_id: Uuid,
@@ -64,22 +64,30 @@ pub async fn read(
     abandon_after: Duration,
     lock: bool,
 ) -> Result<Option<Facts>, sqlx::Error> {
-    const SELECT: &str = "SELECT a.workspace_id, a.storage_key, a.byte_size, a.state, a.lease_token,
-                asset_sweeper_due(a) AS due,
-                asset_sweeper_grace_ends(a, o, $2 * interval '1 second') > now() AS within_grace,
-                asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS grace_ends,
-                a.created_at + $3 * interval '1 second' <= now() AS abandoned,
-                a.purge_after IS NOT NULL AND a.purge_after <= now() AS purge_due,
-                to_jsonb(a) AS row_json
-           FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
-          WHERE a.id = $1";
-    let sql = if lock { format!("{SELECT} FOR UPDATE OF a, o") } else { SELECT.to_owned() };
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(asset.0)
-        .bind(grace.as_secs_f64())
-        .bind(abandon_after.as_secs_f64())
-        .fetch_optional(conn)
-        .await
+    // One text for both: the lock is the only difference, so the locked read and the plan's cannot drift apart.
+    macro_rules! select_facts {
+        ($ending:tt) => {
+            sqlx::query_as!(
+                Facts,
+                r#"SELECT a.workspace_id, a.storage_key, a.byte_size, a.state AS "state: AssetState", a.lease_token,
+                          asset_sweeper_due(a) AS "due!",
+                          asset_sweeper_grace_ends(a, o, $2 * interval '1 second') > now() AS "within_grace!",
+                          asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
+                          a.created_at + $3 * interval '1 second' <= now() AS "abandoned!",
+                          a.purge_after IS NOT NULL AND a.purge_after <= now() AS "purge_due!",
+                          to_jsonb(a) AS "row_json!"
+                     FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
+                    WHERE a.id = $1"#
+                    + $ending,
+                asset.0,
+                grace.as_secs_f64(),
+                abandon_after.as_secs_f64()
+            )
+            .fetch_optional(conn)
+            .await
+        };
+    }
+    if lock { select_facts!(" FOR UPDATE OF a, o") } else { select_facts!("") }
 }
 
 /// Why a decision waits.
@@ -152,11 +160,13 @@ impl Decision {
 
 /// How many other asset rows share `asset`'s stored object.
 pub async fn sharers(conn: &mut PgConnection, storage_key: &str, asset: AssetId) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM assets WHERE storage_key = $1 AND id <> $2")
-        .bind(storage_key)
-        .bind(asset.0)
-        .fetch_one(conn)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "sharers!" FROM assets WHERE storage_key = $1 AND id <> $2"#,
+        storage_key,
+        asset.0
+    )
+    .fetch_one(conn)
+    .await
 }
 
 #[cfg(test)]

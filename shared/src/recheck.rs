@@ -72,6 +72,7 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
         // `LIMIT 1` stops at the first referring row, as `EXISTS` would, and names it.
         tests.push(format!("(SELECT {} FROM {table} WHERE {condition} LIMIT 1)", record_key(&source.key_columns)));
     }
+    // Built here, not checked at compile time: its tables and columns are the application's, from the map.
     let sql = format!("SELECT ARRAY[{}]::jsonb[]", tests.join(", "));
     let mut query = sqlx::query_scalar::<_, Vec<Option<Value>>>(AssertSqlSafe(sql)).bind(id);
     for path in paths {

@@ -237,18 +237,6 @@ pub enum SchemaCheckError {
     Database(#[from] sqlx::Error),
 }
 
-/// A declaration in `asset_reference_sources` and what the catalog says of its column.
-#[derive(sqlx::FromRow)]
-struct DeclaredRow {
-    schema: String,
-    table: String,
-    column: String,
-    json_path: String,
-    /// `None` when the table or column does not exist.
-    data_type: Option<String>,
-    readable: Option<bool>,
-}
-
 /// Tables the project owns: their columns are bookkeeping, not owner records.
 pub const OWN_TABLES: &[&str] = &[
     "assets",
@@ -263,14 +251,21 @@ pub const OWN_TABLES: &[&str] = &[
     "schema_verdicts",
 ];
 
-/// SQL that is true when this role reads every row of column `a` of table `c` in schema `n`: schema usage,
-/// column privilege, and no row-level security policy that would silently hide rows (and so references) from it.
-macro_rules! readable_sql {
-    () => {
-        "(has_schema_privilege(n.oid, 'USAGE') AND has_column_privilege(c.oid, a.attnum, 'SELECT')
-          AND (NOT c.relrowsecurity
-               OR (SELECT rolbypassrls FROM pg_roles WHERE rolname = current_user)
-               OR (pg_has_role(c.relowner, 'USAGE') AND NOT c.relforcerowsecurity)))"
+/// `sqlx::query!` of `$head`, then SQL that is true when this role reads every row of column `a` of table `c` in
+/// schema `n` (schema usage, column privilege, and no row-level security policy that would silently hide rows, and
+/// so references, from it), then `$tail`. A macro, not a constant: the checked macros take only string literals,
+/// and so the test is still written once.
+macro_rules! query_with_readable {
+    ($head:tt, $tail:tt $(, $arg:expr)* $(,)?) => {
+        sqlx::query!(
+            $head
+                + "(has_schema_privilege(n.oid, 'USAGE') AND has_column_privilege(c.oid, a.attnum, 'SELECT')
+                    AND (NOT c.relrowsecurity
+                         OR (SELECT rolbypassrls FROM pg_roles WHERE rolname = current_user)
+                         OR (pg_has_role(c.relowner, 'USAGE') AND NOT c.relforcerowsecurity)))"
+                + $tail
+            $(, $arg)*
+        )
     };
 }
 
@@ -296,36 +291,39 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
     let mut problems = Vec::new();
     let mut sources = Vec::new();
 
-    let domain: Option<(sqlx::postgres::types::Oid, sqlx::postgres::types::Oid)> = sqlx::query_as(
+    let domain = sqlx::query!(
         "SELECT t.oid, t.typarray FROM pg_type t
           WHERE t.typname = 'asset_id' AND t.typtype = 'd'
             AND t.typnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)",
     )
     .fetch_optional(&mut *conn)
-    .await?;
+    .await?
+    .map(|t| (t.oid, t.typarray));
     if domain.is_none() {
         problems.push(SchemaProblem::DomainMissing);
     }
 
     // Foreign keys to assets, by the column that maps to assets.id (a key may be composite). Partitions inherit
     // their parent's key (conparentid <> 0): check the parent only.
-    let keys: Vec<(String, String, String, String, String, bool)> = sqlx::query_as(concat!(
-        "SELECT n.nspname::text, c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod),
-                con.confdeltype::text, ",
-        readable_sql!(),
-        "  FROM pg_constraint con
-           JOIN pg_class c ON c.oid = con.conrelid
-           JOIN pg_namespace n ON n.oid = c.relnamespace
-          CROSS JOIN LATERAL unnest(con.conkey, con.confkey) AS k(attnum, refnum)
-           JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
-           JOIN pg_attribute ra ON ra.attrelid = con.confrelid AND ra.attnum = k.refnum
-          WHERE con.contype = 'f' AND con.confrelid = 'assets'::regclass AND con.conparentid = 0
-            AND ra.attname = 'id'
-          ORDER BY 1, 2, 3"
-    ))
+    let keys = query_with_readable!(
+        r#"SELECT n.nspname::text AS "schema!", c.relname::text AS "table!", a.attname::text AS "column!",
+                  format_type(a.atttypid, a.atttypmod) AS "column_type!", con.confdeltype::text AS "action!", "#,
+        r#" AS "readable!"
+             FROM pg_constraint con
+             JOIN pg_class c ON c.oid = con.conrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+            CROSS JOIN LATERAL unnest(con.conkey, con.confkey) AS k(attnum, refnum)
+             JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
+             JOIN pg_attribute ra ON ra.attrelid = con.confrelid AND ra.attnum = k.refnum
+            WHERE con.contype = 'f' AND con.confrelid = 'assets'::regclass AND con.conparentid = 0
+              AND ra.attname = 'id'
+            ORDER BY 1, 2, 3"#
+    )
     .fetch_all(&mut *conn)
     .await?;
-    for (schema, table, column, column_type, action, readable) in keys {
+    for key in keys {
+        let (schema, table, column, column_type, action, readable) =
+            (key.schema, key.table, key.column, key.column_type, key.action, key.readable);
         let on_delete = match action.as_str() {
             "c" => Some("CASCADE"),
             "n" => Some("SET NULL"),
@@ -355,28 +353,31 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
 
     if let Some((domain_oid, _)) = domain {
         // Columns of asset_id, of any domain built on it, and arrays of those.
-        let columns: Vec<(String, String, String, String, bool, bool)> = sqlx::query_as(concat!(
-            "WITH RECURSIVE ref_types(oid) AS (
-                 SELECT $1::oid
-                 UNION
-                 SELECT d.oid FROM pg_type d JOIN ref_types r ON d.typbasetype = r.oid WHERE d.typtype = 'd'
-             )
-             SELECT n.nspname::text, c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod),
-                    a.atttypid IN (SELECT oid FROM ref_types), ",
-            readable_sql!(),
-            "  FROM pg_attribute a
-               JOIN pg_class c ON c.oid = a.attrelid
-               JOIN pg_namespace n ON n.oid = c.relnamespace
-              WHERE (a.atttypid IN (SELECT oid FROM ref_types)
-                     OR a.atttypid IN (SELECT t.typarray FROM pg_type t JOIN ref_types r ON r.oid = t.oid))
-                AND a.attnum > 0 AND NOT a.attisdropped
-                AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-              ORDER BY 1, 2, 3"
-        ))
-        .bind(domain_oid)
+        let columns = query_with_readable!(
+            r#"WITH RECURSIVE ref_types(oid) AS (
+                   SELECT $1::oid
+                   UNION
+                   SELECT d.oid FROM pg_type d JOIN ref_types r ON d.typbasetype = r.oid WHERE d.typtype = 'd'
+               )
+               SELECT n.nspname::text AS "schema!", c.relname::text AS "table!", a.attname::text AS "column!",
+                      format_type(a.atttypid, a.atttypmod) AS "column_type!",
+                      a.atttypid IN (SELECT oid FROM ref_types) AS "scalar!", "#,
+            r#" AS "readable!"
+                 FROM pg_attribute a
+                 JOIN pg_class c ON c.oid = a.attrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE (a.atttypid IN (SELECT oid FROM ref_types)
+                       OR a.atttypid IN (SELECT t.typarray FROM pg_type t JOIN ref_types r ON r.oid = t.oid))
+                  AND a.attnum > 0 AND NOT a.attisdropped
+                  AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                ORDER BY 1, 2, 3"#,
+            domain_oid,
+        )
         .fetch_all(&mut *conn)
         .await?;
-        for (schema, table, column, column_type, scalar, readable) in columns {
+        for found in columns {
+            let (schema, table, column, column_type, scalar, readable) =
+                (found.schema, found.table, found.column, found.column_type, found.scalar, found.readable);
             // A domain column with a foreign key as well is one source, not two.
             if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
                 continue;
@@ -389,21 +390,23 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
         }
     }
 
-    let declared: Vec<DeclaredRow> = sqlx::query_as(concat!(
-        "SELECT s.table_schema AS schema, s.table_name AS table, s.column_name AS column, s.json_path::text,
-                format_type(a.atttypid, a.atttypmod) AS data_type, ",
-        readable_sql!(),
-        " AS readable
-           FROM asset_reference_sources s
-           LEFT JOIN pg_namespace n ON n.nspname = s.table_schema
-           LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.table_name AND c.relkind IN ('r', 'p')
-           LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.column_name
-                                   AND a.attnum > 0 AND NOT a.attisdropped
-          ORDER BY s.id"
-    ))
+    // Each declaration and what the catalog says of its column: no data type when the table or column does not exist.
+    let declared = query_with_readable!(
+        r#"SELECT s.table_schema AS schema, s.table_name AS table, s.column_name AS column,
+                  s.json_path::text AS "json_path!", format_type(a.atttypid, a.atttypmod) AS data_type, "#,
+        r#" AS readable
+             FROM asset_reference_sources s
+             LEFT JOIN pg_namespace n ON n.nspname = s.table_schema
+             LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.table_name AND c.relkind IN ('r', 'p')
+             LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.column_name
+                                     AND a.attnum > 0 AND NOT a.attisdropped
+            ORDER BY s.id"#
+    )
     .fetch_all(&mut *conn)
     .await?;
-    for DeclaredRow { schema, table, column, json_path, data_type, readable } in declared {
+    for row in declared {
+        let (schema, table, column, json_path, data_type, readable) =
+            (row.schema, row.table, row.column, row.json_path, row.data_type, row.readable);
         match data_type.as_deref() {
             None => problems.push(SchemaProblem::DeclaredSourceMissing {
                 schema: schema.clone(),
@@ -454,22 +457,22 @@ async fn unindexed(conn: &mut PgConnection, source: &ReferenceSource) -> Result<
         SourceKind::ForeignKey | SourceKind::Domain => ("btree", ""),
         SourceKind::DomainArray | SourceKind::Json { .. } => ("gin", " USING gin"),
     };
-    let served: Option<bool> = sqlx::query_scalar(
-        "SELECT EXISTS (
-                SELECT 1 FROM pg_index i
-                  JOIN pg_class ic ON ic.oid = i.indexrelid
-                  JOIN pg_am am ON am.oid = ic.relam
-                 WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
-                   AND i.indkey[0] = a.attnum AND am.amname = $4)
-           FROM pg_class c
-           JOIN pg_namespace n ON n.oid = c.relnamespace
-           JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
-          WHERE n.nspname = $1 AND c.relname = $2",
+    let served = sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+                  SELECT 1 FROM pg_index i
+                    JOIN pg_class ic ON ic.oid = i.indexrelid
+                    JOIN pg_am am ON am.oid = ic.relam
+                   WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
+                     AND i.indkey[0] = a.attnum AND am.amname = $4) AS "served!"
+             FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
+            WHERE n.nspname = $1 AND c.relname = $2"#,
+        &source.schema,
+        &source.table,
+        &source.column,
+        method,
     )
-    .bind(&source.schema)
-    .bind(&source.table)
-    .bind(&source.column)
-    .bind(method)
     .fetch_optional(conn)
     .await?;
     if served != Some(false) {
@@ -489,18 +492,18 @@ async fn unindexed(conn: &mut PgConnection, source: &ReferenceSource) -> Result<
 
 /// The primary-key columns of `schema.table`, in key order (empty for a table without one, or a missing one).
 async fn primary_key(conn: &mut PgConnection, schema: &str, table: &str) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT a.attname::text
-           FROM pg_index i
-           JOIN pg_class c ON c.oid = i.indrelid
-           JOIN pg_namespace n ON n.oid = c.relnamespace
-          CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, position)
-           JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
-          WHERE n.nspname = $1 AND c.relname = $2 AND i.indisprimary
-          ORDER BY k.position",
+    sqlx::query_scalar!(
+        r#"SELECT a.attname::text AS "column!"
+             FROM pg_index i
+             JOIN pg_class c ON c.oid = i.indrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+            CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, position)
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+            WHERE n.nspname = $1 AND c.relname = $2 AND i.indisprimary
+            ORDER BY k.position"#,
+        schema,
+        table,
     )
-    .bind(schema)
-    .bind(table)
     .fetch_all(conn)
     .await
 }
@@ -513,8 +516,8 @@ async fn unexplained_columns(
     sample_rows: u32,
 ) -> Result<Vec<SchemaProblem>, sqlx::Error> {
     // Every column whose type is, or is a domain over, a uuid, string or JSON type, or an array of one.
-    let candidates: Vec<(String, String, String, String, String, bool)> = sqlx::query_as(concat!(
-        "WITH RECURSIVE base(oid, base) AS (
+    let candidates = query_with_readable!(
+        r#"WITH RECURSIVE base(oid, base) AS (
              SELECT oid, oid FROM pg_type WHERE typtype <> 'd'
              UNION ALL
              SELECT d.oid, b.base FROM pg_type d JOIN base b ON d.typbasetype = b.oid WHERE d.typtype = 'd'
@@ -534,28 +537,37 @@ async fn unexplained_columns(
                          WHEN st.typcategory = 'S' THEN 'text' END AS family
                FROM shaped sh JOIN pg_type st ON st.oid = sh.scalar_base
          )
-         SELECT n.nspname::text, c.relname::text, a.attname::text, f.shape, f.family, ",
-        readable_sql!(),
-        "  FROM pg_attribute a
+         SELECT n.nspname::text AS "schema!", c.relname::text AS "table!", a.attname::text AS "column!",
+                f.shape AS "shape!", f.family AS "family!", "#,
+        r#" AS "readable!"
+           FROM pg_attribute a
            JOIN pg_class c ON c.oid = a.attrelid
            JOIN pg_namespace n ON n.oid = c.relnamespace
            JOIN families f ON f.oid = a.atttypid AND f.family IS NOT NULL
           WHERE a.attnum > 0 AND NOT a.attisdropped
             AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-            AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
+            AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
             AND NOT (c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
                      AND c.relname = ANY ($1))
             AND NOT EXISTS (SELECT 1 FROM asset_reference_exclusions x
                              WHERE x.table_schema = n.nspname AND x.table_name = c.relname
                                AND x.column_name = a.attname)
-          ORDER BY 1, 2, 3"
-    ))
-    .bind(OWN_TABLES)
+          ORDER BY 1, 2, 3"#,
+        OWN_TABLES as &[&str],
+    )
     .fetch_all(&mut *conn)
     .await?;
 
     let mut problems = Vec::new();
-    for (schema, table, column, shape, family, readable) in candidates {
+    for candidate in candidates {
+        let (schema, table, column, shape, family, readable) = (
+            candidate.schema,
+            candidate.table,
+            candidate.column,
+            candidate.shape,
+            candidate.family,
+            candidate.readable,
+        );
         if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
             continue;
         }
@@ -564,6 +576,7 @@ async fn unexplained_columns(
             problems.push(SchemaProblem::SourceUnreadable { schema, table, column });
             continue;
         }
+        // Built here, not checked at compile time: the table and column are the application's, known only now.
         let table_sql = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
         let col = quote_ident(&column);
         // Each form yields the sampled values as text `v`; uuids are then found anywhere inside them.

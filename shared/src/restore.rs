@@ -47,7 +47,6 @@ pub enum RestoreError {
     Database(#[from] sqlx::Error),
 }
 
-#[derive(sqlx::FromRow)]
 struct Retired {
     workspace_id: WorkspaceId,
     storage_key: String,
@@ -67,12 +66,13 @@ pub async fn restore(
 ) -> Result<(), RestoreError> {
     let mut tx = crate::db::begin_as_sweeper(pool).await?;
     // Locked for the whole restore, so a purge of the same asset waits and then finds it attached.
-    let row: Option<Retired> = sqlx::query_as(
-        "SELECT workspace_id, storage_key, state, purge_after::text AS purge_after,
-                purge_after IS NOT NULL AND purge_after > now() AS restorable
-           FROM assets WHERE id = $1 FOR UPDATE",
+    let row = sqlx::query_as!(
+        Retired,
+        r#"SELECT workspace_id AS "workspace_id: WorkspaceId", storage_key, state AS "state: AssetState",
+                  purge_after::text AS purge_after, purge_after IS NOT NULL AND purge_after > now() AS "restorable!"
+             FROM assets WHERE id = $1 FOR UPDATE"#,
+        asset.0,
     )
-    .bind(asset.0)
     .fetch_optional(&mut *tx)
     .await?;
     let row = row.ok_or(RestoreError::NotFound(asset))?;
@@ -86,12 +86,12 @@ pub async fn restore(
     if presence == Presence::Lost {
         return Err(RestoreError::BytesMissing { asset, key: row.storage_key });
     }
-    sqlx::query(
+    sqlx::query!(
         "UPDATE assets SET state = 'attached', retired_at = NULL, purge_after = NULL, due_at = NULL,
                 lease_token = NULL, leased_until = NULL
           WHERE id = $1",
+        asset.0,
     )
-    .bind(asset.0)
     .execute(&mut *tx)
     .await?;
     let restored_version = match presence {

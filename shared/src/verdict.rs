@@ -20,9 +20,6 @@ use uuid::Uuid;
 
 use crate::references::{self, CheckOptions, ReferenceMap, SchemaCheckError, SchemaProblem, SchemaRefusal};
 
-/// Verdicts older than this are pruned by the sweep (the newest is always kept).
-const KEEP_VERDICTS: &str = "7 days";
-
 /// A verdict a sweep pass recorded.
 #[derive(Debug, Clone)]
 pub struct Recorded {
@@ -42,16 +39,11 @@ pub async fn record(
 ) -> Result<Recorded, sqlx::Error> {
     let started = Instant::now();
     // Before the check: a change that commits while it runs leaves these behind.
-    let (generation, detector, fingerprint, role_name, role_fingerprint): (
-        i64,
-        Option<String>,
-        String,
-        String,
-        String,
-    ) = sqlx::query_as(
-        "SELECT s.generation, asset_sweeper_detector_state(), asset_sweeper_catalog_fingerprint(),
-                    current_user::text, asset_sweeper_role_fingerprint()
-               FROM asset_sweeper_schema_state s",
+    let before = sqlx::query!(
+        r#"SELECT s.generation, asset_sweeper_detector_state() AS detector,
+                  asset_sweeper_catalog_fingerprint() AS "fingerprint!", current_user::text AS "role_name!",
+                  asset_sweeper_role_fingerprint() AS "role_fingerprint!"
+             FROM asset_sweeper_schema_state s"#
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -62,12 +54,13 @@ pub async fn record(
     };
     // A change that committed during the check (and may be undone before a settle) leaves a verdict no state
     // of the catalog can match: the consumer refuses until the next pass.
-    let (generation_after, fingerprint_after): (i64, String) =
-        sqlx::query_as("SELECT s.generation, asset_sweeper_catalog_fingerprint() FROM asset_sweeper_schema_state s")
-            .fetch_one(&mut *conn)
-            .await?;
-    let (detector, fingerprint) = if generation_after == generation && fingerprint_after == fingerprint {
-        (detector, fingerprint)
+    let after = sqlx::query!(
+        r#"SELECT s.generation, asset_sweeper_catalog_fingerprint() AS "fingerprint!" FROM asset_sweeper_schema_state s"#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let (detector, fingerprint) = if after.generation == before.generation && after.fingerprint == before.fingerprint {
+        (before.detector, before.fingerprint)
     } else {
         (None, "changed during the check".to_owned())
     };
@@ -76,34 +69,32 @@ pub async fn record(
         Ok(map) => (true, &map.sources, Vec::new(), map.warnings.clone()),
         Err(refusal) => (false, &refusal.sources, refusal.problems.clone(), Vec::new()),
     };
-    let id: i64 = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "INSERT INTO schema_verdicts (sweep_run_id, valid, generation, detector, fingerprint, role_name,
                                       role_fingerprint, sources, problems, warnings, sample_rows, duration_ms,
                                       code_version)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
          RETURNING id",
+        sweep_run_id,
+        valid,
+        before.generation,
+        detector,
+        fingerprint,
+        before.role_name,
+        before.role_fingerprint,
+        sqlx::types::Json(sources) as _,
+        sqlx::types::Json(problems) as _,
+        sqlx::types::Json(warnings) as _,
+        options.sample_rows as i32,
+        i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),
+        crate::version::CODE_VERSION,
     )
-    .bind(sweep_run_id)
-    .bind(valid)
-    .bind(generation)
-    .bind(detector)
-    .bind(fingerprint)
-    .bind(role_name)
-    .bind(role_fingerprint)
-    .bind(sqlx::types::Json(sources))
-    .bind(sqlx::types::Json(problems))
-    .bind(sqlx::types::Json(warnings))
-    .bind(options.sample_rows as i32)
-    .bind(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
-    .bind(crate::version::CODE_VERSION)
     .fetch_one(&mut *conn)
     .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DELETE FROM schema_verdicts WHERE id < $1 AND checked_at < now() - interval '{KEEP_VERDICTS}'"
-    )))
-    .bind(id)
-    .execute(&mut *conn)
-    .await?;
+    // Verdicts older than a week are pruned; the newest, this one, is always kept.
+    sqlx::query!("DELETE FROM schema_verdicts WHERE id < $1 AND checked_at < now() - interval '7 days'", id)
+        .execute(&mut *conn)
+        .await?;
     Ok(Recorded { id, outcome, duration })
 }
 
@@ -181,7 +172,6 @@ impl VerdictError {
     }
 }
 
-#[derive(sqlx::FromRow)]
 struct Newest {
     id: i64,
     sweep_run_id: Option<Uuid>,
@@ -208,25 +198,26 @@ pub async fn current(
     max_age: Duration,
     known: Option<i64>,
 ) -> Result<(Current, Option<ReferenceMap>), CurrentError> {
-    let newest: Option<Newest> = sqlx::query_as(
-        "SELECT v.id, v.sweep_run_id, v.checked_at::text AS checked_at, v.valid,
-                CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.sources END AS sources, v.problems,
-                CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.warnings END AS warnings,
-                v.role_name AS verdict_role, current_user::text AS role,
-                v.checked_at > now() - $1 * interval '1 second' AS fresh,
-                v.role_fingerprint = asset_sweeper_role_fingerprint() AS same_rights,
-                fast.same AS same_generation,
-                CASE WHEN fast.same THEN true
-                     ELSE v.fingerprint = asset_sweeper_catalog_fingerprint() END AS unchanged
-           FROM (SELECT * FROM schema_verdicts ORDER BY id DESC LIMIT 1) v
-          CROSS JOIN asset_sweeper_schema_state s
-          CROSS JOIN LATERAL (
-                SELECT coalesce(v.detector IS NOT NULL AND v.generation = s.generation
-                                AND v.detector = asset_sweeper_detector_state(), false) AS same
-          ) fast",
+    let newest = sqlx::query_as!(
+        Newest,
+        r#"SELECT v.id, v.sweep_run_id, v.checked_at::text AS "checked_at!", v.valid,
+                  CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.sources END AS sources, v.problems,
+                  CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.warnings END AS warnings,
+                  v.role_name AS verdict_role, current_user::text AS "role!",
+                  v.checked_at > now() - $1 * interval '1 second' AS "fresh!",
+                  v.role_fingerprint = asset_sweeper_role_fingerprint() AS "same_rights!",
+                  fast.same AS "same_generation!",
+                  CASE WHEN fast.same THEN true
+                       ELSE v.fingerprint = asset_sweeper_catalog_fingerprint() END AS "unchanged!"
+             FROM (SELECT * FROM schema_verdicts ORDER BY id DESC LIMIT 1) v
+            CROSS JOIN asset_sweeper_schema_state s
+            CROSS JOIN LATERAL (
+                  SELECT coalesce(v.detector IS NOT NULL AND v.generation = s.generation
+                                  AND v.detector = asset_sweeper_detector_state(), false) AS same
+            ) fast"#,
+        max_age.as_secs_f64(),
+        known,
     )
-    .bind(max_age.as_secs_f64())
-    .bind(known)
     .fetch_optional(conn)
     .await?;
     let Some(newest) = newest else { return Err(VerdictError::Missing.into()) };

@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// One claimed asset: the lease token is what the message carries.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     pub asset_id: AssetId,
     pub workspace_id: WorkspaceId,
@@ -27,8 +27,9 @@ pub async fn claim_batch(
     lease: Duration,
     skip: &[Uuid],
 ) -> Result<Vec<Claim>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH picked AS (
+    sqlx::query_as!(
+        Claim,
+        r#"WITH picked AS (
              SELECT c.id
                FROM unnest($1::uuid[]) WITH ORDINALITY AS w(workspace_id, position)
               CROSS JOIN LATERAL (
@@ -45,13 +46,14 @@ pub async fn claim_batch(
             SET lease_token = gen_random_uuid(), leased_until = now() + $4 * interval '1 second'
            FROM picked
           WHERE a.id = picked.id
-         RETURNING a.id AS asset_id, a.workspace_id, a.lease_token AS token",
+         RETURNING a.id AS "asset_id: AssetId", a.workspace_id AS "workspace_id: WorkspaceId",
+                   a.lease_token AS "token!""#,
+        workspaces,
+        per_workspace,
+        limit,
+        lease.as_secs_f64(),
+        skip,
     )
-    .bind(workspaces)
-    .bind(per_workspace)
-    .bind(limit)
-    .bind(lease.as_secs_f64())
-    .bind(skip)
     .fetch_all(pool)
     .await
 }
@@ -59,12 +61,12 @@ pub async fn claim_batch(
 /// How many due, unleased rows of `workspaces` (not in `skip`) a pass could still claim: what a pass stopped by
 /// the queue's ceiling held back.
 pub async fn claimable(pool: &PgPool, workspaces: &[Uuid], skip: &[Uuid]) -> Result<u64, sqlx::Error> {
-    let n: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM assets a
-          WHERE a.workspace_id = ANY ($1) AND asset_sweeper_claimable(a) AND a.id <> ALL ($2::uuid[])",
+    let n = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "claimable!" FROM assets a
+            WHERE a.workspace_id = ANY ($1) AND asset_sweeper_claimable(a) AND a.id <> ALL ($2::uuid[])"#,
+        workspaces,
+        skip,
     )
-    .bind(workspaces)
-    .bind(skip)
     .fetch_one(pool)
     .await?;
     Ok(u64::try_from(n).unwrap_or(0))
@@ -77,13 +79,13 @@ pub async fn release(pool: &PgPool, claims: &[Claim]) -> Result<u64, sqlx::Error
     }
     let ids: Vec<Uuid> = claims.iter().map(|c| c.asset_id.0).collect();
     let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE assets a SET lease_token = NULL, leased_until = NULL
            FROM unnest($1::uuid[], $2::uuid[]) AS r(id, token)
           WHERE a.id = r.id AND a.lease_token = r.token",
+        &ids,
+        &tokens,
     )
-    .bind(ids)
-    .bind(tokens)
     .execute(pool)
     .await?;
     Ok(done.rows_affected())

@@ -18,8 +18,9 @@ impl SweepLock {
     /// Takes the lock if no other sweep holds it; `None` when one does.
     pub async fn try_acquire(pool: &PgPool) -> Result<Option<SweepLock>, sqlx::Error> {
         let mut conn = pool.acquire().await?.detach();
-        let acquired: bool =
-            sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(SWEEP_LOCK_KEY).fetch_one(&mut conn).await?;
+        let acquired = sqlx::query_scalar!(r#"SELECT pg_try_advisory_lock($1) AS "acquired!""#, SWEEP_LOCK_KEY)
+            .fetch_one(&mut conn)
+            .await?;
         if acquired {
             Ok(Some(SweepLock { conn }))
         } else {
@@ -35,7 +36,7 @@ impl SweepLock {
 
     /// Releases the lock and closes the session.
     pub async fn release(mut self) {
-        let _ = sqlx::query("SELECT pg_advisory_unlock($1)").bind(SWEEP_LOCK_KEY).execute(&mut self.conn).await;
+        let _ = sqlx::query!("SELECT pg_advisory_unlock($1)", SWEEP_LOCK_KEY).fetch_one(&mut self.conn).await;
         let _ = self.conn.close().await;
     }
 }

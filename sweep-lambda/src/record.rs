@@ -113,9 +113,7 @@ impl SweepReport {
 
 /// Writes the row of a pass that has just started.
 pub async fn start(pool: &PgPool, run_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO sweep_runs (id, code_version) VALUES ($1, $2)")
-        .bind(run_id)
-        .bind(shared::version::CODE_VERSION)
+    sqlx::query!("INSERT INTO sweep_runs (id, code_version) VALUES ($1, $2)", run_id, shared::version::CODE_VERSION)
         .execute(pool)
         .await?;
     Ok(())
@@ -124,12 +122,12 @@ pub async fn start(pool: &PgPool, run_id: Uuid) -> Result<(), sqlx::Error> {
 /// Marks `failed` every run still `running` that is not `current`: called with the sweep lock held, so no
 /// other pass can be live (the one-minute margin spares a skipped pass still writing its own row).
 pub async fn fail_abandoned(pool: &PgPool, current: Uuid) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE sweep_runs SET outcome = 'failed', finished_at = now(),
                 error = coalesce(error, 'the pass ended without finishing its record (timeout or crash)')
           WHERE outcome = 'running' AND id <> $1 AND started_at < now() - interval '1 minute'",
+        current,
     )
-    .bind(current)
     .execute(pool)
     .await?;
     Ok(done.rows_affected())
@@ -137,14 +135,16 @@ pub async fn fail_abandoned(pool: &PgPool, current: Uuid) -> Result<u64, sqlx::E
 
 /// Records the counts so far (the outcome stays `running`).
 pub async fn progress(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE sweep_runs SET claimed = $2, enqueued = $3, released = $4, per_workspace = $5 WHERE id = $1")
-        .bind(report.run_id)
-        .bind(report.claimed as i64)
-        .bind(report.enqueued as i64)
-        .bind(report.released as i64)
-        .bind(report.per_workspace_json())
-        .execute(pool)
-        .await?;
+    sqlx::query!(
+        "UPDATE sweep_runs SET claimed = $2, enqueued = $3, released = $4, per_workspace = $5 WHERE id = $1",
+        report.run_id,
+        report.claimed as i64,
+        report.enqueued as i64,
+        report.released as i64,
+        report.per_workspace_json(),
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
@@ -165,21 +165,21 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
         reason["schema_warnings"] = json!(report.schema_warnings);
     }
     let reason = reason.as_object().is_some_and(|o| !o.is_empty()).then_some(reason);
-    sqlx::query(
+    sqlx::query!(
         "UPDATE sweep_runs
             SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
                 duration_ms = $7, reason = $8, error = $9
           WHERE id = $1",
+        report.run_id,
+        report.outcome as RunOutcome,
+        report.claimed as i64,
+        report.enqueued as i64,
+        report.released as i64,
+        report.per_workspace_json(),
+        report.duration_ms as i64,
+        reason,
+        report.error.as_deref(),
     )
-    .bind(report.run_id)
-    .bind(report.outcome)
-    .bind(report.claimed as i64)
-    .bind(report.enqueued as i64)
-    .bind(report.released as i64)
-    .bind(report.per_workspace_json())
-    .bind(report.duration_ms as i64)
-    .bind(reason)
-    .bind(&report.error)
     .execute(pool)
     .await?;
     Ok(())
