@@ -12,6 +12,7 @@ mod references;
 mod restore;
 mod status;
 mod undelete;
+mod undo;
 
 use std::process::ExitCode;
 

@@ -1,24 +1,48 @@
 //! `undelete`: a deleted or purged asset back, its bytes from the bucket's kept versions (while the bucket still
 //! keeps them) and its row from the audit record. It comes back `attached`: an operator brings it back because
-//! something needs it.
+//! something needs it. With `--run`, every asset one sweep pass deleted or purged, each through the same path.
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use shared::audit::{AuditAction, Event};
 use shared::lifecycle::AssetState;
-use shared::objects::{self, Presence};
+use shared::objects::{self, Found, Presence};
 use shared::{AssetId, WorkspaceId};
+use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{Output, connect};
+use crate::{Output, connect, undo};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// The asset's id, or its storage key (the newest deleted or purged asset with that key).
-    target: String,
+    #[arg(required_unless_present = "run", conflicts_with = "run")]
+    target: Option<String>,
+    /// Every asset this sweep pass deleted or purged, instead of one asset.
+    #[arg(long)]
+    run: Option<String>,
+    /// Check each asset and say what would happen; change nothing.
+    #[arg(long)]
+    dry_run: bool,
     /// Who undeletes (recorded).
     #[arg(long)]
     by: String,
+}
+
+/// How one undelete is asked for.
+struct Ask<'a> {
+    by: &'a str,
+    undoing_run: Option<Uuid>,
+    dry_run: bool,
+}
+
+/// What one undelete did, or would do.
+struct Undeleted {
+    id: Uuid,
+    key: String,
+    removal: Removal,
+    /// The kept version the bytes came (or would come) back from, when they were hidden.
+    version: Option<String>,
 }
 
 struct Removal {
@@ -34,8 +58,58 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     if by.is_empty() {
         bail!("--by must say who undeletes");
     }
+    let run = args.run.as_deref().map(undo::run_id).transpose()?;
     let (settings, pool, sdk) = connect::everything().await?;
-    let by_id = args.target.parse::<Uuid>().ok();
+    let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
+    let ask = Ask { by, undoing_run: run, dry_run: args.dry_run };
+
+    let Some(run) = run else {
+        let target = args.target.as_deref().context("an asset id, a storage key or --run")?;
+        let done = undelete(&pool, &s3, &settings.asset_bucket, target, &ask).await?;
+        let Undeleted { id, key, removal, version } = done;
+        let text = match (args.dry_run, &version) {
+            (false, Some(v)) => format!("bytes brought back from version {v}"),
+            (false, None) => "bytes were still there (shared)".to_owned(),
+            (true, Some(v)) => format!("bytes would be copied back from version {v}"),
+            (true, None) => "bytes are still there (shared)".to_owned(),
+        };
+        let (verb, state) =
+            if args.dry_run { ("would be undeleted", None) } else { ("undeleted", Some(AssetState::Attached)) };
+        return Ok(Output {
+            text: format!("asset {id} {verb} ({} at {}): attached again, {text}", removal.action, removal.occurred_at),
+            json: json!({ "asset_id": id, "state": state, "storage_key": key, "removed": removal.action, "bytes_restored_from_version": version, "dry_run": args.dry_run }),
+            attention: Vec::new(),
+        });
+    };
+
+    let assets = undo::assets_of_run(&pool, run, &[AuditAction::Delete, AuditAction::Purge]).await?;
+    let mut lines = Vec::with_capacity(assets.len());
+    for asset in assets {
+        let existing = sqlx::query_scalar!(r#"SELECT state AS "state: AssetState" FROM assets WHERE id = $1"#, asset)
+            .fetch_optional(&pool)
+            .await?;
+        let line = match existing {
+            // Undeleted already (by hand, or an earlier run of this undo).
+            Some(state) => undo::Line::skipped(asset, format!("exists ({state})")),
+            None => match undelete(&pool, &s3, &settings.asset_bucket, &asset.to_string(), &ask).await {
+                Ok(done) => undo::Line::done(asset, args.dry_run, done.version),
+                Err(e) => undo::Line::refused(asset, format!("{e:#}")),
+            },
+        };
+        lines.push(line);
+    }
+    Ok(undo::output("undelete", run, args.dry_run, &lines))
+}
+
+/// Undeletes the newest deleted or purged asset `target` names (its id, or its storage key).
+async fn undelete(
+    pool: &PgPool,
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    target: &str,
+    ask: &Ask<'_>,
+) -> anyhow::Result<Undeleted> {
+    let by_id = target.parse::<Uuid>().ok();
     let removal = sqlx::query_as!(
         Removal,
         r#"SELECT id AS event_id, asset_id, action AS "action: AuditAction", occurred_at::text AS "occurred_at!",
@@ -44,17 +118,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             WHERE action = ANY ($3) AND (asset_id = $1 OR ($1 IS NULL AND storage_key = $2))
             ORDER BY id DESC LIMIT 1"#,
         by_id,
-        &args.target,
+        target,
         &[AuditAction::Delete, AuditAction::Purge] as &[AuditAction],
     )
-    .fetch_optional(&pool)
+    .fetch_optional(pool)
     .await?;
     let Some(removal) = removal else {
-        bail!("no deleted or purged asset {} is on record", args.target);
+        bail!("no deleted or purged asset {target} is on record");
     };
     let id = removal.asset_id;
     if let Some(state) = sqlx::query_scalar!(r#"SELECT state AS "state: AssetState" FROM assets WHERE id = $1"#, id)
-        .fetch_optional(&pool)
+        .fetch_optional(pool)
         .await?
     {
         bail!(
@@ -62,7 +136,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             if state == AssetState::Retired { "; use restore" } else { "" }
         );
     }
-    let row = removal.asset_row.with_context(|| format!("the {} of asset {id} recorded no row", removal.action))?;
+    let row =
+        removal.asset_row.as_ref().with_context(|| format!("the {} of asset {id} recorded no row", removal.action))?;
     let field = |name: &str| {
         row[name].as_str().map(str::to_owned).with_context(|| format!("the recorded row of {id} has no {name}"))
     };
@@ -70,16 +145,26 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let workspace: Uuid =
         workspace.parse().with_context(|| format!("the recorded row of {id} has workspace_id {workspace:?}"))?;
     let size = row["byte_size"].as_i64().with_context(|| format!("the recorded row of {id} has no byte_size"))?;
+    let lost = || {
+        anyhow::anyhow!(
+            "asset {id} cannot be undeleted: the bucket no longer keeps any version of {key} (deleted bytes expire \
+             after the bucket's noncurrent-version expiry)"
+        )
+    };
 
-    let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
-    let presence = objects::ensure_present(&s3, &settings.asset_bucket, &key).await.map_err(anyhow::Error::msg)?;
+    if ask.dry_run {
+        let version = match objects::inspect(s3, bucket, &key).await.map_err(anyhow::Error::msg)? {
+            Found::Present => None,
+            Found::Hidden { version_id } => Some(version_id),
+            Found::Lost => return Err(lost()),
+        };
+        return Ok(Undeleted { id, key, removal, version });
+    }
+    let presence = objects::ensure_present(s3, bucket, &key).await.map_err(anyhow::Error::msg)?;
     let version = match presence {
         Presence::Present => None,
         Presence::Restored { version_id } => Some(version_id),
-        Presence::Lost => bail!(
-            "asset {id} cannot be undeleted: the bucket no longer keeps any version of {key} (deleted bytes expire \
-             after the bucket's noncurrent-version expiry)"
-        ),
+        Presence::Lost => return Err(lost()),
     };
     let mut tx = pool.begin().await?;
     sqlx::query!(
@@ -101,26 +186,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         &hash,
         size,
         AssetState::Attached as AssetState,
-        &row,
+        row,
     )
     .execute(&mut *tx)
     .await?;
-    let evidence = json!({ "by": by, "from_event": removal.event_id, "removed": removal.action, "bytes_restored_from_version": version });
+    let mut evidence = json!({ "by": ask.by, "from_event": removal.event_id, "removed": removal.action, "bytes_restored_from_version": version });
+    if let Some(run) = ask.undoing_run {
+        evidence["undoing_run"] = json!(run);
+    }
     Event::new(AssetId(id), WorkspaceId(workspace), AuditAction::Undelete, evidence)
         .storage_key(&key)
-        .asset_row(Some(&row))
+        .asset_row(Some(row))
         .write(&mut *tx)
         .await?;
     tx.commit()
         .await
         .with_context(|| format!("the bytes of {key} are back, but the row of {id} was not written; run again"))?;
-    let bytes = match &version {
-        Some(v) => format!("bytes brought back from version {v}"),
-        None => "bytes were still there (shared)".to_owned(),
-    };
-    Ok(Output {
-        text: format!("asset {id} undeleted ({} at {}): attached again, {bytes}", removal.action, removal.occurred_at),
-        json: json!({ "asset_id": id, "state": AssetState::Attached, "storage_key": key, "removed": removal.action, "bytes_restored_from_version": version }),
-        attention: Vec::new(),
-    })
+    Ok(Undeleted { id, key, removal, version })
 }

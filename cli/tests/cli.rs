@@ -553,3 +553,92 @@ async fn a_command_stuck_behind_an_application_lock_gives_up_after_the_lock_time
     assert!(stderr.contains("lock timeout"), "{stderr}");
     assert!(waited >= shared::db::LOCK_TIMEOUT - Duration::from_secs(1), "gave up after {waited:?}");
 }
+
+/// Removes every version of `key` and every delete marker: bytes gone past any undo.
+async fn destroy_every_version(ctx: &TestContext, key: &str) {
+    let listed = ctx.s3.list_object_versions().bucket(&ctx.bucket).prefix(key).send().await.expect("versions");
+    let ids =
+        listed.versions().iter().map(|v| v.version_id()).chain(listed.delete_markers().iter().map(|m| m.version_id()));
+    for id in ids.collect::<Vec<_>>() {
+        let id = id.map(str::to_owned);
+        ctx.s3.delete_object().bucket(&ctx.bucket).key(key).set_version_id(id).send().await.expect("destroy");
+    }
+}
+
+/// The evidence of the newest `action` event of an asset.
+async fn evidence(ctx: &TestContext, id: Uuid, action: &str) -> Value {
+    sqlx::query_scalar(
+        "SELECT evidence FROM settlement_events WHERE asset_id = $1 AND action = $2 ORDER BY id DESC LIMIT 1",
+    )
+    .bind(id)
+    .bind(action)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("evidence")
+}
+
+#[tokio::test]
+async fn undoing_a_run_brings_back_what_it_retired_deleted_and_purged_asset_by_asset() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    let ws = Uuid::new_v4();
+    let key = |name: &str| format!("{ws}/{name}.png");
+    let retired = [
+        seed(&ctx, ws, "released", "3 days", &key("r1")).await,
+        seed(&ctx, ws, "released", "3 days", &key("r2")).await,
+    ];
+    let deleted = seed(&ctx, ws, "pending", "8 days", &key("abandoned")).await;
+    let purged = seed(&ctx, ws, "retired", "40 days", &key("expired")).await;
+    let lost = seed(&ctx, ws, "pending", "8 days", &key("lost")).await;
+    sweep_and_settle(&ctx).await;
+    let runs: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM sweep_runs").fetch_all(ctx.pool()).await.expect("runs");
+    let [run] = runs.as_slice() else { panic!("one pass: {runs:?}") };
+    let run = run.to_string();
+    destroy_every_version(&ctx, &key("lost")).await;
+
+    // A dry run says what would come back and changes nothing.
+    let (code, dry) =
+        json_with_code(&run_cmd(&url, &ctx, &["restore", "--run", &run, "--by", "ana", "--dry-run", "--json"]));
+    assert_eq!((code, dry["brought_back"].as_u64(), dry["refused"].as_u64()), (Some(0), Some(2), Some(0)), "{dry}");
+    assert_eq!(state(&ctx, retired[0]).await.as_deref(), Some("retired"));
+
+    let restored = json(&run_cmd(&url, &ctx, &["restore", "--run", &run, "--by", "ana", "--json"]));
+    assert_eq!(restored["brought_back"].as_u64(), Some(2), "{restored}");
+    for id in retired {
+        assert_eq!(state(&ctx, id).await.as_deref(), Some("attached"));
+        assert_eq!(evidence(&ctx, id, "restore").await["undoing_run"].as_str(), Some(run.as_str()));
+    }
+    let again = json(&run_cmd(&url, &ctx, &["restore", "--run", &run, "--by", "ana", "--json"]));
+    assert_eq!((again["brought_back"].as_u64(), again["skipped"].as_u64()), (Some(0), Some(2)), "{again}");
+
+    // The lost asset cannot come back: it is refused on its own, and the run needs a person (exit 1).
+    let (code, dry) =
+        json_with_code(&run_cmd(&url, &ctx, &["undelete", "--run", &run, "--by", "ana", "--dry-run", "--json"]));
+    assert_eq!((code, dry["brought_back"].as_u64(), dry["refused"].as_u64()), (Some(1), Some(2), Some(1)), "{dry}");
+    assert_eq!(state(&ctx, deleted).await, None, "a dry run writes nothing");
+    let (code, undone) = json_with_code(&run_cmd(&url, &ctx, &["undelete", "--run", &run, "--by", "ana", "--json"]));
+    assert_eq!(
+        (code, undone["brought_back"].as_u64(), undone["refused"].as_u64()),
+        (Some(1), Some(2), Some(1)),
+        "{undone}"
+    );
+    let refused: Vec<&Value> =
+        undone["assets"].as_array().expect("assets").iter().filter(|a| a["outcome"] == "refused").collect();
+    assert_eq!(refused[0]["asset_id"].as_str(), Some(lost.to_string().as_str()));
+    assert!(refused[0]["detail"].as_str().is_some_and(|d| d.contains("no longer keeps any version")), "{undone}");
+    for (id, name) in [(deleted, "abandoned"), (purged, "expired")] {
+        assert_eq!(state(&ctx, id).await.as_deref(), Some("attached"));
+        assert!(object_exists(&ctx.s3, &ctx.bucket, &key(name)).await, "{name}'s bytes are back");
+        assert_eq!(evidence(&ctx, id, "undelete").await["undoing_run"].as_str(), Some(run.as_str()));
+    }
+    assert_eq!(state(&ctx, lost).await, None);
+
+    let unknown = refusal(&run_cmd(&url, &ctx, &["undelete", "--run", &Uuid::new_v4().to_string(), "--by", "ana"]));
+    assert!(unknown.contains("no sweep pass"), "{unknown}");
+    let both = refusal(&run_cmd(&url, &ctx, &["restore", &retired[0].to_string(), "--run", &run, "--by", "ana"]));
+    assert!(both.contains("cannot be used with"), "{both}");
+}
+
+fn run_cmd(db_url: &str, ctx: &TestContext, args: &[&str]) -> Output {
+    run(db_url, Some(ctx), args)
+}

@@ -352,9 +352,10 @@ async fn remove(
     Ok(Settled { bytes_freed: u64::try_from(row.byte_size).unwrap_or(0), marker, ..Settled::plain(action) })
 }
 
+/// `marker` is the delete marker the removal left: the bytes under it are copied back.
 async fn undo_removal(cx: &Context<'_>, key: &str, marker: &str) {
-    match objects::undo_remove(cx.s3, cx.bucket, key, marker).await {
-        Ok(()) => warn!(key, "settle failed after removing the bytes: removal taken back"),
+    match objects::undo_remove(cx.s3, cx.bucket, key).await {
+        Ok(()) => warn!(key, marker, "settle failed after removing the bytes: removal taken back"),
         Err(e) => error!(key, error = %e, "settle failed after removing the bytes and could not take it back"),
     }
 }

@@ -37,9 +37,9 @@ impl StorageError {
 pub enum Presence {
     /// The object is there.
     Present,
-    /// The object was hidden by a delete marker; removing it made this kept version current again.
+    /// The object was hidden by a delete marker; this kept version was copied back onto the key.
     Restored {
-        /// The version that is current again.
+        /// The kept version whose bytes are current again.
         version_id: String,
     },
     /// Missing, and the bucket keeps no earlier version.
@@ -64,28 +64,64 @@ pub async fn remove(
     }
 }
 
-/// Takes back a removal whose transaction then failed: deleting the delete marker makes the bytes current again,
-/// so no row is left pointing at hidden bytes that a reuse of the key would trust.
-pub async fn undo_remove(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, marker: &str) -> Result<(), StorageError> {
-    s3.delete_object()
-        .bucket(bucket)
-        .key(key)
-        .version_id(marker)
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| AwsFailure::from_sdk(format!("DeleteObject {key} (delete marker {marker})"), &e).into())
+/// Takes back a removal whose transaction then failed, so no row is left pointing at hidden bytes that a reuse of
+/// the key would trust: the bytes the delete marker hid are copied back onto the key.
+pub async fn undo_remove(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), StorageError> {
+    match ensure_present(s3, bucket, key).await? {
+        Presence::Present | Presence::Restored { .. } => Ok(()),
+        Presence::Lost => Err(StorageError::StillMissing { key: key.to_owned() }),
+    }
 }
 
-/// Checks that `key` exists; if not, makes its newest kept version current again.
+/// Checks that `key` exists; if not, copies its newest kept version back onto the key.
+///
+/// Copying, rather than removing the delete markers above that version, is what lets every function's role do
+/// without `s3:DeleteObjectVersion`: nothing here destroys a version. The markers stay, as noncurrent versions,
+/// and only the bucket's noncurrent-version expiry ever removes bytes. A copy is limited to 5 GiB by S3; a larger
+/// object fails with S3's own error and waits for a person.
 pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Presence, StorageError> {
+    let version_id = match inspect(s3, bucket, key).await? {
+        Found::Present => return Ok(Presence::Present),
+        Found::Lost => return Ok(Presence::Lost),
+        Found::Hidden { version_id } => version_id,
+    };
+    // The same bytes, metadata and tags as a new current version (S3 copies metadata unless told otherwise).
+    s3.copy_object()
+        .bucket(bucket)
+        .key(key)
+        .copy_source(format!("{}/{}?versionId={}", bucket, url_encoded(key), url_encoded(&version_id)))
+        .send()
+        .await
+        .map_err(|e| AwsFailure::from_sdk(format!("CopyObject {key} (version {version_id})"), &e))?;
+    if let Err(e) = s3.head_object().bucket(bucket).key(key).send().await {
+        tracing::warn!(key, error = %aws_sdk_s3::error::DisplayErrorContext(&e), "bytes still missing after restore");
+        return Err(StorageError::StillMissing { key: key.to_owned() });
+    }
+    Ok(Presence::Restored { version_id })
+}
+
+/// What a key's bytes are, found without changing anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The object is there.
+    Present,
+    /// Hidden by a delete marker, with this kept version the newest.
+    Hidden {
+        /// The newest kept version: what [`ensure_present`] would copy back.
+        version_id: String,
+    },
+    /// Missing, and the bucket keeps no version.
+    Lost,
+}
+
+/// Whether `key` exists, and if not, which kept version could bring it back. Reads only.
+pub async fn inspect(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Found, StorageError> {
     match s3.head_object().bucket(bucket).key(key).send().await {
-        Ok(_) => return Ok(Presence::Present),
+        Ok(_) => return Ok(Found::Present),
         Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => {}
         Err(e) => return Err(AwsFailure::from_sdk(format!("HeadObject {key}"), &e).into()),
     }
     let mut versions = Vec::new();
-    let mut markers = Vec::new();
     let (mut key_marker, mut version_marker) = (None, None);
     loop {
         let page = s3
@@ -98,7 +134,6 @@ pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) ->
             .await
             .map_err(|e| AwsFailure::from_sdk(format!("ListObjectVersions {key}"), &e))?;
         versions.extend(page.versions().iter().filter(|v| v.key() == Some(key)).cloned());
-        markers.extend(page.delete_markers().iter().filter(|m| m.key() == Some(key)).cloned());
         if page.is_truncated() != Some(true) {
             break;
         }
@@ -106,21 +141,32 @@ pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) ->
         version_marker = page.next_version_id_marker().map(str::to_owned);
     }
     let stamp = |t: Option<&aws_sdk_s3::primitives::DateTime>| t.map(|t| (t.secs(), t.subsec_nanos()));
-    let Some(newest) = versions.iter().max_by_key(|v| stamp(v.last_modified())) else { return Ok(Presence::Lost) };
-    // The bytes are hidden by delete markers: removing the markers above the newest version makes it current
-    // again, exactly as it was (metadata included).
-    for marker in markers.iter().filter(|m| stamp(m.last_modified()) >= stamp(newest.last_modified())) {
-        s3.delete_object()
-            .bucket(bucket)
-            .key(key)
-            .set_version_id(marker.version_id().map(str::to_owned))
-            .send()
-            .await
-            .map_err(|e| AwsFailure::from_sdk(format!("DeleteObject {key} (a delete marker)"), &e))?;
+    Ok(match versions.iter().max_by_key(|v| stamp(v.last_modified())) {
+        Some(newest) => Found::Hidden { version_id: newest.version_id().unwrap_or_default().to_owned() },
+        None => Found::Lost,
+    })
+}
+
+/// `CopySource` is URL-encoded: every byte but the unreserved ones and the path's slashes.
+fn url_encoded(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b'/') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
     }
-    if let Err(e) = s3.head_object().bucket(bucket).key(key).send().await {
-        tracing::warn!(key, error = %aws_sdk_s3::error::DisplayErrorContext(&e), "bytes still missing after restore");
-        return Err(StorageError::StillMissing { key: key.to_owned() });
+    encoded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_source_encodes_what_a_url_cannot_carry() {
+        assert_eq!(url_encoded("ws/a b+ü.png"), "ws/a%20b%2B%C3%BC.png");
+        assert_eq!(url_encoded("3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY"), "3HL4kqtJlcpXroDTDmJ%2BrmSpXd3dIbrHY");
     }
-    Ok(Presence::Restored { version_id: newest.version_id().unwrap_or_default().to_owned() })
 }

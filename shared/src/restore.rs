@@ -3,10 +3,11 @@
 
 use serde_json::json;
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::audit::{AuditAction, Event};
 use crate::lifecycle::AssetState;
-use crate::objects::{self, Presence, StorageError};
+use crate::objects::{self, Found, Presence, StorageError};
 use crate::{AssetId, WorkspaceId};
 
 /// Why an asset could not be restored. Nothing was changed.
@@ -55,6 +56,26 @@ struct Retired {
     restorable: bool,
 }
 
+/// Who asks for a restore, and what for: recorded in the audit row.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// Who asked.
+    pub by: &'a str,
+    /// The sweep pass being undone, when this restore is one asset of `restore --run`.
+    pub undoing_run: Option<Uuid>,
+    /// Check everything and change nothing: the bytes are looked at, not brought back.
+    pub dry_run: bool,
+}
+
+/// What a restore did, or in a dry run would do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The asset's object.
+    pub storage_key: String,
+    /// When the bytes were hidden: the kept version copied back (or, in a dry run, that would be).
+    pub bytes_from_version: Option<String>,
+}
+
 /// Returns retired `asset` to `attached`, checking (and if need be restoring from a kept version) its bytes
 /// first. `by` names who asked, for the audit record.
 pub async fn restore(
@@ -64,6 +85,18 @@ pub async fn restore(
     asset: AssetId,
     by: &str,
 ) -> Result<(), RestoreError> {
+    let request = Request { by, undoing_run: None, dry_run: false };
+    restore_for(pool, s3, bucket, asset, request).await.map(|_| ())
+}
+
+/// [`restore`], as `request` says: on behalf of an undo of a whole pass, or as a dry run.
+pub async fn restore_for(
+    pool: &PgPool,
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    asset: AssetId,
+    request: Request<'_>,
+) -> Result<Restored, RestoreError> {
     let mut tx = crate::db::begin_as_sweeper(pool).await?;
     // Locked for the whole restore, so a purge of the same asset waits and then finds it attached.
     let row = sqlx::query_as!(
@@ -82,6 +115,15 @@ pub async fn restore(
     if !row.restorable {
         return Err(RestoreError::PurgeTimePassed { asset, purge_after: row.purge_after.unwrap_or_default() });
     }
+    if request.dry_run {
+        // The row lock ends with the transaction, rolled back when dropped: nothing was written.
+        let bytes_from_version = match objects::inspect(s3, bucket, &row.storage_key).await? {
+            Found::Present => None,
+            Found::Hidden { version_id } => Some(version_id),
+            Found::Lost => return Err(RestoreError::BytesMissing { asset, key: row.storage_key }),
+        };
+        return Ok(Restored { storage_key: row.storage_key, bytes_from_version });
+    }
     let presence = objects::ensure_present(s3, bucket, &row.storage_key).await?;
     if presence == Presence::Lost {
         return Err(RestoreError::BytesMissing { asset, key: row.storage_key });
@@ -98,11 +140,16 @@ pub async fn restore(
         Presence::Restored { version_id } => Some(version_id),
         _ => None,
     };
-    let evidence = json!({ "by": by, "purge_after": row.purge_after, "bytes_restored_from_version": restored_version });
+    let mut evidence = json!({
+        "by": request.by, "purge_after": row.purge_after, "bytes_restored_from_version": restored_version,
+    });
+    if let Some(run) = request.undoing_run {
+        evidence["undoing_run"] = json!(run);
+    }
     Event::new(asset, row.workspace_id, AuditAction::Restore, evidence)
         .storage_key(&row.storage_key)
         .write(&mut *tx)
         .await?;
     tx.commit().await?;
-    Ok(())
+    Ok(Restored { storage_key: row.storage_key, bytes_from_version: restored_version })
 }

@@ -757,6 +757,49 @@ async fn a_keep_brings_back_missing_bytes_from_a_kept_version() {
 }
 
 #[tokio::test]
+async fn hidden_bytes_come_back_by_copying_their_kept_version_and_no_version_is_destroyed() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let k = format!("{ws}/a photo+{}.png", Uuid::new_v4());
+    let referenced = seed(&ctx, ws, "released", "3 days", &k).await;
+    // The bytes with metadata a copy must keep.
+    ctx.s3
+        .put_object()
+        .bucket(&ctx.bucket)
+        .key(&k)
+        .content_type("image/png")
+        .metadata("origin", "upload")
+        .body(aws_sdk_s3::primitives::ByteStream::from(b"the photo".to_vec()))
+        .send()
+        .await
+        .expect("put");
+    sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(referenced).execute(ctx.pool()).await.expect("ref");
+    ctx.s3.delete_object().bucket(&ctx.bucket).key(&k).send().await.expect("a wrong delete");
+    let listed = |ctx: &TestContext, k: String| {
+        let (s3, bucket) = (ctx.s3.clone(), ctx.bucket.clone());
+        async move {
+            let page = s3.list_object_versions().bucket(bucket).prefix(&k).send().await.expect("versions");
+            (page.versions().len(), page.delete_markers().len())
+        }
+    };
+    let (versions_before, markers_before) = listed(&ctx, k.clone()).await;
+
+    settle_everything(&ctx).await;
+
+    assert_eq!(state(&ctx, referenced).await.as_deref(), Some("attached"));
+    let head = ctx.s3.head_object().bucket(&ctx.bucket).key(&k).send().await.expect("current again");
+    assert_eq!(head.content_type(), Some("image/png"));
+    assert_eq!(head.metadata().and_then(|m| m.get("origin")).map(String::as_str), Some("upload"));
+    let body = ctx.s3.get_object().bucket(&ctx.bucket).key(&k).send().await.expect("get").body.collect().await;
+    assert_eq!(body.expect("body").into_bytes().as_ref(), b"the photo");
+    // A copy on top: every earlier version and the delete marker are still there.
+    assert_eq!(listed(&ctx, k.clone()).await, (versions_before + 1, markers_before));
+    let actions: Vec<String> = events(&ctx, referenced).await.into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["keep", "integrity"]);
+}
+
+#[tokio::test]
 async fn a_deferred_asset_settles_once_its_grace_period_has_passed() {
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();

@@ -207,6 +207,30 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     assert!(!consumer_policy.contains("sqs:SendMessage") && !consumer_policy.contains("\"*\""), "{consumer_policy}");
 }
 
+/// No function can destroy a version: only the bucket's noncurrent-version expiry removes bytes for good.
+#[tokio::test]
+async fn no_function_role_may_destroy_an_object_version() {
+    let stack = deployed().await;
+    let resources = stack.processed["Resources"].as_object().expect("resources");
+    let roles: Vec<(&String, String)> = resources
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::IAM::Role")
+        .map(|(name, r)| (name, r["Properties"]["Policies"].to_string()))
+        .collect();
+    let names: Vec<&str> = roles.iter().map(|(name, _)| name.as_str()).collect();
+    assert!(names.contains(&"SweepRole") && names.contains(&"ConsumerRole"), "{names:?}");
+    for (name, policies) in &roles {
+        for power in
+            ["s3:DeleteObjectVersion", "s3:*", "\"*\"", "s3:PutLifecycleConfiguration", "s3:PutBucketVersioning"]
+        {
+            assert!(!policies.contains(power), "{name} holds {power}: {policies}");
+        }
+    }
+    let consumer = &roles.iter().find(|(name, _)| *name == "ConsumerRole").expect("consumer role").1;
+    // Hidden bytes come back by copying their kept version.
+    assert!(consumer.contains("s3:GetObjectVersion") && consumer.contains("s3:PutObject"), "{consumer}");
+}
+
 /// The template's number for `parameter`, as its default.
 fn default(template: &Value, parameter: &str) -> u64 {
     let value = &template["Parameters"][parameter]["Default"];
