@@ -21,7 +21,13 @@ pub(crate) struct Args {
     /// A good pass must have finished within this long (the schedule is every 15 minutes).
     #[arg(long, default_value = "1h")]
     expect_within: humantime::Duration,
+    /// The stack's CloudWatch dashboard (its output `DashboardName`), printed for a look at the history.
+    #[arg(long, env = "DASHBOARD_NAME")]
+    dashboard: Option<String>,
 }
+
+/// How far back the settle rate is measured for the backlog's estimate.
+const RATE_WINDOW_SECS: f64 = 900.0;
 
 #[derive(Serialize)]
 struct Run {
@@ -99,6 +105,22 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let leased = sqlx::query_scalar!(r#"SELECT count(*) AS "leased!" FROM assets WHERE leased_until > now()"#)
         .fetch_one(&pool)
         .await?;
+    // What the consumers settled lately, for how long the backlog will take.
+    let settled_lately = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "settled!" FROM settlement_events
+            WHERE occurred_at > now() - make_interval(secs => $1) AND action = ANY ($2)"#,
+        RATE_WINDOW_SECS,
+        &[
+            AuditAction::Keep,
+            AuditAction::Retire,
+            AuditAction::Delete,
+            AuditAction::Purge,
+            AuditAction::Defer,
+            AuditAction::Noop
+        ] as &[AuditAction],
+    )
+    .fetch_one(&pool)
+    .await?;
     let failed_count = sqlx::query_scalar!(r#"SELECT count(*) AS "failed!" FROM assets WHERE state = 'failed'"#)
         .fetch_one(&pool)
         .await?;
@@ -218,6 +240,24 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "backlog: {due} due now, oldest due {}; {leased} leased in flight",
         oldest_due.map_or("-".to_owned(), |s| format!("{:.0} min ago", s / 60.0))
     );
+    let waiting = u64::try_from(due).unwrap_or(0) + queue.depth.total();
+    let rate = settled_lately as f64 / RATE_WINDOW_SECS;
+    let empty_in = (waiting > 0 && rate > 0.0)
+        .then(|| std::time::Duration::try_from_secs_f64((waiting as f64 / rate).ceil()).unwrap_or_default());
+    match empty_in {
+        Some(eta) => {
+            let _ = writeln!(
+                text,
+                "  draining: {settled_lately} settled in the last {} min; at that rate the {waiting} due or queued are done in about {}",
+                RATE_WINDOW_SECS / 60.0,
+                humantime::format_duration(std::time::Duration::from_secs(eta.as_secs().div_ceil(60) * 60))
+            );
+        }
+        None if waiting > 0 => {
+            let _ = writeln!(text, "  not draining: nothing settled in the last {} min", RATE_WINDOW_SECS / 60.0);
+        }
+        None => {}
+    }
     for b in &backlog {
         let _ = writeln!(
             text,
@@ -264,6 +304,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             let _ = writeln!(text, "consumer settles nothing now: {why}");
         }
     }
+    match &args.dashboard {
+        Some(name) => {
+            let _ = writeln!(text, "dashboard: {name} (CloudWatch)");
+        }
+        None => text.push_str("dashboard: not named (DASHBOARD_NAME, the stack's output DashboardName)\n"),
+    }
     let _ = writeln!(text, "last 24 h:");
     for f in &freed {
         let _ = writeln!(text, "  {:<7} {:>6} asset(s) {:>14} bytes", f.action, f.assets, f.bytes);
@@ -273,7 +319,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "needs_attention": attention,
         "last_good_pass": last_good.as_ref().map(|(at, outcome, age)| json!({ "finished_at": at, "outcome": outcome, "age_seconds": age })),
         "runs": runs,
-        "backlog": { "due": due, "oldest_due_seconds": oldest_due, "top_workspaces": backlog },
+        "backlog": {
+            "due": due, "oldest_due_seconds": oldest_due, "top_workspaces": backlog,
+            "settled_last_15_min": settled_lately, "empty_in_seconds": empty_in.map(|d| d.as_secs()),
+        },
+        "dashboard": args.dashboard,
         "leased": leased,
         "failed": { "count": failed_count, "latest": failed },
         "queue": queue.depth,

@@ -642,3 +642,28 @@ async fn undoing_a_run_brings_back_what_it_retired_deleted_and_purged_asset_by_a
 fn run_cmd(db_url: &str, ctx: &TestContext, args: &[&str]) -> Output {
     run(db_url, Some(ctx), args)
 }
+
+#[tokio::test]
+async fn status_estimates_when_the_backlog_is_done_and_names_the_dashboard() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    for n in 0..3 {
+        seed(&ctx, ws, "released", "3 days", &format!("{ws}/settled-{n}.png")).await;
+    }
+    sweep_and_settle(&ctx).await;
+    let args = ["status", "--dashboard", "prod-asset-sweeper", "--json"];
+    let (_, page) = json_with_code(&run(&ctx.db.url, Some(&ctx), &args));
+    assert_eq!(page["backlog"]["empty_in_seconds"], Value::Null, "nothing waits: {page}");
+    assert_eq!(page["dashboard"], "prod-asset-sweeper");
+
+    for n in 0..4 {
+        seed(&ctx, ws, "released", "3 days", &format!("{ws}/waiting-{n}.png")).await;
+    }
+    let (_, page) = json_with_code(&run(&ctx.db.url, Some(&ctx), &args));
+    // Three settled in the last 15 minutes: four more take 4 / (3 / 900 s) = 1200 s.
+    assert_eq!(page["backlog"]["settled_last_15_min"], 3, "{page}");
+    assert_eq!(page["backlog"]["empty_in_seconds"], 1200, "{page}");
+    let text = stdout(&run(&ctx.db.url, Some(&ctx), &["status", "--dashboard", "prod-asset-sweeper"]));
+    assert!(text.contains("the 4 due or queued are done in about 20m"), "{text}");
+    assert!(text.contains("dashboard: prod-asset-sweeper"), "{text}");
+}

@@ -85,11 +85,23 @@ pub async fn ensure_present(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) ->
         Found::Lost => return Ok(Presence::Lost),
         Found::Hidden { version_id } => version_id,
     };
-    // The same bytes, metadata and tags as a new current version (S3 copies metadata unless told otherwise).
+    let kept = s3
+        .head_object()
+        .bucket(bucket)
+        .key(key)
+        .version_id(&version_id)
+        .send()
+        .await
+        .map_err(|e| AwsFailure::from_sdk(format!("HeadObject {key} (version {version_id})"), &e))?;
+    // The same bytes, metadata and tags as a new current version (S3 copies metadata unless told otherwise). The
+    // storage class is named because a copy is written as STANDARD otherwise; naming it also makes the copy a
+    // change in the eyes of S3-compatible stores that refuse a same-key copy without one, whatever the version.
+    let class = kept.storage_class().cloned().unwrap_or(aws_sdk_s3::types::StorageClass::Standard);
     s3.copy_object()
         .bucket(bucket)
         .key(key)
         .copy_source(format!("{}/{}?versionId={}", bucket, url_encoded(key), url_encoded(&version_id)))
+        .storage_class(class)
         .send()
         .await
         .map_err(|e| AwsFailure::from_sdk(format!("CopyObject {key} (version {version_id})"), &e))?;
@@ -141,7 +153,10 @@ pub async fn inspect(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result
         version_marker = page.next_version_id_marker().map(str::to_owned);
     }
     let stamp = |t: Option<&aws_sdk_s3::primitives::DateTime>| t.map(|t| (t.secs(), t.subsec_nanos()));
-    Ok(match versions.iter().max_by_key(|v| stamp(v.last_modified())) {
+    // S3 lists a key's versions newest first; two written within one tick of `LastModified` are told apart by that
+    // order, so of equal stamps the one listed first wins.
+    let newest = versions.iter().enumerate().max_by_key(|(i, v)| (stamp(v.last_modified()), std::cmp::Reverse(*i)));
+    Ok(match newest.map(|(_, v)| v) {
         Some(newest) => Found::Hidden { version_id: newest.version_id().unwrap_or_default().to_owned() },
         None => Found::Lost,
     })

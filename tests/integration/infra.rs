@@ -231,6 +231,69 @@ async fn no_function_role_may_destroy_an_object_version() {
     assert!(consumer.contains("s3:GetObjectVersion") && consumer.contains("s3:PutObject"), "{consumer}");
 }
 
+/// The dashboard: LocalStack's CloudFormation has no provider for `AWS::CloudWatch::Dashboard` (it accepts the
+/// resource and creates nothing), so its widgets are read from the template as CloudFormation processed it, with
+/// the stack's own values substituted, as AWS would.
+#[tokio::test]
+async fn the_dashboard_shows_passes_claims_queues_settlements_and_bytes() {
+    let stack = deployed().await;
+    let dashboard = &stack.processed["Resources"]["Dashboard"];
+    assert_eq!(dashboard["Type"], "AWS::CloudWatch::Dashboard");
+    let name = stack.outputs.get("DashboardName").expect("the dashboard's name is an output");
+    assert!(name.ends_with("-asset-sweeper"), "{name}");
+    let body = dashboard["Properties"]["DashboardBody"]["Fn::Sub"].as_str().expect("a substituted body");
+    let body = body
+        .replace("${AWS::Region}", "us-east-1")
+        .replace("${CleanupQueue.QueueName}", "the-cleanup-queue")
+        .replace("${DeadLetterQueue.QueueName}", "the-dead-letter-queue");
+    assert!(!body.contains("${"), "every placeholder is one the test knows: {body}");
+    let body: Value = serde_json::from_str(&body).expect("the dashboard body is JSON");
+    let widgets = body["widgets"].as_array().expect("widgets");
+    let metrics = |title: &str| -> Vec<(String, String, String)> {
+        let widget = widgets.iter().find(|w| w["properties"]["title"] == title).unwrap_or_else(|| panic!("{title}"));
+        let list = widget["properties"]["metrics"].as_array().expect("metrics");
+        list.iter()
+            .map(|m| {
+                let text = |i: usize| m[i].as_str().expect("a metric's namespace, name and dimension").to_owned();
+                (text(0), text(1), text(3))
+            })
+            .collect()
+    };
+    let ours = |function: &str, names: &[&str]| -> Vec<(String, String, String)> {
+        names.iter().map(|n| ("AssetSweeper".to_owned(), (*n).to_owned(), function.to_owned())).collect()
+    };
+    let passes = ["SweepCompleted", "SweepPartial", "SweepBraked", "SweepRefused", "SweepSkipped", "SweepFailed"];
+    assert_eq!(metrics("Sweep passes by outcome"), ours("sweep", &passes));
+    assert_eq!(metrics("Claimed and enqueued"), ours("sweep", &["Claimed", "Enqueued", "Released", "HeldBack"]));
+    let settled = ["Kept", "Retired", "Deleted", "Purged", "Deferred", "Unchanged", "Postponed", "FailedItems"];
+    assert_eq!(metrics("Settlements by action"), ours("consumer", &settled));
+    assert_eq!(metrics("Bytes freed"), ours("consumer", &["BytesFreed"]));
+    let lost = ["AssetsLost", "BytesRestored", "AssetsMarkedFailed"];
+    assert_eq!(metrics("Lost and restored bytes"), ours("consumer", &lost));
+    let queue = |name: &str, queue: &str| ("AWS/SQS".to_owned(), name.to_owned(), queue.to_owned());
+    assert_eq!(
+        metrics("Cleanup queue: depth and oldest message"),
+        [
+            queue("ApproximateNumberOfMessagesVisible", "the-cleanup-queue"),
+            queue("ApproximateNumberOfMessagesNotVisible", "the-cleanup-queue"),
+            queue("ApproximateAgeOfOldestMessage", "the-cleanup-queue"),
+        ]
+    );
+    assert_eq!(metrics("Dead-letter queue"), [queue("ApproximateNumberOfMessagesVisible", "the-dead-letter-queue")]);
+    // Every sweep metric on it is one the sweep publishes.
+    let line = sweep_lambda::record::metrics_line(&sweep_lambda::record::SweepReport::new(uuid::Uuid::nil()));
+    let line: Value = serde_json::from_str(&line).expect("the sweep's metrics line");
+    let published: Vec<&str> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .expect("declared metrics")
+        .iter()
+        .filter_map(|m| m["Name"].as_str())
+        .collect();
+    for name in passes.iter().chain(&["Claimed", "Enqueued", "Released", "HeldBack"]) {
+        assert!(published.contains(name), "{name} is not published by the sweep: {published:?}");
+    }
+}
+
 /// The template's number for `parameter`, as its default.
 fn default(template: &Value, parameter: &str) -> u64 {
     let value = &template["Parameters"][parameter]["Default"];

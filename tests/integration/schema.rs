@@ -228,3 +228,35 @@ async fn the_typed_states_are_exactly_the_values_the_database_allows() {
     assert_eq!(allowed_values(&db.pool, "settlement_events", "action").await, names(&actions));
     assert_eq!(allowed_values(&db.pool, "sweep_runs", "outcome").await, names(&outcomes));
 }
+
+/// The plan of `query` as JSON text, with sequential scans priced out so any usable index is taken.
+async fn plan(pool: &PgPool, query: &str) -> String {
+    let mut tx = pool.begin().await.expect("begin");
+    sqlx::query("SET LOCAL enable_seqscan = off").execute(&mut *tx).await.expect("planner setting");
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN (FORMAT JSON) {query}")))
+        .fetch_one(&mut *tx)
+        .await
+        .expect("explain");
+    plan.to_string()
+}
+
+#[tokio::test]
+async fn the_lifecycle_formulas_inline_so_the_partial_indexes_still_serve_them() {
+    let db = TestDatabase::unmigrated().await;
+    migrate(&db.pool).await.expect("migrate");
+    // Were a formula not inlined (a SET clause, a volatility mismatch), the planner could not see the partial
+    // index's predicate in it, and every claim would read the whole table.
+    let claim = plan(
+        &db.pool,
+        "SELECT a.id FROM assets a
+          WHERE a.workspace_id = '6e1c3a52-0000-4000-8000-000000000000' AND asset_sweeper_claimable(a)
+          ORDER BY a.due_at LIMIT 10",
+    )
+    .await;
+    assert!(
+        claim.contains("\"Index Name\":\"assets_due_by_workspace\"") && !claim.contains("asset_sweeper_"),
+        "{claim}"
+    );
+    let due = plan(&db.pool, "SELECT min(a.due_at) FROM assets a WHERE asset_sweeper_due(a)").await;
+    assert!(due.contains("\"Index Name\":\"assets_due") && !due.contains("asset_sweeper_due"), "{due}");
+}
