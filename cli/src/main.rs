@@ -5,6 +5,7 @@
 mod approve;
 mod connect;
 mod explain;
+mod guards;
 mod migrate;
 mod plan;
 mod redrive;
@@ -54,6 +55,11 @@ enum Command {
     Approve(approve::Args),
     /// Bring a retired asset back to `attached`, its bytes checked (and brought back from a kept version).
     Restore(restore::Args),
+    /// The reference guards on the application's non-foreign-key sources.
+    Guards {
+        #[command(subcommand)]
+        command: guards::Command,
+    },
 }
 
 /// What a command prints: a line or more for people, and the same facts as JSON; and what, if anything, needs
@@ -91,6 +97,7 @@ async fn main() -> ExitCode {
         Command::Migrate => migrate::run().await,
         Command::Approve(args) => approve::run(args).await,
         Command::Restore(args) => restore::run(args).await,
+        Command::Guards { command } => guards::run(command).await,
     };
     match result {
         Ok(output) => {

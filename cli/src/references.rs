@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use shared::guards::Guard;
 use shared::references::{self, ReferenceSource, SchemaCheckError, SchemaProblem};
 
 use crate::{Output, connect};
@@ -43,8 +44,15 @@ fn render(sources: &[ReferenceSource], problems: &[SchemaProblem]) -> Output {
         } else {
             own.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
         };
-        text.push_str(&format!("  {source}  [records named by {key}]  {status}\n"));
+        let unguarded = own.iter().any(|p| matches!(p, SchemaProblem::UnguardedSource { .. }));
+        let guard = match Guard::of(source) {
+            None => "foreign key".to_owned(),
+            Some(_) if unguarded => "missing".to_owned(),
+            Some(guard) => guard.trigger,
+        };
+        text.push_str(&format!("  {source}  [records named by {key}]  [guard: {guard}]  {status}\n"));
         let mut entry = serde_json::to_value(source).unwrap_or(Value::Null);
+        entry["guard"] = json!(guard);
         entry["problems"] = json!(own);
         entry["verdict"] = json!(if own.is_empty() { "ok" } else { "refused" });
         listed.push(entry);

@@ -363,8 +363,20 @@ async fn references_lists_every_source_with_its_verdict() {
     .execute(ctx.pool())
     .await
     .expect("owner tables");
+    // The JSON source has no guard yet: refused, with the command that installs it.
+    let (code, map) = json_with_code(&run(&url, Some(&ctx), &["references", "--json"]));
+    assert_eq!((code, map["verdict"].as_str()), (Some(1), Some("refused")), "{map}");
+    assert_eq!(map["sources"][1]["guard"], "missing", "{map}");
+    assert_eq!(map["sources"][1]["problems"][0]["install"], "asset-sweeper guards install", "{map}");
+    let installed = json(&run(&url, Some(&ctx), &["guards", "install", "--json"]));
+    assert_eq!(installed["installed"][0]["source"], "public.pages.body (jsonb $.**)", "{installed}");
+    assert_eq!(installed["unguarded"], json!([]));
+    let again = json(&run(&url, Some(&ctx), &["guards", "install", "--json"]));
+    assert_eq!((&again["installed"], &again["removed"]), (&installed["installed"], &json!([])), "idempotent");
     let (code, map) = json_with_code(&run(&url, Some(&ctx), &["references", "--json"]));
     assert_eq!((code, map["verdict"].as_str()), (Some(0), Some("valid")), "{map}");
+    assert_eq!(map["sources"][0]["guard"], "foreign key");
+    assert!(map["sources"][1]["guard"].as_str().is_some_and(|g| g.starts_with("asset_sweeper_guard_")), "{map}");
     assert_eq!(map["sources"][0]["table"], "products");
     assert_eq!(map["sources"][0]["kind"], "foreign_key");
     assert_eq!(map["sources"][0]["key_columns"], json!(["id"]));

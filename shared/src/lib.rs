@@ -10,6 +10,7 @@ pub mod audit;
 pub mod aws;
 pub mod brake;
 pub mod db;
+pub mod guards;
 pub mod ids;
 pub mod lifecycle;
 pub mod message;

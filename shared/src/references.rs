@@ -148,6 +148,18 @@ pub enum SchemaProblem {
         /// The statement that adds the index the recheck needs.
         create_index: String,
     },
+    /// A source that is not a foreign key and has no reference guard: an uncommitted write of a reference to it
+    /// could slip past a settle.
+    UnguardedSource {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The command that installs every guard.
+        install: String,
+    },
 }
 
 impl SchemaProblem {
@@ -160,7 +172,8 @@ impl SchemaProblem {
             | SchemaProblem::SourceUnreadable { schema, table, column }
             | SchemaProblem::DestructiveForeignKey { schema, table, column, .. }
             | SchemaProblem::UnexplainedAssetIds { schema, table, column, .. }
-            | SchemaProblem::UnindexedSource { schema, table, column, .. } => Some((schema, table, column)),
+            | SchemaProblem::UnindexedSource { schema, table, column, .. }
+            | SchemaProblem::UnguardedSource { schema, table, column, .. } => Some((schema, table, column)),
         }
     }
 
@@ -198,6 +211,11 @@ impl fmt::Display for SchemaProblem {
                 f,
                 "{schema}.{table}.{column} has no index that serves the recheck (each one would read the whole \
                  table): {create_index}"
+            ),
+            SchemaProblem::UnguardedSource { schema, table, column, install } => write!(
+                f,
+                "{schema}.{table}.{column} has no reference guard, so a reference written to it while a settle \
+                 runs could go unseen: run `{install}`"
             ),
         }
     }
@@ -431,6 +449,7 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
     }
 
     problems.extend(unexplained_columns(conn, &sources, sample_rows).await?);
+    problems.extend(crate::guards::unguarded(conn, &sources).await?);
     let mut warnings = Vec::new();
     for source in &mut sources {
         source.key_columns = primary_key(conn, &source.schema, &source.table).await?;

@@ -67,6 +67,7 @@ async fn owner_documents(ctx: &TestContext, rows: i64) -> Vec<Uuid> {
         .execute(pool)
         .await
         .expect("index");
+    integration_tests::install_guards(pool).await;
     // Documents 10, 20, ... name assets 2, 3, ... (1-based), wrapping around.
     let named = ((rows / 10) as usize).min(assets.len());
     assets.into_iter().cycle().skip(1).take(named).collect()

@@ -226,6 +226,8 @@ async fn throughput(tables: usize, rows: usize, assets: usize, delete_shares: &[
             .expect("document index");
     }
     sqlx::raw_sql("ANALYZE").execute(ctx.pool()).await.expect("analyze");
+    // After the fill, as an operator adopting the product on a populated database would.
+    integration_tests::install_guards(ctx.pool()).await;
     let mut rounds = Vec::new();
     for &share in delete_shares {
         let (settled, rate) = settle_round(&ctx, assets, share).await;

@@ -25,6 +25,7 @@ const OWNER_TABLES: &str = "
 
 async fn owner_tables(ctx: &TestContext) {
     sqlx::raw_sql(OWNER_TABLES).execute(ctx.pool()).await.expect("owner tables");
+    integration_tests::install_guards(ctx.pool()).await;
 }
 
 fn consumer(ctx: &TestContext) -> Consumer {
@@ -900,4 +901,138 @@ async fn every_record_names_the_commit_its_build_came_from() {
     .expect("code versions");
     assert!(recorded.len() >= 3, "an audit row, a run row and a verdict: {recorded:?}");
     assert!(recorded.iter().all(|v| v == shared::version::CODE_VERSION), "{recorded:?}");
+}
+
+/// A write of a reference to `asset` through `source` ("banners.image", a domain column, or "pages.body", a
+/// declared JSONB document), in its own transaction.
+async fn write_reference(pool: &sqlx::PgPool, source: &str, asset: Uuid) -> Result<(), sqlx::Error> {
+    let sql = match source {
+        "banners.image" => "INSERT INTO banners (image) VALUES ($1)",
+        "pages.body" => "INSERT INTO pages (body) VALUES (jsonb_build_object('blocks', jsonb_build_array($1::text)))",
+        other => panic!("no such source {other}"),
+    };
+    sqlx::query(sqlx::AssertSqlSafe(sql)).bind(asset).execute(pool).await.map(|_| ())
+}
+
+/// Settles `event` on a thread and runtime of its own, with its own clients (a connection serves the runtime that
+/// made it), so the test can write while the settle holds its locks, even while a failpoint blocks that thread.
+fn settle_apart(ctx: &TestContext, event: SqsEvent) -> tokio::task::JoinHandle<SqsBatchResponse> {
+    let settings = ctx.settings(&[]);
+    let url = ctx.db.url.clone();
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        runtime.block_on(async move {
+            let pool = sqlx::PgPool::connect(&url).await.expect("the settle's pool");
+            let config = shared::aws::sdk_config().await;
+            let consumer = Consumer::new(pool, shared::aws::s3_client(&config, true), settings);
+            handle(&consumer, event).await
+        })
+    })
+}
+
+/// Whether any record of the two guarded sources names `asset`.
+async fn referenced(ctx: &TestContext, asset: Uuid) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM banners WHERE image = $1)
+             OR EXISTS (SELECT 1 FROM pages WHERE body @? format('$.** ? (@ == \"%s\")', $1)::jsonpath)",
+    )
+    .bind(asset)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("references")
+}
+
+/// A reference written while a settle that removes the asset holds it: the write waits for the settle, then fails
+/// with the guard's error. Never a committed reference to removed bytes.
+#[tokio::test]
+async fn a_reference_written_while_a_settle_removes_the_asset_fails_with_the_guards_error() {
+    let _turn = FAILPOINTS.lock().await;
+    for source in ["banners.image", "pages.body"] {
+        let ctx = TestContext::new().await;
+        owner_tables(&ctx).await;
+        let ws = Uuid::new_v4();
+        let k = key(ws);
+        let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+        let message = claimed_message(&ctx).await;
+        // The settle pauses after the bytes went, holding the asset's row.
+        fail::cfg("consumer::after_bytes_removed", "sleep(2000)").expect("failpoint");
+        let settling = settle_apart(&ctx, event(vec![record("m", &message.to_body(), 1)]));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while object_exists(&ctx.s3, &ctx.bucket, &k).await {
+            assert!(Instant::now() < deadline, "the settle never removed the bytes");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let written = write_reference(ctx.pool(), source, abandoned).await;
+        fail::remove("consumer::after_bytes_removed");
+        let response = settling.await.expect("the settle thread");
+
+        assert!(response.batch_item_failures.is_empty(), "{source}");
+        let error = written.expect_err("the write of a reference to a removed asset fails").to_string();
+        assert!(error.contains(&format!("refers to asset {abandoned}, which asset-sweeper has removed")), "{error}");
+        assert_eq!(state(&ctx, abandoned).await, None, "{source}");
+        assert!(!referenced(&ctx, abandoned).await, "no committed reference to removed bytes ({source})");
+    }
+}
+
+/// A reference written, not yet committed, when the settle comes: the settle waits for it, and its recheck then
+/// sees it and keeps the asset.
+#[tokio::test]
+async fn a_settle_waits_for_an_uncommitted_reference_and_keeps_the_asset() {
+    for source in ["banners.image", "pages.body"] {
+        let ctx = TestContext::new().await;
+        owner_tables(&ctx).await;
+        let ws = Uuid::new_v4();
+        let k = key(ws);
+        let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+        let message = claimed_message(&ctx).await;
+        let mut writer = ctx.pool().begin().await.expect("writer");
+        let sql = match source {
+            "banners.image" => "INSERT INTO banners (image) VALUES ($1)",
+            _ => "INSERT INTO pages (body) VALUES (jsonb_build_object('blocks', jsonb_build_array($1::text)))",
+        };
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(abandoned).execute(&mut *writer).await.expect("uncommitted write");
+        let settling = settle_apart(&ctx, event(vec![record("m", &message.to_body(), 1)]));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!settling.is_finished(), "the settle waits for the writer ({source})");
+        writer.commit().await.expect("the writer commits");
+        let response = settling.await.expect("the settle thread");
+
+        assert!(response.batch_item_failures.is_empty(), "{source}");
+        assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("attached"), "{source}");
+        assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{source}");
+        let actions: Vec<String> = events(&ctx, abandoned).await.into_iter().map(|(a, _)| a).collect();
+        assert_eq!(actions, ["keep"], "{source}");
+    }
+}
+
+/// A guard dropped after the pass is a schema change: the settle waits for the next check, which refuses, naming
+/// the source and the command that guards it.
+#[tokio::test]
+async fn a_dropped_guard_makes_settles_wait_and_the_next_pass_refuse() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let released = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    let message = claimed_message(&ctx).await;
+    let trigger: String = sqlx::query_scalar(
+        "SELECT tgname::text FROM pg_trigger WHERE tgrelid = 'banners'::regclass AND tgname LIKE 'asset_sweeper_guard_%'",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("the banners guard");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TRIGGER {trigger} ON banners")))
+        .execute(ctx.pool())
+        .await
+        .expect("drop the guard");
+
+    let response = handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 1)])).await;
+    assert!(response.batch_item_failures.is_empty(), "postponed, not failed");
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("released"), "nothing settled on the old verdict");
+
+    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&[]));
+    let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
+    assert_eq!(report.outcome, shared::runs::RunOutcome::Refused);
+    let reason = report.reason.expect("a reason").to_string();
+    assert!(reason.contains(r#""problem":"unguarded_source""#) && reason.contains(r#""column":"image""#), "{reason}");
+    assert!(reason.contains("asset-sweeper guards install"), "{reason}");
 }

@@ -106,6 +106,7 @@ async fn writers_racing_two_consumers_never_cost_a_referenced_asset_its_bytes() 
     let started = Instant::now();
     let ctx = Arc::new(TestContext::new().await);
     sqlx::raw_sql(OWNER_TABLES).execute(ctx.pool()).await.expect("owner tables");
+    integration_tests::install_guards(ctx.pool()).await;
     let settings = ctx.settings(&[("BRAKE_MAX_SHARE_PERCENT", "100")]);
     let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), settings.clone());
     let mut consumers = Vec::new();

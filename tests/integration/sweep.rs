@@ -497,6 +497,7 @@ async fn a_composite_foreign_key_and_a_domain_built_on_asset_id_are_sources_not_
     .execute(ctx.pool())
     .await
     .expect("owner tables");
+    integration_tests::install_guards(ctx.pool()).await;
     sqlx::query("INSERT INTO products (workspace, hero) VALUES ($1, $2)")
         .bind(ws)
         .bind(kept)

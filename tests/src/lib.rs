@@ -318,6 +318,14 @@ fn run_detached(future: impl Future<Output = ()> + Send + 'static) {
 }
 
 /// A short unique suffix for resource names (S3 bucket names are at most 63 characters).
+/// What an operator runs after the application's tables change: `asset-sweeper guards install`.
+pub async fn install_guards(pool: &PgPool) {
+    let mut conn = pool.acquire().await.unwrap_or_else(|e| fail(format!("install guards: {e}")));
+    let options =
+        shared::references::CheckOptions { sample_rows: 1, unindexed: shared::settings::UnindexedSources::Warn };
+    shared::guards::install_all(&mut conn, options).await.unwrap_or_else(|e| fail(format!("install guards: {e}")));
+}
+
 pub fn short_id() -> String {
     Uuid::new_v4().simple().to_string()[..12].to_owned()
 }

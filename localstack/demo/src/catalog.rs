@@ -354,9 +354,14 @@ impl Catalog {
     }
 }
 
-/// Creates the application's tables and its guard (idempotent).
+/// Creates the application's tables and its guard (idempotent), then what an operator runs next,
+/// `asset-sweeper guards install`: the reference guards on its non-foreign-key sources.
 pub async fn install_owner_tables(pool: &PgPool) -> anyhow::Result<()> {
     sqlx::raw_sql(OWNER_TABLES).execute(pool).await.context("creating the demo application's tables")?;
+    let mut conn = pool.acquire().await.context("installing the reference guards")?;
+    let options =
+        shared::references::CheckOptions { sample_rows: 100, unindexed: shared::settings::UnindexedSources::Refuse };
+    shared::guards::install_all(&mut conn, options).await.context("installing the reference guards")?;
     Ok(())
 }
 

@@ -1,0 +1,121 @@
+//! What a reference guard costs the application's writes, beside its baselines in the same run:
+//!
+//! - the same insert with no guard (what the write cost before `asset-sweeper guards install`);
+//! - the same insert through a foreign key to `assets` (what a foreign key, the guard's model, costs).
+//!
+//! Each write is one statement in its own transaction, as an application's request would make it: a row naming one
+//! asset (an `asset_id` column, a JSONB document) and a row naming ten (an `asset_id[]` column). Printed: the
+//! median time per write and per referenced id, and the ratio to the unguarded write. The goal is under 0.2 ms of
+//! added time per referenced id on the project's 2-core machine.
+//!
+//! Run with `scripts/bench-guards` (only Postgres: no LocalStack). `BENCH_WRITES` (default 2000) per case.
+
+// Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
+#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+
+use std::time::{Duration, Instant};
+
+use integration_tests::TestDatabase;
+use sqlx::{AssertSqlSafe, PgPool};
+use uuid::Uuid;
+
+const TABLES: &str = "
+    CREATE TABLE plain_one (id bigserial PRIMARY KEY, image asset_id);
+    CREATE TABLE plain_doc (id bigserial PRIMARY KEY, body jsonb);
+    CREATE TABLE plain_ten (id bigserial PRIMARY KEY, images asset_id[]);
+    CREATE TABLE fk_one (id bigserial PRIMARY KEY, image uuid REFERENCES assets (id));
+    CREATE TABLE guarded_one (id bigserial PRIMARY KEY, image asset_id);
+    CREATE TABLE guarded_doc (id bigserial PRIMARY KEY, body jsonb);
+    CREATE TABLE guarded_ten (id bigserial PRIMARY KEY, images asset_id[]);
+    CREATE INDEX ON plain_one (image); CREATE INDEX ON guarded_one (image); CREATE INDEX ON fk_one (image);
+    CREATE INDEX ON plain_doc USING gin (body); CREATE INDEX ON guarded_doc USING gin (body);
+    CREATE INDEX ON plain_ten USING gin (images); CREATE INDEX ON guarded_ten USING gin (images);
+    INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES
+        ('plain_doc', 'body', '$.blocks[*].asset_id'), ('guarded_doc', 'body', '$.blocks[*].asset_id');";
+
+/// The median of `writes` single-statement writes of `sql`, each binding the next asset id(s).
+async fn median_write(pool: &PgPool, sql: &str, assets: &[Uuid], per_write: usize, writes: usize) -> Duration {
+    let mut times = Vec::with_capacity(writes);
+    for w in 0..writes {
+        let ids: Vec<Uuid> = (0..per_write).map(|i| assets[(w * per_write + i) % assets.len()]).collect();
+        let started = Instant::now();
+        let query = sqlx::query(AssertSqlSafe(sql));
+        let query = if per_write == 1 { query.bind(ids[0]) } else { query.bind(&ids) };
+        query.execute(pool).await.expect("write");
+        times.push(started.elapsed());
+    }
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() {
+    let writes: usize = std::env::var("BENCH_WRITES").ok().and_then(|n| n.parse().ok()).unwrap_or(2_000);
+    let db = TestDatabase::new().await;
+    let pool = &db.pool;
+    sqlx::raw_sql(TABLES).execute(pool).await.expect("tables");
+    let assets: Vec<Uuid> =
+        integration_tests::fixtures::insert_released(pool, Uuid::new_v4(), 5_000, "1 day", 10).await;
+    // Guards on the guarded_* tables only: the plain_* ones keep theirs off (installed, then dropped) as the baseline.
+    integration_tests::install_guards(pool).await;
+    sqlx::raw_sql(
+        "DO $$ DECLARE t record; BEGIN
+           FOR t IN SELECT tgname, tgrelid::regclass AS rel FROM pg_trigger
+                     WHERE tgname LIKE 'asset_sweeper_guard_%' AND tgrelid::regclass::text LIKE 'plain_%' LOOP
+             EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
+           END LOOP; END $$; ANALYZE;",
+    )
+    .execute(pool)
+    .await
+    .expect("baselines without guards");
+
+    let doc = "INSERT INTO {} (body) VALUES (jsonb_build_object('title', 'a page', 'blocks',
+               jsonb_build_array(jsonb_build_object('type', 'image', 'asset_id', $1::text))))";
+    let cases: [(&str, String, String, String, usize); 3] = [
+        (
+            "one id (asset_id)",
+            "INSERT INTO plain_one (image) VALUES ($1)".into(),
+            "INSERT INTO guarded_one (image) VALUES ($1)".into(),
+            "INSERT INTO fk_one (image) VALUES ($1)".into(),
+            1,
+        ),
+        ("one id (jsonb document)", doc.replace("{}", "plain_doc"), doc.replace("{}", "guarded_doc"), String::new(), 1),
+        (
+            "ten ids (asset_id[])",
+            "INSERT INTO plain_ten (images) VALUES ($1::asset_id[])".into(),
+            "INSERT INTO guarded_ten (images) VALUES ($1::asset_id[])".into(),
+            String::new(),
+            10,
+        ),
+    ];
+    println!("reference guards: median of {writes} single-statement writes per case, Postgres at TEST_DATABASE_URL");
+    println!(
+        "{:<26} {:>12} {:>12} {:>9} {:>16} {:>12}",
+        "write", "unguarded ms", "guarded ms", "ratio", "added ms per id", "foreign key"
+    );
+    for (name, plain, guarded, foreign, per_write) in cases {
+        // Warm both paths once so the first measured write pays no plan or cache cost.
+        median_write(pool, &plain, &assets, per_write, 50).await;
+        median_write(pool, &guarded, &assets, per_write, 50).await;
+        let base = median_write(pool, &plain, &assets, per_write, writes).await;
+        let with_guard = median_write(pool, &guarded, &assets, per_write, writes).await;
+        let fk = if foreign.is_empty() {
+            "-".to_owned()
+        } else {
+            format!("{:.3} ms", ms(median_write(pool, &foreign, &assets, per_write, writes).await))
+        };
+        let added = (ms(with_guard) - ms(base)) / per_write as f64;
+        println!(
+            "{name:<26} {:>12.3} {:>12.3} {:>8.2}x {:>16.3} {fk:>12}",
+            ms(base),
+            ms(with_guard),
+            ms(with_guard) / ms(base),
+            added
+        );
+    }
+    println!("goal: under 0.200 ms added per referenced id");
+}
