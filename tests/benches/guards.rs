@@ -33,19 +33,33 @@ const TABLES: &str = "
     INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES
         ('plain_doc', 'body', '$.blocks[*].asset_id'), ('guarded_doc', 'body', '$.blocks[*].asset_id');";
 
-/// The median of `writes` single-statement writes of `sql`, each binding the next asset id(s).
-async fn median_write(pool: &PgPool, sql: &str, assets: &[Uuid], per_write: usize, writes: usize) -> Duration {
-    let mut times = Vec::with_capacity(writes);
+/// The median time of each of `sqls` over `writes` rounds, each round one single-statement write of every query in
+/// turn (each binding the round's asset ids): interleaved, so a slow moment of the machine falls on all alike.
+async fn median_writes(
+    pool: &PgPool,
+    sqls: &[&str],
+    assets: &[Uuid],
+    per_write: usize,
+    writes: usize,
+) -> Vec<Duration> {
+    let mut times = vec![Vec::with_capacity(writes); sqls.len()];
     for w in 0..writes {
         let ids: Vec<Uuid> = (0..per_write).map(|i| assets[(w * per_write + i) % assets.len()]).collect();
-        let started = Instant::now();
-        let query = sqlx::query(AssertSqlSafe(sql));
-        let query = if per_write == 1 { query.bind(ids[0]) } else { query.bind(&ids) };
-        query.execute(pool).await.expect("write");
-        times.push(started.elapsed());
+        for (sql, times) in sqls.iter().zip(&mut times) {
+            let started = Instant::now();
+            let query = sqlx::query(AssertSqlSafe(*sql));
+            let query = if per_write == 1 { query.bind(ids[0]) } else { query.bind(&ids) };
+            query.execute(pool).await.expect("write");
+            times.push(started.elapsed());
+        }
     }
-    times.sort();
-    times[times.len() / 2]
+    times
+        .into_iter()
+        .map(|mut t| {
+            t.sort();
+            t[t.len() / 2]
+        })
+        .collect()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -98,16 +112,15 @@ async fn main() {
         "write", "unguarded ms", "guarded ms", "ratio", "added ms per id", "foreign key"
     );
     for (name, plain, guarded, foreign, per_write) in cases {
-        // Warm both paths once so the first measured write pays no plan or cache cost.
-        median_write(pool, &plain, &assets, per_write, 50).await;
-        median_write(pool, &guarded, &assets, per_write, 50).await;
-        let base = median_write(pool, &plain, &assets, per_write, writes).await;
-        let with_guard = median_write(pool, &guarded, &assets, per_write, writes).await;
-        let fk = if foreign.is_empty() {
-            "-".to_owned()
-        } else {
-            format!("{:.3} ms", ms(median_write(pool, &foreign, &assets, per_write, writes).await))
-        };
+        let mut sqls = vec![plain.as_str(), guarded.as_str()];
+        if !foreign.is_empty() {
+            sqls.push(foreign.as_str());
+        }
+        // Warm every path once so no measured write pays a first plan or cache cost.
+        median_writes(pool, &sqls, &assets, per_write, 50).await;
+        let medians = median_writes(pool, &sqls, &assets, per_write, writes).await;
+        let (base, with_guard) = (medians[0], medians[1]);
+        let fk = medians.get(2).map_or("-".to_owned(), |d| format!("{:.3} ms", ms(*d)));
         let added = (ms(with_guard) - ms(base)) / per_write as f64;
         println!(
             "{name:<26} {:>12.3} {:>12.3} {:>8.2}x {:>16.3} {fk:>12}",
