@@ -904,14 +904,26 @@ async fn every_record_names_the_commit_its_build_came_from() {
 }
 
 /// A write of a reference to `asset` through `source` ("banners.image", a domain column, or "pages.body", a
-/// declared JSONB document), in its own transaction.
-async fn write_reference(pool: &sqlx::PgPool, source: &str, asset: Uuid) -> Result<(), sqlx::Error> {
+/// declared JSONB document), in the caller's transaction or its own.
+async fn write_reference(executor: impl sqlx::PgExecutor<'_>, source: &str, asset: Uuid) -> Result<(), sqlx::Error> {
     let sql = match source {
         "banners.image" => "INSERT INTO banners (image) VALUES ($1)",
         "pages.body" => "INSERT INTO pages (body) VALUES (jsonb_build_object('blocks', jsonb_build_array($1::text)))",
         other => panic!("no such source {other}"),
     };
-    sqlx::query(sqlx::AssertSqlSafe(sql)).bind(asset).execute(pool).await.map(|_| ())
+    sqlx::query(sqlx::AssertSqlSafe(sql)).bind(asset).execute(executor).await.map(|_| ())
+}
+
+/// A fresh context with the guarded owner tables and one abandoned upload, claimed: (context, asset, its key, the
+/// sweep's message for it).
+async fn claimed_abandoned_upload() -> (TestContext, Uuid, String, shared::CleanupMessage) {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let k = key(ws);
+    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let message = claimed_message(&ctx).await;
+    (ctx, abandoned, k, message)
 }
 
 /// Settles `event` on a thread and runtime of its own, with its own clients (a connection serves the runtime that
@@ -948,12 +960,7 @@ async fn referenced(ctx: &TestContext, asset: Uuid) -> bool {
 async fn a_reference_written_while_a_settle_removes_the_asset_fails_with_the_guards_error() {
     let _turn = FAILPOINTS.lock().await;
     for source in ["banners.image", "pages.body"] {
-        let ctx = TestContext::new().await;
-        owner_tables(&ctx).await;
-        let ws = Uuid::new_v4();
-        let k = key(ws);
-        let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
-        let message = claimed_message(&ctx).await;
+        let (ctx, abandoned, k, message) = claimed_abandoned_upload().await;
         // The settle pauses after the bytes went, holding the asset's row.
         fail::cfg("consumer::after_bytes_removed", "sleep(2000)").expect("failpoint");
         let settling = settle_apart(&ctx, event(vec![record("m", &message.to_body(), 1)]));
@@ -979,18 +986,9 @@ async fn a_reference_written_while_a_settle_removes_the_asset_fails_with_the_gua
 #[tokio::test]
 async fn a_settle_waits_for_an_uncommitted_reference_and_keeps_the_asset() {
     for source in ["banners.image", "pages.body"] {
-        let ctx = TestContext::new().await;
-        owner_tables(&ctx).await;
-        let ws = Uuid::new_v4();
-        let k = key(ws);
-        let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
-        let message = claimed_message(&ctx).await;
+        let (ctx, abandoned, k, message) = claimed_abandoned_upload().await;
         let mut writer = ctx.pool().begin().await.expect("writer");
-        let sql = match source {
-            "banners.image" => "INSERT INTO banners (image) VALUES ($1)",
-            _ => "INSERT INTO pages (body) VALUES (jsonb_build_object('blocks', jsonb_build_array($1::text)))",
-        };
-        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(abandoned).execute(&mut *writer).await.expect("uncommitted write");
+        write_reference(&mut *writer, source, abandoned).await.expect("uncommitted write");
         let settling = settle_apart(&ctx, event(vec![record("m", &message.to_body(), 1)]));
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(!settling.is_finished(), "the settle waits for the writer ({source})");

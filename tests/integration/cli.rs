@@ -1,5 +1,6 @@
-//! The real `asset-sweeper` binary against a real Postgres database and LocalStack S3, asserting on what it
-//! prints (text and `--json`), its exit code and what it changed.
+//! The real `asset-sweeper` binary against a real Postgres database and LocalStack S3, with states made by the
+//! real sweep and consumer, asserting on what it prints (text and `--json`), its exit code and what it changed.
+//! It lives here, beside the functions, so the CLI's own package depends on neither function crate.
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -12,6 +13,20 @@ use shared::{AssetId, CleanupMessage, WorkspaceId};
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
 
+/// The CLI binary of this build: beside this test binary's directory, where `cargo test --workspace` puts it
+/// (the CLI package's own test makes cargo build it).
+fn binary() -> std::path::PathBuf {
+    let test = std::env::current_exe().expect("the test binary's path");
+    let dir = test.parent().and_then(std::path::Path::parent).expect("the target directory");
+    let binary = dir.join(format!("asset-sweeper{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is not built: run the tests with scripts/test (cargo test --workspace)",
+        binary.display()
+    );
+    binary
+}
+
 /// Runs the binary with the functions' settings for `ctx` (AWS endpoint and credentials inherited).
 fn run(db_url: &str, ctx: Option<&TestContext>, args: &[&str]) -> Output {
     run_with(db_url, ctx, &[], args)
@@ -19,7 +34,7 @@ fn run(db_url: &str, ctx: Option<&TestContext>, args: &[&str]) -> Output {
 
 /// [`run`] with some settings overridden.
 fn run_with(db_url: &str, ctx: Option<&TestContext>, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_asset-sweeper"));
+    let mut command = std::process::Command::new(binary());
     command.args(args).env("DATABASE_URL", db_url).env_remove("DATABASE_SECRET_ARN");
     if let Some(ctx) = ctx {
         command
@@ -540,7 +555,7 @@ async fn a_command_stuck_behind_an_application_lock_gives_up_after_the_lock_time
     sqlx::query("LOCK TABLE assets IN ACCESS EXCLUSIVE MODE").execute(&mut *migration).await.expect("lock");
     let ws = Uuid::new_v4().to_string();
     let started = Instant::now();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_asset-sweeper"))
+    let mut child = std::process::Command::new(binary())
         .args(["approve", &ws, "--by", "ana", "--reason", "x"])
         .env("DATABASE_URL", &db.url)
         .env_remove("DATABASE_SECRET_ARN")
