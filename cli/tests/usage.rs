@@ -16,5 +16,8 @@ fn it_names_its_version_and_a_usage_error_is_one_line_with_exit_2() {
     assert!(usage.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&usage.stderr);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("asset-sweeper: ") && stderr.contains("required arguments were not provided"), "{stderr}");
+    assert!(
+        stderr.starts_with("asset-sweeper: ") && stderr.contains("required arguments were not provided"),
+        "{stderr}"
+    );
 }

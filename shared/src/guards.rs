@@ -154,10 +154,11 @@ pub async fn install(conn: &mut PgConnection, sources: &[ReferenceSource]) -> Re
         wanted.push((source.schema.clone(), source.table.clone(), guard.trigger.clone()));
         report.installed.push(Installed { source: source.to_string(), trigger: guard.trigger });
     }
+    // A partition's copy of its parent's guard (tgparentid) comes and goes with the parent's.
     let existing = sqlx::query!(
         r#"SELECT n.nspname::text AS "schema!", c.relname::text AS "table!", t.tgname::text AS "trigger!"
              FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE t.tgname LIKE 'asset\_sweeper\_guard\_%' AND NOT t.tgisinternal
+            WHERE t.tgname LIKE 'asset\_sweeper\_guard\_%' AND NOT t.tgisinternal AND t.tgparentid = 0
             ORDER BY 1, 2, 3"#
     )
     .fetch_all(&mut *tx)

@@ -260,3 +260,43 @@ async fn the_lifecycle_formulas_inline_so_the_partial_indexes_still_serve_them()
     let due = plan(&db.pool, "SELECT min(a.due_at) FROM assets a WHERE asset_sweeper_due(a)").await;
     assert!(due.contains("\"Index Name\":\"assets_due") && !due.contains("asset_sweeper_due"), "{due}");
 }
+
+#[tokio::test]
+async fn a_partitioned_source_is_guarded_through_its_partitions_and_installing_twice_changes_nothing() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql(
+        "CREATE TABLE events (id bigint, day date NOT NULL, image asset_id) PARTITION BY RANGE (day);
+         CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+         CREATE INDEX ON events (image);",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("a partitioned owner table");
+    integration_tests::install_guards(&db.pool).await;
+    integration_tests::install_guards(&db.pool).await;
+    let guards: Vec<(String, String)> = sqlx::query_as(
+        "SELECT tgrelid::regclass::text, tgname::text FROM pg_trigger
+          WHERE tgname LIKE 'asset_sweeper_guard_%' ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("guards");
+    assert_eq!(guards.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(), ["events", "events_2026"], "{guards:?}");
+
+    // An asset the sweeper removed: a row naming it fails, whichever partition it lands in.
+    let removed = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO settlement_events (asset_id, workspace_id, action, evidence, code_version)
+         VALUES ($1, gen_random_uuid(), 'delete', '{}', 'test')",
+    )
+    .bind(removed)
+    .execute(&db.pool)
+    .await
+    .expect("a recorded delete");
+    let written = sqlx::query("INSERT INTO events (id, day, image) VALUES (1, '2026-06-01', $1)")
+        .bind(removed)
+        .execute(&db.pool)
+        .await
+        .expect_err("the guard refuses it");
+    assert!(written.to_string().contains("which asset-sweeper has removed"), "{written}");
+}
