@@ -36,6 +36,16 @@ struct Ask<'a> {
     dry_run: bool,
 }
 
+/// What one undelete found.
+enum Answer {
+    Undeleted(Undeleted),
+    /// The asset's row exists (undeleted already, or never removed since): nothing to undelete.
+    Exists {
+        id: Uuid,
+        state: AssetState,
+    },
+}
+
 /// What one undelete did, or would do.
 struct Undeleted {
     id: Uuid,
@@ -65,8 +75,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
 
     let Some(run) = run else {
         let target = args.target.as_deref().context("an asset id, a storage key or --run")?;
-        let done = undelete(&pool, &s3, &settings.asset_bucket, target, &ask).await?;
-        let Undeleted { id, key, removal, version } = done;
+        let answer = undelete(&pool, &s3, &settings.asset_bucket, target, &ask).await?;
+        let Undeleted { id, key, removal, version } = match answer {
+            Answer::Undeleted(done) => done,
+            Answer::Exists { id, state } => bail!(
+                "asset {id} exists ({state}): nothing to undelete{}",
+                if state == AssetState::Retired { "; use restore" } else { "" }
+            ),
+        };
         let text = match (args.dry_run, &version) {
             (false, Some(v)) => format!("bytes brought back from version {v}"),
             (false, None) => "bytes were still there (shared)".to_owned(),
@@ -85,16 +101,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let assets = undo::assets_of_run(&pool, run, &[AuditAction::Delete, AuditAction::Purge]).await?;
     let mut lines = Vec::with_capacity(assets.len());
     for asset in assets {
-        let existing = sqlx::query_scalar!(r#"SELECT state AS "state: AssetState" FROM assets WHERE id = $1"#, asset)
-            .fetch_optional(&pool)
-            .await?;
-        let line = match existing {
+        let line = match undelete(&pool, &s3, &settings.asset_bucket, &asset.to_string(), &ask).await {
+            Ok(Answer::Undeleted(done)) => undo::Line::done(asset, args.dry_run, done.version),
             // Undeleted already (by hand, or an earlier run of this undo).
-            Some(state) => undo::Line::skipped(asset, format!("exists ({state})")),
-            None => match undelete(&pool, &s3, &settings.asset_bucket, &asset.to_string(), &ask).await {
-                Ok(done) => undo::Line::done(asset, args.dry_run, done.version),
-                Err(e) => undo::Line::refused(asset, format!("{e:#}")),
-            },
+            Ok(Answer::Exists { state, .. }) => undo::Line::skipped(asset, format!("exists ({state})")),
+            Err(e) => undo::Line::refused(asset, format!("{e:#}")),
         };
         lines.push(line);
     }
@@ -108,7 +119,7 @@ async fn undelete(
     bucket: &str,
     target: &str,
     ask: &Ask<'_>,
-) -> anyhow::Result<Undeleted> {
+) -> anyhow::Result<Answer> {
     let by_id = target.parse::<Uuid>().ok();
     let removal = sqlx::query_as!(
         Removal,
@@ -131,10 +142,7 @@ async fn undelete(
         .fetch_optional(pool)
         .await?
     {
-        bail!(
-            "asset {id} exists ({state}): nothing to undelete{}",
-            if state == AssetState::Retired { "; use restore" } else { "" }
-        );
+        return Ok(Answer::Exists { id, state });
     }
     let row =
         removal.asset_row.as_ref().with_context(|| format!("the {} of asset {id} recorded no row", removal.action))?;
@@ -158,7 +166,7 @@ async fn undelete(
             Found::Hidden { version_id } => Some(version_id),
             Found::Lost => return Err(lost()),
         };
-        return Ok(Undeleted { id, key, removal, version });
+        return Ok(Answer::Undeleted(Undeleted { id, key, removal, version }));
     }
     let presence = objects::ensure_present(s3, bucket, &key).await.map_err(anyhow::Error::msg)?;
     let version = match presence {
@@ -202,5 +210,5 @@ async fn undelete(
     tx.commit()
         .await
         .with_context(|| format!("the bytes of {key} are back, but the row of {id} was not written; run again"))?;
-    Ok(Undeleted { id, key, removal, version })
+    Ok(Answer::Undeleted(Undeleted { id, key, removal, version }))
 }

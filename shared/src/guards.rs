@@ -7,7 +7,7 @@
 use sqlx::{AssertSqlSafe, PgConnection};
 
 use crate::references::{
-    self, CheckOptions, ReferenceSource, SchemaCheckError, SchemaProblem, SourceKind, quote_ident,
+    self, CheckOptions, ReferenceSource, SchemaCheckError, SchemaProblem, SourceKind, quote_ident, quote_literal,
 };
 
 /// Every guard trigger's name starts with this; the rest is a hash of the column's name (trigger names are per
@@ -185,11 +185,6 @@ pub async fn install_all(conn: &mut PgConnection, options: CheckOptions) -> Resu
         Err(SchemaCheckError::Database(e)) => return Err(e),
     };
     install(conn, &sources).await
-}
-
-/// `text` as an SQL string literal.
-fn quote_literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
 }
 
 #[cfg(test)]

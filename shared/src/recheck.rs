@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::{AssertSqlSafe, PgConnection};
 
 use crate::ids::AssetId;
-use crate::references::{ReferenceMap, SourceKind, quote_ident};
+use crate::references::{ReferenceMap, SourceKind, quote_ident, quote_literal};
 
 /// One source's answer, kept as evidence in the audit record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -93,7 +93,6 @@ fn record_key(key_columns: &[String]) -> String {
     if key_columns.is_empty() {
         return "jsonb_build_object('ctid', ctid::text)".to_owned();
     }
-    let pairs: Vec<String> =
-        key_columns.iter().map(|c| format!("'{}', {}", c.replace('\'', "''"), quote_ident(c))).collect();
+    let pairs: Vec<String> = key_columns.iter().map(|c| format!("{}, {}", quote_literal(c), quote_ident(c))).collect();
     format!("jsonb_build_object({})", pairs.join(", "))
 }

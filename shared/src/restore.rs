@@ -116,7 +116,8 @@ pub async fn restore_for(
         return Err(RestoreError::PurgeTimePassed { asset, purge_after: row.purge_after.unwrap_or_default() });
     }
     if request.dry_run {
-        // The row lock ends with the transaction, rolled back when dropped: nothing was written.
+        // Nothing is written: the row lock ends here, before the bucket is asked, so no settle waits on a look.
+        tx.rollback().await?;
         let bytes_from_version = match objects::inspect(s3, bucket, &row.storage_key).await? {
             Found::Present => None,
             Found::Hidden { version_id } => Some(version_id),
