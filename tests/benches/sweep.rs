@@ -42,11 +42,13 @@ async fn backlog(n: i64) -> TestContext {
 
 async fn sweep(n: i64) -> Measured {
     let ctx = backlog(n).await;
-    // The brake would rightly hold back a backlog that is all of each workspace: this measures the claim path.
+    // The brake would rightly hold back a backlog that is all of each workspace, and the queue's ceiling one bigger
+    // than two consumers clear in half a lease: this measures the claim path, so both are opened.
     let settings = ctx.settings(&[
         ("BRAKE_MAX_SHARE_PERCENT", "100"),
         ("BRAKE_MAX_ASSETS", "100000000"),
         ("SWEEP_MAX_PER_PASS", "10000000"),
+        ("SWEEP_QUEUE_CEILING", "100000000"),
     ]);
     let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), settings);
     let started = Instant::now();
