@@ -73,7 +73,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         };
         let found = shared::recheck::recheck(&mut tx, &map, asset).await?;
         let keeping = found.keeping();
-        let decision = lifecycle::decide(keeping.is_some(), &facts);
+        let decision = lifecycle::decide(keeping.is_some(), &facts, map.proven());
         let action = decision.action();
         let (detail, freed) = match decision {
             Decision::Keep => {

@@ -137,7 +137,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         evidence["referenced_by"] = json!(keeping.source);
         evidence["record"] = json!(keeping.record);
     }
-    let decision = lifecycle::decide(keeping.is_some(), &row);
+    let decision = lifecycle::decide(keeping.is_some(), &row, cx.map.proven());
     let decided = match decision {
         Decision::Keep => {
             keep(&mut tx, asset).await?;
@@ -148,10 +148,14 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::Grace => json!({ "why": why.as_str(), "until": row.grace_ends }),
                 _ => json!({ "why": why.as_str() }),
             };
+            if why == Deferral::Census {
+                evidence["deferred"]["unproven"] = json!(cx.map.unproven);
+            }
             let until = match why {
                 Deferral::Grace => Until::GraceEnd(cx.grace),
                 Deferral::AbandonWindow => Until::AfterCreation(cx.abandon_after),
                 Deferral::Retention => Until::PurgeTime,
+                Deferral::Census => Until::Later(lifecycle::CENSUS_HOLD),
             };
             defer(&mut tx, asset, until).await?;
             Settled::plain(decision.action())
@@ -281,6 +285,8 @@ enum Until {
     AfterCreation(Duration),
     /// Its purge time (retention).
     PurgeTime,
+    /// This long from now.
+    Later(Duration),
 }
 
 /// Sets the next due time and ends the lease.
@@ -301,6 +307,12 @@ async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until) -> Result<
               WHERE id = $1",
             asset.0,
             window.as_secs_f64(),
+        ),
+        Until::Later(wait) => sqlx::query!(
+            "UPDATE assets SET due_at = now() + $2 * interval '1 second', lease_token = NULL, leased_until = NULL
+              WHERE id = $1",
+            asset.0,
+            wait.as_secs_f64(),
         ),
         Until::PurgeTime => sqlx::query!(
             "UPDATE assets SET due_at = purge_after, lease_token = NULL, leased_until = NULL WHERE id = $1",

@@ -9,6 +9,7 @@
 pub mod audit;
 pub mod aws;
 pub mod brake;
+pub mod census;
 pub mod db;
 pub mod guards;
 pub mod ids;

@@ -99,7 +99,14 @@ pub enum Deferral {
     AbandonWindow,
     /// Retired, before its purge time.
     Retention,
+    /// Deleting or purging, while the census has not proven every column of the schema as it stands
+    /// (invariant 13): looked at again after [`CENSUS_HOLD`].
+    Census,
 }
+
+/// How long a delete or purge held back by an unfinished census waits before it is looked at again: a few sweep
+/// passes, each of which reads more of the schema.
+pub const CENSUS_HOLD: Duration = Duration::from_secs(3600);
 
 impl Deferral {
     /// The name recorded in a deferral's evidence.
@@ -108,6 +115,7 @@ impl Deferral {
             Deferral::Grace => "grace",
             Deferral::AbandonWindow => "abandon_window",
             Deferral::Retention => "retention",
+            Deferral::Census => "census",
         }
     }
 }
@@ -128,20 +136,25 @@ pub enum Decision {
 }
 
 /// The rules, in order: a reference keeps; then nothing inside its grace period is touched; then the state
-/// decides. The recheck is the authority, not the state: an `attached` asset nothing refers to retires.
-pub fn decide(referenced: bool, facts: &Facts) -> Decision {
+/// decides; a delete or purge waits while the census has not `proven` the schema. The recheck is the authority,
+/// not the state: an `attached` asset nothing refers to retires.
+pub fn decide(referenced: bool, facts: &Facts, proven: bool) -> Decision {
     if referenced {
         return Decision::Keep;
     }
     if facts.within_grace {
         return Decision::Defer(Deferral::Grace);
     }
-    match facts.state {
+    let decision = match facts.state {
         AssetState::Pending if !facts.abandoned => Decision::Defer(Deferral::AbandonWindow),
         AssetState::Pending => Decision::Delete,
         AssetState::Retired if !facts.purge_due => Decision::Defer(Deferral::Retention),
         AssetState::Retired => Decision::Purge,
         AssetState::Attached | AssetState::Released | AssetState::Failed => Decision::Retire,
+    };
+    match decision {
+        Decision::Delete | Decision::Purge if !proven => Decision::Defer(Deferral::Census),
+        decision => decision,
     }
 }
 
@@ -192,18 +205,34 @@ mod tests {
     #[test]
     fn a_reference_keeps_whatever_the_state_and_grace_protects_before_the_state_decides() {
         for state in ["pending", "released", "retired", "attached"] {
-            assert_eq!(decide(true, &facts(state, false, true, true)), Decision::Keep);
-            assert_eq!(decide(false, &facts(state, true, true, true)), Decision::Defer(Deferral::Grace));
+            assert_eq!(decide(true, &facts(state, false, true, true), true), Decision::Keep);
+            assert_eq!(decide(false, &facts(state, true, true, true), true), Decision::Defer(Deferral::Grace));
         }
     }
 
     #[test]
     fn the_state_decides_what_goes() {
-        assert_eq!(decide(false, &facts("pending", false, false, false)), Decision::Defer(Deferral::AbandonWindow));
-        assert_eq!(decide(false, &facts("pending", false, true, false)), Decision::Delete);
-        assert_eq!(decide(false, &facts("retired", false, false, false)), Decision::Defer(Deferral::Retention));
-        assert_eq!(decide(false, &facts("retired", false, false, true)), Decision::Purge);
-        assert_eq!(decide(false, &facts("released", false, false, false)), Decision::Retire);
-        assert_eq!(decide(false, &facts("attached", false, false, false)), Decision::Retire);
+        assert_eq!(
+            decide(false, &facts("pending", false, false, false), true),
+            Decision::Defer(Deferral::AbandonWindow)
+        );
+        assert_eq!(decide(false, &facts("pending", false, true, false), true), Decision::Delete);
+        assert_eq!(decide(false, &facts("retired", false, false, false), true), Decision::Defer(Deferral::Retention));
+        assert_eq!(decide(false, &facts("retired", false, false, true), true), Decision::Purge);
+        assert_eq!(decide(false, &facts("released", false, false, false), true), Decision::Retire);
+        assert_eq!(decide(false, &facts("attached", false, false, false), true), Decision::Retire);
+    }
+
+    #[test]
+    fn an_unproven_schema_holds_deletes_and_purges_but_not_retiring() {
+        let census = Decision::Defer(Deferral::Census);
+        assert_eq!(decide(false, &facts("pending", false, true, false), false), census);
+        assert_eq!(decide(false, &facts("retired", false, false, true), false), census);
+        assert_eq!(decide(false, &facts("released", false, false, false), false), Decision::Retire);
+        assert_eq!(
+            decide(false, &facts("pending", false, false, false), false),
+            Decision::Defer(Deferral::AbandonWindow)
+        );
+        assert_eq!(decide(true, &facts("pending", false, true, false), false), Decision::Keep);
     }
 }

@@ -78,6 +78,17 @@ pub struct ReferenceMap {
     /// Problems a setting turned into warnings (an unindexed source under `UNINDEXED_SOURCES=warn`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<SchemaProblem>,
+    /// Columns (`schema.table.column`) the census has not yet read completely as they stand: while any is named,
+    /// nothing is deleted or purged; retiring, which is reversible, goes on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unproven: Vec<String>,
+}
+
+impl ReferenceMap {
+    /// Whether the census has proven every column of the schema as it stands, so deleting and purging may go on.
+    pub fn proven(&self) -> bool {
+        self.unproven.is_empty()
+    }
 }
 
 /// One reason the schema cannot be trusted.
@@ -148,6 +159,31 @@ pub enum SchemaProblem {
         /// The statement that adds the index the recheck needs.
         create_index: String,
     },
+    /// A column that is no source in which the census's full scan found an asset id (or a storage key).
+    FoundByCensus {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The asset it found.
+        asset_id: uuid::Uuid,
+    },
+    /// A declared JSONB source holding an asset id where the recheck does not look: outside its declared path,
+    /// or at it in mixed letter case (the recheck matches an id written in lowercase or uppercase).
+    IdOutsideDeclaredPath {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The declared path.
+        json_path: String,
+        /// The asset it found.
+        asset_id: uuid::Uuid,
+    },
     /// A source that is not a foreign key and has no reference guard: an uncommitted write of a reference to it
     /// could slip past a settle.
     UnguardedSource {
@@ -172,6 +208,8 @@ impl SchemaProblem {
             | SchemaProblem::SourceUnreadable { schema, table, column }
             | SchemaProblem::DestructiveForeignKey { schema, table, column, .. }
             | SchemaProblem::UnexplainedAssetIds { schema, table, column, .. }
+            | SchemaProblem::FoundByCensus { schema, table, column, .. }
+            | SchemaProblem::IdOutsideDeclaredPath { schema, table, column, .. }
             | SchemaProblem::UnindexedSource { schema, table, column, .. }
             | SchemaProblem::UnguardedSource { schema, table, column, .. } => Some((schema, table, column)),
         }
@@ -206,6 +244,17 @@ impl fmt::Display for SchemaProblem {
                 f,
                 "{schema}.{table}.{column} ({data_type}) holds asset ids or storage keys but is neither a \
                  reference source nor listed in asset_reference_exclusions"
+            ),
+            SchemaProblem::FoundByCensus { schema, table, column, asset_id } => write!(
+                f,
+                "{schema}.{table}.{column} holds asset {asset_id} (found by the census's full scan) but is neither a \
+                 reference source nor listed in asset_reference_exclusions"
+            ),
+            SchemaProblem::IdOutsideDeclaredPath { schema, table, column, json_path, asset_id } => write!(
+                f,
+                "declared source {schema}.{table}.{column} holds asset {asset_id} where its path {json_path} does \
+                 not look (another field, or the id in mixed letter case): widen the declared path, or write ids \
+                 where it looks, in lowercase"
             ),
             SchemaProblem::UnindexedSource { schema, table, column, create_index } => write!(
                 f,
@@ -267,6 +316,8 @@ pub const OWN_TABLES: &[&str] = &[
     "asset_sweeper_migrations",
     "asset_sweeper_schema_state",
     "schema_verdicts",
+    "census_columns",
+    "census_state",
 ];
 
 /// `sqlx::query!` of `$head`, then SQL that is true when this role reads every row of column `a` of table `c` in
@@ -302,10 +353,60 @@ impl From<&Settings> for CheckOptions {
     }
 }
 
-/// Derives the reference map from the live schema and validates it; samples up to `sample_rows` values of each
-/// column that is not a source.
+/// What the catalog alone tells, before any row is read.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    /// Every source, in a stable order.
+    pub sources: Vec<ReferenceSource>,
+    /// The problems the catalog shows.
+    pub problems: Vec<SchemaProblem>,
+    /// The readable columns that are no source but could hold asset ids: what the sample and the census read.
+    pub candidates: Vec<Candidate>,
+}
+
+/// A uuid, text or JSON column (or an array of one) that is neither a source, excluded, nor the project's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// The schema of its table.
+    pub schema: String,
+    /// Its table (a partitioned table's root).
+    pub table: String,
+    /// The column.
+    pub column: String,
+    /// `scalar` or `array`.
+    pub shape: String,
+    /// `uuid`, `text` or `json`.
+    pub family: String,
+}
+
+/// Derives the reference map from the live schema and validates it: the sample (up to `sample_rows` values of each
+/// column that is not a source) is the fast first look, the census's record the proof.
 pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<ReferenceMap, SchemaCheckError> {
-    let sample_rows = options.sample_rows;
+    let Derived { mut sources, mut problems, candidates } = derive(conn).await?;
+    problems.extend(sample(conn, &candidates, options.sample_rows).await?);
+    let standing = crate::census::standing(conn, &crate::census::targets(&sources, &problems, &candidates)).await?;
+    problems.extend(standing.problems);
+    problems.extend(crate::guards::unguarded(conn, &sources).await?);
+    let mut warnings = Vec::new();
+    for source in &mut sources {
+        source.key_columns = primary_key(conn, &source.schema, &source.table).await?;
+        if let Some(unindexed) = unindexed(conn, source).await? {
+            match options.unindexed {
+                UnindexedSources::Refuse => problems.push(unindexed),
+                UnindexedSources::Warn => warnings.push(unindexed),
+            }
+        }
+    }
+
+    if problems.is_empty() {
+        Ok(ReferenceMap { sources, warnings, unproven: standing.unproven })
+    } else {
+        Err(SchemaRefusal { problems, sources }.into())
+    }
+}
+
+/// The sources, the problems and the candidate columns, from the catalog alone.
+pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
     let mut problems = Vec::new();
     let mut sources = Vec::new();
 
@@ -448,24 +549,8 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
         sources.push(ReferenceSource { schema, table, column, kind, column_type, key_columns: Vec::new() });
     }
 
-    problems.extend(unexplained_columns(conn, &sources, sample_rows).await?);
-    problems.extend(crate::guards::unguarded(conn, &sources).await?);
-    let mut warnings = Vec::new();
-    for source in &mut sources {
-        source.key_columns = primary_key(conn, &source.schema, &source.table).await?;
-        if let Some(unindexed) = unindexed(conn, source).await? {
-            match options.unindexed {
-                UnindexedSources::Refuse => problems.push(unindexed),
-                UnindexedSources::Warn => warnings.push(unindexed),
-            }
-        }
-    }
-
-    if problems.is_empty() {
-        Ok(ReferenceMap { sources, warnings })
-    } else {
-        Err(SchemaRefusal { problems, sources }.into())
-    }
+    let candidates = candidates(conn, &sources, &mut problems).await?;
+    Ok(Derived { sources, problems, candidates })
 }
 
 /// The problem of a source that no valid, whole-table index can serve, with the statement that makes one: a btree
@@ -527,15 +612,15 @@ async fn primary_key(conn: &mut PgConnection, schema: &str, table: &str) -> Resu
     .await
 }
 
-/// Samples every uuid, text and JSON column that is neither a source, excluded, nor the project's own, and
-/// reports those whose values are asset ids (or, for text, storage keys).
-async fn unexplained_columns(
+/// Every uuid, text and JSON column that is neither a source, excluded, nor the project's own; one this role
+/// cannot read is a problem instead (fail closed: a column nobody can read might hold references).
+async fn candidates(
     conn: &mut PgConnection,
     sources: &[ReferenceSource],
-    sample_rows: u32,
-) -> Result<Vec<SchemaProblem>, sqlx::Error> {
+    problems: &mut Vec<SchemaProblem>,
+) -> Result<Vec<Candidate>, sqlx::Error> {
     // Every column whose type is, or is a domain over, a uuid, string or JSON type, or an array of one.
-    let candidates = query_with_readable!(
+    let rows = query_with_readable!(
         r#"WITH RECURSIVE base(oid, base) AS (
              SELECT oid, oid FROM pg_type WHERE typtype <> 'd'
              UNION ALL
@@ -577,27 +662,33 @@ async fn unexplained_columns(
     .fetch_all(&mut *conn)
     .await?;
 
-    let mut problems = Vec::new();
-    for candidate in candidates {
-        let (schema, table, column, shape, family, readable) = (
-            candidate.schema,
-            candidate.table,
-            candidate.column,
-            candidate.shape,
-            candidate.family,
-            candidate.readable,
-        );
+    let mut found = Vec::new();
+    for row in rows {
+        let (schema, table, column) = (row.schema, row.table, row.column);
         if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
             continue;
         }
-        if !readable {
-            // Fail closed: a column nobody can sample might hold references.
+        if !row.readable {
             problems.push(SchemaProblem::SourceUnreadable { schema, table, column });
             continue;
         }
+        found.push(Candidate { schema, table, column, shape: row.shape, family: row.family });
+    }
+    Ok(found)
+}
+
+/// Samples up to `sample_rows` values of each candidate and reports those whose values are asset ids (or, for
+/// text, storage keys): the fast first look, which the census's full scans then prove or refute.
+async fn sample(
+    conn: &mut PgConnection,
+    candidates: &[Candidate],
+    sample_rows: u32,
+) -> Result<Vec<SchemaProblem>, sqlx::Error> {
+    let mut problems = Vec::new();
+    for Candidate { schema, table, column, shape, family } in candidates {
         // Built here, not checked at compile time: the table and column are the application's, known only now.
-        let table_sql = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
-        let col = quote_ident(&column);
+        let table_sql = format!("{}.{}", quote_ident(schema), quote_ident(table));
+        let col = quote_ident(column);
         // Each form yields the sampled values as text `v`; uuids are then found anywhere inside them.
         let values = if shape == "array" {
             format!(
@@ -615,19 +706,28 @@ async fn unexplained_columns(
             "WITH sample AS ({values})
              SELECT EXISTS (
                  SELECT 1 FROM sample s,
-                        regexp_matches(s.v, '([0-9a-fA-F]{{8}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{12}})', 'g') m
+                        regexp_matches(s.v, '{UUID_IN_TEXT}', 'g') m
                    JOIN assets a ON a.id = m[1]::uuid
              ) {storage_keys}"
         );
         let hit: bool =
             sqlx::query_scalar(AssertSqlSafe(sql)).bind(i64::from(sample_rows)).fetch_one(&mut *conn).await?;
         if hit {
-            let data_type = if shape == "array" { format!("{family}[]") } else { family };
-            problems.push(SchemaProblem::UnexplainedAssetIds { schema, table, column, data_type });
+            let data_type = if shape == "array" { format!("{family}[]") } else { family.clone() };
+            problems.push(SchemaProblem::UnexplainedAssetIds {
+                schema: schema.clone(),
+                table: table.clone(),
+                column: column.clone(),
+                data_type,
+            });
         }
     }
     Ok(problems)
 }
+
+/// A POSIX regular expression whose first group is a hyphenated uuid in any letter case: how the sample and the
+/// census find asset ids inside text and JSON.
+pub const UUID_IN_TEXT: &str = "([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})";
 
 /// Quotes an SQL identifier (catalog names are data, so they are never spliced in raw).
 pub fn quote_ident(name: &str) -> String {

@@ -38,6 +38,19 @@ pub struct Settings {
     pub sweep: SweepSettings,
     /// The blast-radius brake's limits (invariant 11).
     pub brake: BrakeSettings,
+    /// How the census reads the columns that are not reference sources.
+    pub census: CensusSettings,
+}
+
+/// The census's pace: it reads every column that is not a reference source, a batch of table blocks at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CensusSettings {
+    /// The share, in percent, of a pass's time budget the census may use before the claim.
+    pub time_share_percent: u32,
+    /// Table blocks (8 KiB each) one census statement reads.
+    pub batch_blocks: u32,
+    /// The most census statements one pass runs.
+    pub max_batches: u32,
 }
 
 /// The cleanup queue, as the sweep and the consumer must both see it.
@@ -287,6 +300,11 @@ impl Settings {
                 UnindexedSources::Refuse
             }
         };
+        let census = CensusSettings {
+            time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
+            batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
+            max_batches: reader.parsed("CENSUS_MAX_BATCHES", 10_000, 1..=10_000_000u32),
+        };
         let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
         // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.
         let default_ceiling = queue.lease().as_secs() / 2 * 2 * ASSUMED_SETTLES_PER_SECOND;
@@ -319,6 +337,7 @@ impl Settings {
                 unindexed_sources,
                 sweep,
                 brake,
+                census,
             }),
             _ => Err(SettingsError { problems: reader.problems }),
         }

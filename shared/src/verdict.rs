@@ -65,15 +65,15 @@ pub async fn record(
         (None, "changed during the check".to_owned())
     };
     let duration = started.elapsed();
-    let (valid, sources, problems, warnings) = match &outcome {
-        Ok(map) => (true, &map.sources, Vec::new(), map.warnings.clone()),
-        Err(refusal) => (false, &refusal.sources, refusal.problems.clone(), Vec::new()),
+    let (valid, sources, problems, warnings, unproven) = match &outcome {
+        Ok(map) => (true, &map.sources, Vec::new(), map.warnings.clone(), map.unproven.clone()),
+        Err(refusal) => (false, &refusal.sources, refusal.problems.clone(), Vec::new(), Vec::new()),
     };
     let id = sqlx::query_scalar!(
         "INSERT INTO schema_verdicts (sweep_run_id, valid, generation, detector, fingerprint, role_name,
                                       role_fingerprint, sources, problems, warnings, sample_rows, duration_ms,
-                                      code_version)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                                      code_version, unproven)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
          RETURNING id",
         sweep_run_id,
         valid,
@@ -88,6 +88,7 @@ pub async fn record(
         options.sample_rows as i32,
         i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),
         crate::version::CODE_VERSION,
+        sqlx::types::Json(unproven) as _,
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -181,6 +182,7 @@ struct Newest {
     sources: Option<serde_json::Value>,
     problems: serde_json::Value,
     warnings: Option<serde_json::Value>,
+    unproven: Option<serde_json::Value>,
     verdict_role: String,
     role: String,
     fresh: bool,
@@ -203,6 +205,7 @@ pub async fn current(
         r#"SELECT v.id, v.sweep_run_id, v.checked_at::text AS "checked_at!", v.valid,
                   CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.sources END AS sources, v.problems,
                   CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.warnings END AS warnings,
+                  CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.unproven END AS unproven,
                   v.role_name AS verdict_role, current_user::text AS "role!",
                   v.checked_at > now() - $1 * interval '1 second' AS "fresh!",
                   v.role_fingerprint = asset_sweeper_role_fingerprint() AS "same_rights!",
@@ -242,10 +245,11 @@ pub async fn current(
         sweep_run_id: newest.sweep_run_id,
         matched: if newest.same_generation { Matched::Generation } else { Matched::Fingerprint },
     };
-    let map = match (newest.sources, newest.warnings) {
-        (Some(sources), Some(warnings)) => Some(ReferenceMap {
+    let map = match (newest.sources, newest.warnings, newest.unproven) {
+        (Some(sources), Some(warnings), Some(unproven)) => Some(ReferenceMap {
             sources: serde_json::from_value(sources).map_err(unreadable)?,
             warnings: serde_json::from_value(warnings).map_err(unreadable)?,
+            unproven: serde_json::from_value(unproven).map_err(unreadable)?,
         }),
         _ => None,
     };

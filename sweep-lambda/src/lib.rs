@@ -1,8 +1,9 @@
 //! The scheduled half of the pair: one pass claims due assets fairly across workspaces, under a per-pass cap
 //! and a time budget, and enqueues one cleanup message per asset.
 //!
-//! A pass, in order: record the run; take the sweep lock or record `skipped`; check the reference map and record
-//! the verdict the consumer settles on, or record `refused` (invariant 4); apply the blast-radius brake per
+//! A pass, in order: record the run; take the sweep lock or record `skipped`; advance the census within its share
+//! of the time (invariant 13); check the reference map and record the verdict the consumer settles on, or record
+//! `refused` (invariant 4); apply the blast-radius brake per
 //! workspace (invariant 11); read the queue's depth and claim only what keeps it under its ceiling; then claim a
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
@@ -19,7 +20,7 @@ use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::json;
 use shared::runs::RunOutcome;
-use shared::{Settings, brake, verdict};
+use shared::{Settings, brake, census, references, verdict};
 use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
@@ -133,6 +134,8 @@ impl Sweeper {
         report: &mut SweepReport,
         budget_end: Instant,
     ) -> Result<(), sqlx::Error> {
+        let census = self.census(lock, budget_end).await?;
+        report.census = Some(census);
         let checked = verdict::record(lock.conn(), (&self.settings).into(), Some(report.run_id)).await?;
         report.schema_verdict = Some(checked.id);
         match checked.outcome {
@@ -192,6 +195,33 @@ impl Sweeper {
             RunOutcome::Ok
         };
         Ok(())
+    }
+
+    /// The census's share of the pass: reads more of the columns that are not reference sources, before the
+    /// schema check, so the verdict the consumer settles on says what the census has proven (invariant 13).
+    async fn census(&self, lock: &mut SweepLock, budget_end: Instant) -> Result<census::Progress, sqlx::Error> {
+        let settings = self.settings.census;
+        let left = budget_end.saturating_duration_since(Instant::now());
+        let budget = census::Budget {
+            until: Instant::now() + left * settings.time_share_percent / 100,
+            max_batches: settings.max_batches,
+            batch_blocks: settings.batch_blocks,
+        };
+        let derived = references::derive(lock.conn()).await?;
+        let targets = census::targets(&derived.sources, &derived.problems, &derived.candidates);
+        let progress = census::advance(lock.conn(), &targets, budget).await?;
+        info!(
+            cycle = progress.cycle,
+            batches = progress.batches,
+            blocks = progress.blocks,
+            columns = progress.columns,
+            done = progress.columns_done,
+            unproven = progress.columns_unproven,
+            findings = progress.findings,
+            stopped = ?progress.stopped,
+            "census advanced"
+        );
+        Ok(progress)
     }
 
     /// How many messages this pass may add to the queue: its ceiling less what it holds now (waiting and in

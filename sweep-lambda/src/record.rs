@@ -77,6 +77,9 @@ pub struct SweepReport {
     /// Problems a setting let through (an unindexed source under `UNINDEXED_SOURCES=warn`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub schema_warnings: Vec<shared::references::SchemaProblem>,
+    /// What the census did in this pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub census: Option<shared::census::Progress>,
     /// The queue's depth and ceiling, once read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
@@ -100,6 +103,7 @@ impl SweepReport {
             reason: None,
             schema_verdict: None,
             schema_warnings: Vec::new(),
+            census: None,
             backlog: None,
             error: None,
             duration_ms: 0,
@@ -168,7 +172,7 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     sqlx::query!(
         "UPDATE sweep_runs
             SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
-                duration_ms = $7, reason = $8, error = $9
+                duration_ms = $7, reason = $8, error = $9, census = $10
           WHERE id = $1",
         report.run_id,
         report.outcome as RunOutcome,
@@ -179,6 +183,7 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
         report.duration_ms as i64,
         reason,
         report.error.as_deref(),
+        report.census.as_ref().and_then(|c| serde_json::to_value(c).ok()),
     )
     .execute(pool)
     .await?;

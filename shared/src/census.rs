@@ -1,0 +1,506 @@
+//! The census: the proof behind the schema check's sample (invariant 13). The sample reads the first values of
+//! each column that is not a reference source; the census reads all of them, a bounded batch of table blocks per
+//! statement across sweep passes, and records per column when a complete scan last found no asset id in it.
+//!
+//! A column is named by its table's oid and attribute number (a partitioned table's column by each leaf
+//! partition's), so a column added, re-created or changed in type starts unproven. While any column of the schema
+//! as it stands is unproven, the schema verdict names it and the consumer deletes and purges nothing; retiring,
+//! which is reversible, goes on. An asset id found is a schema problem naming the column, like the sample's.
+//!
+//! What a batch reads: a uuid column's values; every uuid-shaped string (any letter case) inside a text or JSON
+//! value, and a text value equal to a storage key; in a declared JSONB source, any asset id its declared paths do
+//! not select as the recheck matches them (another field, or mixed case). Batches are ranges of table blocks
+//! (`ctid` ranges, which Postgres reads without touching the rest of the table), so a batch costs the same at the
+//! start of a table as at its end, and a table without a primary key is read like any other.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use sqlx::{AssertSqlSafe, PgConnection};
+use uuid::Uuid;
+
+use crate::references::{Candidate, ReferenceSource, SchemaProblem, SourceKind, UUID_IN_TEXT, quote_ident};
+
+/// A column the census reads, as the schema check names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The schema of its table.
+    pub schema: String,
+    /// Its table (a partitioned table's root).
+    pub table: String,
+    /// The column.
+    pub column: String,
+    /// `uuid`, `text` or `json`.
+    pub family: String,
+    /// `scalar` or `array`.
+    pub shape: String,
+    /// For a declared JSONB source, its declared paths (sorted); empty otherwise.
+    pub json_paths: Vec<String>,
+}
+
+impl Target {
+    fn name(&self) -> String {
+        format!("{}.{}.{}", self.schema, self.table, self.column)
+    }
+}
+
+/// What the census reads: every candidate column, and every declared JSONB source the check could read (one
+/// target per column, with all its declared paths).
+pub fn targets(sources: &[ReferenceSource], problems: &[SchemaProblem], candidates: &[Candidate]) -> Vec<Target> {
+    let mut targets: Vec<Target> = candidates
+        .iter()
+        .map(|c| Target {
+            schema: c.schema.clone(),
+            table: c.table.clone(),
+            column: c.column.clone(),
+            family: c.family.clone(),
+            shape: c.shape.clone(),
+            json_paths: Vec::new(),
+        })
+        .collect();
+    let troubled = |s: &ReferenceSource| problems.iter().any(|p| p.column() == Some((&s.schema, &s.table, &s.column)));
+    for source in sources {
+        let SourceKind::Json { json_path } = &source.kind else { continue };
+        if source.column_type != "jsonb" || troubled(source) {
+            continue;
+        }
+        let same = |t: &Target| t.schema == source.schema && t.table == source.table && t.column == source.column;
+        match targets.iter_mut().find(|t| same(t)) {
+            Some(target) => target.json_paths.push(json_path.clone()),
+            None => targets.push(Target {
+                schema: source.schema.clone(),
+                table: source.table.clone(),
+                column: source.column.clone(),
+                family: "json".to_owned(),
+                shape: "scalar".to_owned(),
+                json_paths: vec![json_path.clone()],
+            }),
+        }
+    }
+    for target in &mut targets {
+        target.json_paths.sort();
+        target.json_paths.dedup();
+    }
+    targets
+}
+
+/// What the census's record says of the schema as it stands.
+#[derive(Debug, Clone, Default)]
+pub struct Standing {
+    /// Targets not yet proven (`schema.table.column`).
+    pub unproven: Vec<String>,
+    /// Asset ids found, as schema problems naming their columns.
+    pub problems: Vec<SchemaProblem>,
+}
+
+/// The columns arranged for one query: the targets' names and paths as parallel arrays.
+struct Columns {
+    schemas: Vec<String>,
+    tables: Vec<String>,
+    columns: Vec<String>,
+    families: Vec<String>,
+    shapes: Vec<String>,
+    /// Each target's paths as a JSON array (Postgres has no arrays of arrays of varying length).
+    paths: Vec<serde_json::Value>,
+}
+
+impl Columns {
+    fn of(targets: &[Target]) -> Self {
+        Columns {
+            schemas: targets.iter().map(|t| t.schema.clone()).collect(),
+            tables: targets.iter().map(|t| t.table.clone()).collect(),
+            columns: targets.iter().map(|t| t.column.clone()).collect(),
+            families: targets.iter().map(|t| t.family.clone()).collect(),
+            shapes: targets.iter().map(|t| t.shape.clone()).collect(),
+            paths: targets.iter().map(|t| serde_json::json!(t.json_paths)).collect(),
+        }
+    }
+}
+
+/// Reads the census's record for `targets`: which are proven on every table holding their rows (a target with
+/// no such table holds nothing to read), and what was found. One statement.
+pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Standing, sqlx::Error> {
+    if targets.is_empty() {
+        return Ok(Standing::default());
+    }
+    let cols = Columns::of(targets);
+    let rows = sqlx::query!(
+        r#"SELECT l.position AS "position!",
+                  bool_and(c.proven_at IS NOT NULL AND c.found_asset IS NULL) AS "proven!",
+                  (array_agg(c.found_asset) FILTER (WHERE c.found_asset IS NOT NULL))[1] AS found
+             FROM asset_sweeper_census_leaves($1, $2, $3) l
+             LEFT JOIN census_columns c
+                    ON c.relid = l.relid AND c.attnum = l.attnum AND c.type_oid = l.type_oid
+                   AND c.json_paths = ARRAY(SELECT jsonb_array_elements_text(($4::jsonb[])[l.position]))
+            GROUP BY l.position
+            ORDER BY l.position"#,
+        &cols.schemas,
+        &cols.tables,
+        &cols.columns,
+        &cols.paths,
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut standing = Standing::default();
+    for row in rows {
+        let Some(target) = usize::try_from(row.position - 1).ok().and_then(|i| targets.get(i)) else { continue };
+        if let Some(asset_id) = row.found {
+            let (schema, table, column) = (target.schema.clone(), target.table.clone(), target.column.clone());
+            standing.problems.push(if target.json_paths.is_empty() {
+                SchemaProblem::FoundByCensus { schema, table, column, asset_id }
+            } else {
+                let json_path = target.json_paths.join(" or ");
+                SchemaProblem::IdOutsideDeclaredPath { schema, table, column, json_path, asset_id }
+            });
+        } else if !row.proven {
+            standing.unproven.push(target.name());
+        }
+    }
+    Ok(standing)
+}
+
+/// How far a pass may go.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// No batch starts after this.
+    pub until: Instant,
+    /// The most statements this pass runs.
+    pub max_batches: u32,
+    /// Table blocks each statement reads.
+    pub batch_blocks: u32,
+}
+
+/// Why the census stopped in a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// Every column was read in this cycle: the next starts next pass.
+    CycleComplete,
+    /// Its share of the pass's time ran out.
+    TimeShare,
+    /// It ran its most batches for one pass.
+    BatchCap,
+}
+
+/// What the census did in one pass, and where it stands: the run record's `census`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    /// The cycle it worked on.
+    pub cycle: i64,
+    /// When that cycle's first batch ran.
+    pub cycle_started_at: Option<String>,
+    /// Statements run in this pass.
+    pub batches: u64,
+    /// Table blocks read in this pass.
+    pub blocks: u64,
+    /// Columns whose scan ended in this pass.
+    pub columns_finished: u64,
+    /// Columns in which this pass found an asset id.
+    pub findings: u64,
+    /// Columns the census reads (one per table holding rows).
+    pub columns: i64,
+    /// Of those, read completely in the current cycle.
+    pub columns_done: i64,
+    /// Of those, never proven as they stand.
+    pub columns_unproven: i64,
+    /// How long the last complete cycle took, in seconds.
+    pub last_cycle_seconds: Option<f64>,
+    /// Why it stopped.
+    pub stopped: Stop,
+}
+
+/// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
+/// runs out or the batch cap is reached. Each batch is its own short statement; nothing is held between them.
+pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget) -> Result<Progress, sqlx::Error> {
+    sync(conn, targets).await?;
+    let mut batches = 0u64;
+    let mut blocks = 0u64;
+    let mut columns_finished = 0u64;
+    let mut findings = 0u64;
+    let stopped = loop {
+        if batches >= u64::from(budget.max_batches) {
+            break Stop::BatchCap;
+        }
+        if Instant::now() >= budget.until {
+            break Stop::TimeShare;
+        }
+        let Some(group) = next_group(conn).await? else {
+            break Stop::CycleComplete;
+        };
+        let end = group.next_block.saturating_add(i64::from(budget.batch_blocks)).min(group.blocks);
+        let found = if group.next_block < end { scan(conn, &group, end).await? } else { Vec::new() };
+        let finished = end >= group.blocks;
+        record(conn, &group, end, finished, &found).await?;
+        batches += 1;
+        blocks += u64::try_from(end - group.next_block).unwrap_or(0);
+        findings += found.iter().filter(|f| f.is_some()).count() as u64;
+        if finished {
+            columns_finished += group.columns.len() as u64;
+        }
+    };
+    let state = sqlx::query!(
+        r#"SELECT s.cycle, s.cycle_started_at::text AS cycle_started_at, s.last_cycle_seconds,
+                  count(c.relid) AS "columns!",
+                  count(c.relid) FILTER (WHERE c.done_cycle >= s.cycle) AS "done!",
+                  count(c.relid) FILTER (WHERE c.proven_at IS NULL) AS "unproven!"
+             FROM census_state s LEFT JOIN census_columns c ON true
+            GROUP BY s.cycle, s.cycle_started_at, s.last_cycle_seconds"#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    // Counted before a completed cycle ends, so the record shows the cycle this pass finished.
+    let completed = if stopped == Stop::CycleComplete { complete_cycle(conn).await? } else { None };
+    Ok(Progress {
+        cycle: state.cycle,
+        cycle_started_at: state.cycle_started_at,
+        batches,
+        blocks,
+        columns_finished,
+        findings,
+        columns: state.columns,
+        columns_done: state.done,
+        columns_unproven: state.unproven,
+        last_cycle_seconds: completed.or(state.last_cycle_seconds),
+        stopped,
+    })
+}
+
+/// Adds a row for every column of `targets` on every table holding its rows, resets a row whose type or declared
+/// paths changed, and drops the rows of columns no longer read. One statement.
+async fn sync(conn: &mut PgConnection, targets: &[Target]) -> Result<(), sqlx::Error> {
+    let cols = Columns::of(targets);
+    sqlx::query!(
+        r#"WITH t AS (
+               SELECT l.relid, l.attnum, l.type_oid, t.schema_name, t.table_name, t.column_name, t.family, t.shape,
+                      ARRAY(SELECT jsonb_array_elements_text(t.paths)) AS json_paths
+                 FROM asset_sweeper_census_leaves($1, $2, $3) l
+                 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+                      WITH ORDINALITY AS t(schema_name, table_name, column_name, family, shape, paths, position)
+                   ON t.position = l.position
+           ),
+           gone AS (
+               DELETE FROM census_columns c
+                WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.relid = c.relid AND t.attnum = c.attnum)
+           )
+           INSERT INTO census_columns AS c (relid, attnum, type_oid, json_paths, table_schema, table_name,
+                                            column_name, family, shape)
+           SELECT relid, attnum, type_oid, json_paths, schema_name, table_name, column_name, family, shape FROM t
+           ON CONFLICT (relid, attnum) DO UPDATE
+              SET table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,
+                  column_name = EXCLUDED.column_name, family = EXCLUDED.family, shape = EXCLUDED.shape,
+                  type_oid = EXCLUDED.type_oid, json_paths = EXCLUDED.json_paths, added_at = now(),
+                  next_block = 0, scan_started_at = NULL, done_cycle = 0, proven_at = NULL,
+                  found_asset = NULL, found_at = NULL, found_cycle = NULL
+            WHERE (c.type_oid, c.json_paths) IS DISTINCT FROM (EXCLUDED.type_oid, EXCLUDED.json_paths)
+               OR (c.table_schema, c.table_name, c.column_name) IS DISTINCT FROM
+                  (EXCLUDED.table_schema, EXCLUDED.table_name, EXCLUDED.column_name)"#,
+        &cols.schemas,
+        &cols.tables,
+        &cols.columns,
+        &cols.families,
+        &cols.shapes,
+        &cols.paths,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Columns of one table at the same point of their scans: read together, by one statement per batch.
+struct Group {
+    relid: sqlx::postgres::types::Oid,
+    next_block: i64,
+    /// `schema.table` of the table holding the rows, quoted.
+    heap: String,
+    /// Its size in blocks now.
+    blocks: i64,
+    columns: Vec<Column>,
+}
+
+struct Column {
+    attnum: i16,
+    name: String,
+    family: String,
+    shape: String,
+    json_paths: Vec<String>,
+}
+
+/// The next columns to read in this cycle: never-proven columns first (they hold destruction back), then table
+/// by table; columns of one table whose scans stand at the same block go together. Starts the cycle's clock and
+/// the columns' scans as it hands them out. `None` when the cycle is complete.
+async fn next_group(conn: &mut PgConnection) -> Result<Option<Group>, sqlx::Error> {
+    loop {
+        let picked = sqlx::query!(
+            r#"SELECT c.relid, c.next_block, array_agg(c.attnum ORDER BY c.attnum) AS "attnums!"
+                 FROM census_columns c CROSS JOIN census_state s
+                WHERE c.done_cycle < s.cycle
+                GROUP BY c.relid, c.next_block
+                ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block
+                LIMIT 1"#
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(picked) = picked else { return Ok(None) };
+        let heap = sqlx::query!(
+            r#"SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) AS "heap!",
+                      pg_relation_size(c.oid) / current_setting('block_size')::bigint AS "blocks!"
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE c.oid = $1"#,
+            picked.relid,
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(heap) = heap else {
+            // Dropped since the census synced: its rows go, and the next pass's check no longer names it.
+            sqlx::query!("DELETE FROM census_columns WHERE relid = $1", picked.relid).execute(&mut *conn).await?;
+            continue;
+        };
+        sqlx::query!("UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())")
+            .execute(&mut *conn)
+            .await?;
+        let columns = sqlx::query!(
+            r#"UPDATE census_columns c
+                  SET scan_started_at = CASE WHEN c.next_block = 0 THEN now() ELSE c.scan_started_at END
+                 FROM pg_attribute a
+                WHERE c.relid = $1 AND c.attnum = ANY ($2) AND a.attrelid = c.relid AND a.attnum = c.attnum
+                RETURNING c.attnum, a.attname::text AS "name!", c.family, c.shape, c.json_paths"#,
+            picked.relid,
+            &picked.attnums,
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        let columns = columns
+            .into_iter()
+            .map(|c| Column {
+                attnum: c.attnum,
+                name: c.name,
+                family: c.family,
+                shape: c.shape,
+                json_paths: c.json_paths,
+            })
+            .collect();
+        return Ok(Some(Group {
+            relid: picked.relid,
+            next_block: picked.next_block,
+            heap: heap.heap,
+            blocks: heap.blocks,
+            columns,
+        }));
+    }
+}
+
+/// Reads blocks `[group.next_block, end)` of the group's table; for each column, in order, one asset it holds.
+async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
+    let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
+    let mut finds = Vec::new();
+    // $1, $2: the block range; $3: the uuid pattern; $4…: each declared source's paths.
+    let mut paths: Vec<Vec<String>> = Vec::new();
+    for (k, column) in group.columns.iter().enumerate() {
+        let col = format!("r.{}", quote_ident(&column.name));
+        let texts = if column.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
+        match column.family.as_str() {
+            "uuid" if column.shape == "array" => finds.push(format!("SELECT {k}, e::uuid FROM r, unnest({col}) e")),
+            "uuid" => finds.push(format!("SELECT {k}, {col}::uuid FROM r WHERE {col} IS NOT NULL")),
+            _ if !column.json_paths.is_empty() => {
+                paths.push(column.json_paths.clone());
+                // Ids at a declared path, spelled as the recheck matches them (all lowercase or all uppercase),
+                // are references; every other asset id in the document is a finding.
+                finds.push(format!(
+                    "SELECT {k}, m[1]::uuid FROM r, regexp_matches({col}::text, $3, 'g') m
+                      WHERE lower(m[1]) NOT IN (
+                            SELECT lower(v #>> '{{}}')
+                              FROM unnest(${n}::text[]) p,
+                                   jsonb_path_query({col}, (p || ' ? (@.type() == \"string\")')::jsonpath) v
+                             WHERE v #>> '{{}}' IN (lower(v #>> '{{}}'), upper(v #>> '{{}}')))",
+                    n = paths.len() + 3
+                ));
+            }
+            family => {
+                finds.push(format!("SELECT {k}, m[1]::uuid FROM r, regexp_matches({col}::text, $3, 'g') m"));
+                if family == "text" {
+                    finds.push(format!(
+                        "SELECT {k}, a.id FROM (SELECT {texts} AS v FROM r) x JOIN assets a ON a.storage_key = x.v"
+                    ));
+                }
+            }
+        }
+    }
+    // Built here, not checked at compile time: the table and its columns are the application's, known only now.
+    let sql = format!(
+        "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid),
+              found(k, id) AS ({})
+         SELECT DISTINCT ON (f.k) f.k, f.id FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k",
+        selected.join(", "),
+        group.heap,
+        finds.join(" UNION ALL "),
+    );
+    let mut query = sqlx::query_as::<_, (i32, Uuid)>(AssertSqlSafe(sql))
+        .bind(format!("({},0)", group.next_block))
+        .bind(format!("({end},0)"))
+        .bind(UUID_IN_TEXT);
+    for p in paths {
+        query = query.bind(p);
+    }
+    let rows = query.persistent(false).fetch_all(conn).await?;
+    let mut found = vec![None; group.columns.len()];
+    for (k, id) in rows {
+        if let Some(slot) = usize::try_from(k).ok().and_then(|k| found.get_mut(k)) {
+            *slot = Some(id);
+        }
+    }
+    Ok(found)
+}
+
+/// Moves the group's cursor to `end`; a finding is kept with its cycle. When the scan is `finished`, a column
+/// that found nothing in this cycle is proven as of its scan's start, and its cursor wraps.
+async fn record(
+    conn: &mut PgConnection,
+    group: &Group,
+    end: i64,
+    finished: bool,
+    found: &[Option<Uuid>],
+) -> Result<(), sqlx::Error> {
+    let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
+    sqlx::query!(
+        r#"UPDATE census_columns c
+              SET next_block = CASE WHEN $3 THEN 0 ELSE $4::bigint END,
+                  found_asset = CASE WHEN f.found IS NOT NULL THEN f.found
+                                     WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
+                                     ELSE c.found_asset END,
+                  found_at = CASE WHEN f.found IS NOT NULL THEN now()
+                                  WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
+                                  ELSE c.found_at END,
+                  found_cycle = CASE WHEN f.found IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
+                  proven_at = CASE WHEN f.found IS NOT NULL THEN NULL
+                                   WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN c.scan_started_at
+                                   ELSE c.proven_at END,
+                  done_cycle = CASE WHEN $3 THEN s.cycle ELSE c.done_cycle END
+             FROM unnest($2::int2[], $5::uuid[]) AS f(attnum, found), census_state s
+            WHERE c.relid = $1 AND c.attnum = f.attnum"#,
+        group.relid,
+        &attnums,
+        finished,
+        end,
+        found as &[Option<Uuid>],
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Ends the cycle when every column has been read in it, and answers how long it took; the next one starts with
+/// the next pass's first batch.
+async fn complete_cycle(conn: &mut PgConnection) -> Result<Option<f64>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE census_state s
+            SET last_cycle_completed_at = now(),
+                last_cycle_seconds = extract(epoch FROM now() - s.cycle_started_at)::float8,
+                cycle = s.cycle + 1, cycle_started_at = NULL
+          WHERE s.cycle_started_at IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM census_columns c WHERE c.done_cycle < s.cycle)
+          RETURNING s.last_cycle_seconds"
+    )
+    .fetch_optional(conn)
+    .await
+    .map(Option::flatten)
+}

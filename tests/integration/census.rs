@@ -1,0 +1,288 @@
+//! The census (invariant 13) with the real sweep and consumer: a column the sample missed holds destruction back
+//! until the census has read it, and is then refused by name; a declared document holding ids where its path does
+//! not look is refused naming the path; the census resumes, wraps, and proves a changed column afresh.
+
+use std::time::{Duration, Instant};
+
+use consumer_lambda::Consumer;
+use integration_tests::fixtures::{object_exists, seed, state};
+use integration_tests::{TestContext, acknowledge, receive_event};
+use serde_json::Value;
+use shared::census::Stop;
+use shared::runs::RunOutcome;
+use sweep_lambda::Sweeper;
+use sweep_lambda::record::SweepReport;
+use uuid::Uuid;
+
+async fn pass(ctx: &TestContext, overrides: &[(&str, &str)]) -> SweepReport {
+    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(overrides));
+    sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass")
+}
+
+/// Delivers every message on the queue to the real consumer; panics if one fails.
+async fn settle_queue(ctx: &TestContext) {
+    let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]));
+    while ctx.queue_depth().await > 0 {
+        let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
+        let response = consumer
+            .handle(lambda_runtime::LambdaEvent::new(event.clone(), lambda_runtime::Context::default()))
+            .await
+            .expect("the handler answers");
+        acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
+        assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    }
+}
+
+/// The newest audit event about `id`: (action, evidence).
+async fn last_event(ctx: &TestContext, id: Uuid) -> (String, Value) {
+    sqlx::query_as("SELECT action, evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
+        .bind(id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("an event")
+}
+
+fn key(ws: Uuid) -> String {
+    format!("{ws}/{}.png", Uuid::new_v4())
+}
+
+/// `id` with its first letter in uppercase and the rest in lowercase: neither spelling the recheck matches.
+fn mixed_case(id: Uuid) -> String {
+    let text = id.to_string();
+    match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => format!("{}{}{}", &text[..i], text[i..=i].to_uppercase(), &text[i + 1..]),
+        None => text,
+    }
+}
+
+/// The refusal's problems, as the run row records them.
+fn problems(report: &SweepReport) -> Vec<Value> {
+    report.reason.as_ref().and_then(|r| r["schema_check"]["problems"].as_array().cloned()).unwrap_or_default()
+}
+
+/// `rows` rows of `table (ref, note)`: random uuids and a 300-byte note (about twenty rows to a block), with
+/// `asset` as the ref of row `at`.
+async fn fill(ctx: &TestContext, table: &str, rows: i32, at: i32, asset: Uuid) {
+    let sql = format!(
+        "INSERT INTO {table} (ref, note)
+         SELECT CASE WHEN g = $2 THEN $1 ELSE gen_random_uuid() END, repeat('x', 300)
+           FROM generate_series(1, $3) g ORDER BY g"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql)).bind(asset).bind(at).bind(rows).execute(ctx.pool()).await.expect("fill");
+}
+
+#[tokio::test]
+async fn an_undeclared_column_past_the_sample_holds_deletes_until_the_census_reads_it_then_refuses_naming_it() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let (upload_key, released_key) = (key(ws), key(ws));
+    let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    let released = seed(&ctx, ws, "released", "3 days", &released_key).await;
+    // An id past any sample: the schema check reads the first 100 values; this is the 151st, blocks in.
+    sqlx::raw_sql("CREATE TABLE legacy_links (id serial PRIMARY KEY, ref uuid, note text)")
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+    fill(&ctx, "legacy_links", 400, 151, upload).await;
+
+    // One block read: the census has begun and not covered the table.
+    let first = pass(&ctx, &[("CENSUS_MAX_BATCHES", "1"), ("CENSUS_BATCH_BLOCKS", "1")]).await;
+    assert_eq!(first.outcome, RunOutcome::Ok, "the sample saw nothing: {:?}", first.reason);
+    let census = first.census.as_ref().expect("the run records the census");
+    assert_eq!((census.batches, census.stopped, census.columns_unproven), (1, Stop::BatchCap, 2));
+    assert_eq!(first.enqueued, 2);
+    settle_queue(&ctx).await;
+
+    // Retiring (reversible) went on; the delete waits for the census, bytes and rows intact.
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"));
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
+    let (action, evidence) = last_event(&ctx, upload).await;
+    assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("census")));
+    let unproven = evidence["deferred"]["unproven"].to_string();
+    assert!(unproven.contains("public.legacy_links.ref"), "{unproven}");
+
+    // The census reads on, finds the id, and the pass refuses naming the column and the asset.
+    let second = pass(&ctx, &[]).await;
+    assert_eq!(second.outcome, RunOutcome::Refused);
+    let found = problems(&second);
+    assert!(
+        found.iter().any(|p| p["problem"] == "found_by_census"
+            && p["column"] == "ref"
+            && p["table"] == "legacy_links"
+            && p["asset_id"] == upload.to_string()),
+        "{found:?}"
+    );
+    let census = second.census.as_ref().expect("census");
+    assert_eq!((census.findings, census.stopped), (1, Stop::CycleComplete));
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
+
+    // The operator's exclusion says the column holds no references: the next pass proceeds.
+    sqlx::query(
+        "INSERT INTO asset_reference_exclusions (table_name, column_name, reason) VALUES ('legacy_links', 'ref', 'copies')",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("exclusion");
+    let third = pass(&ctx, &[]).await;
+    assert_eq!(third.outcome, RunOutcome::Ok, "{:?}", third.reason);
+}
+
+#[tokio::test]
+async fn ids_where_a_declared_path_does_not_look_and_ids_in_mixed_case_anywhere_are_found() {
+    // A document format that moved ids to a new field: the path still looks at the old one.
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let (hero, moved, mixed) = (
+        seed(&ctx, ws, "attached", "3 days", &key(ws)).await,
+        seed(&ctx, ws, "released", "3 days", &key(ws)).await,
+        seed(&ctx, ws, "released", "3 days", &key(ws)).await,
+    );
+    sqlx::raw_sql(
+        "CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
+         CREATE INDEX pages_body ON pages USING gin (body);
+         INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.hero');",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("declared source");
+    integration_tests::install_guards(ctx.pool()).await;
+    sqlx::query("INSERT INTO pages (body) SELECT jsonb_build_object('hero', $1::text) FROM generate_series(1, 300)")
+        .bind(hero)
+        .execute(ctx.pool())
+        .await
+        .expect("pages");
+    let clean = pass(&ctx, &[]).await;
+    assert_eq!(clean.outcome, RunOutcome::Ok, "ids at the declared path are references: {:?}", clean.reason);
+
+    sqlx::query("INSERT INTO pages (body) VALUES (jsonb_build_object('hero', $1::text, 'gallery', jsonb_build_array($2::text)))")
+        .bind(hero)
+        .bind(moved)
+        .execute(ctx.pool())
+        .await
+        .expect("a page in the new format");
+    let refused = pass(&ctx, &[]).await;
+    assert_eq!(refused.outcome, RunOutcome::Refused);
+    let found = problems(&refused);
+    assert!(
+        found.iter().any(|p| p["problem"] == "id_outside_declared_path"
+            && p["json_path"].as_str().is_some_and(|path| path.contains("hero"))
+            && p["asset_id"] == moved.to_string()),
+        "{found:?}"
+    );
+
+    // An id in mixed case at the path is one the recheck would not match: found as well, so it keeps its asset.
+    sqlx::query("UPDATE pages SET body = jsonb_build_object('hero', $1::text) WHERE body ? 'gallery'")
+        .bind(hero)
+        .execute(ctx.pool())
+        .await
+        .expect("back to the old format");
+    let spelled = mixed_case(mixed);
+    sqlx::query("INSERT INTO pages (body) VALUES (jsonb_build_object('hero', $1::text))")
+        .bind(&spelled)
+        .execute(ctx.pool())
+        .await
+        .expect("a mixed-case id");
+    let refused = pass(&ctx, &[]).await;
+    assert_eq!(refused.outcome, RunOutcome::Refused);
+    assert!(problems(&refused).iter().any(|p| p["asset_id"] == mixed.to_string()), "{:?}", problems(&refused));
+    assert_eq!(state(&ctx, mixed).await.as_deref(), Some("released"), "nothing was settled");
+
+    // In an undeclared text column, inside a URL, in mixed case, past the sample: found by the census.
+    let ctx = TestContext::new().await;
+    let asset = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    let spelled = mixed_case(asset);
+    sqlx::raw_sql("CREATE TABLE articles (id serial PRIMARY KEY, html text)").execute(ctx.pool()).await.expect("table");
+    sqlx::query(
+        "INSERT INTO articles (html)
+         SELECT CASE WHEN g = 500 THEN '<img src=\"https://cdn.example.com/i/' || $1 || '.png\">' ELSE 'no image' END
+           FROM generate_series(1, 600) g ORDER BY g",
+    )
+    .bind(&spelled)
+    .execute(ctx.pool())
+    .await
+    .expect("articles");
+    let refused = pass(&ctx, &[]).await;
+    assert_eq!(refused.outcome, RunOutcome::Refused);
+    assert!(
+        problems(&refused).iter().any(|p| p["problem"] == "found_by_census" && p["column"] == "html"),
+        "{:?}",
+        problems(&refused)
+    );
+}
+
+/// (done_cycle, proven) of the census rows of `table`'s column `column`.
+async fn census_row(ctx: &TestContext, table: &str, column: &str) -> Vec<(i64, bool)> {
+    sqlx::query_as(
+        "SELECT done_cycle, proven_at IS NOT NULL FROM census_columns WHERE table_name = $1 AND column_name = $2
+          ORDER BY relid",
+    )
+    .bind(table)
+    .bind(column)
+    .fetch_all(ctx.pool())
+    .await
+    .expect("census row")
+}
+
+#[tokio::test]
+async fn the_census_resumes_across_passes_wraps_and_proves_a_new_or_changed_column_afresh() {
+    let ctx = TestContext::new().await;
+    sqlx::raw_sql(
+        "CREATE TABLE links (id serial PRIMARY KEY, ref uuid, note text);
+         CREATE TABLE events (at date NOT NULL, payload jsonb) PARTITION BY RANGE (at);
+         CREATE TABLE events_2025 PARTITION OF events FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
+         CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+         INSERT INTO events SELECT date '2025-06-01' + g % 400, jsonb_build_object('n', g) FROM generate_series(1, 2000) g;",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("tables");
+    fill(&ctx, "links", 400, 0, Uuid::new_v4()).await;
+    let small = [("CENSUS_MAX_BATCHES", "3"), ("CENSUS_BATCH_BLOCKS", "2")];
+
+    // Resumes: each pass reads three batches of two blocks and the cursor moves on.
+    let mut passes = Vec::new();
+    loop {
+        let report = pass(&ctx, &small).await;
+        let census = report.census.clone().expect("census");
+        passes.push(census.clone());
+        if census.stopped == Stop::CycleComplete || passes.len() > 40 {
+            break;
+        }
+        assert_eq!((census.batches, census.stopped), (3, Stop::BatchCap));
+    }
+    assert!(passes.len() > 3, "the census took several passes: {passes:?}");
+    let done: Vec<i64> = passes.iter().map(|p| p.columns_done).collect();
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "progress only grows: {done:?}");
+    let last = passes.last().expect("a pass");
+    assert_eq!((last.stopped, last.columns_unproven), (Stop::CycleComplete, 0), "{last:?}");
+    assert!(last.last_cycle_seconds.is_some());
+    // A partitioned table is read on each partition.
+    assert_eq!(census_row(&ctx, "events", "payload").await, [(1, true), (1, true)]);
+
+    assert_eq!(last.columns_done, last.columns);
+
+    // Wraps: the next pass starts cycle 2, and proofs from cycle 1 stand while it reads.
+    let wrapped = pass(&ctx, &small).await.census.expect("census");
+    assert_eq!((wrapped.cycle, wrapped.columns_unproven), (2, 0));
+    assert!(wrapped.columns_done < wrapped.columns, "{wrapped:?}");
+
+    // A changed type is a new column to the census; so is one added. Both are read before anything else.
+    sqlx::raw_sql("ALTER TABLE links ALTER COLUMN note TYPE varchar(400); ALTER TABLE links ADD COLUMN extra uuid")
+        .execute(ctx.pool())
+        .await
+        .expect("alter");
+    let changed = pass(&ctx, &[("CENSUS_MAX_BATCHES", "1"), ("CENSUS_BATCH_BLOCKS", "1")]).await;
+    assert_eq!(census_row(&ctx, "links", "note").await, [(0, false)]);
+    let verdict: Value = sqlx::query_scalar("SELECT unproven FROM schema_verdicts ORDER BY id DESC LIMIT 1")
+        .fetch_one(ctx.pool())
+        .await
+        .expect("verdict");
+    let unproven = verdict.to_string();
+    assert!(unproven.contains("links.note") && unproven.contains("links.extra"), "{unproven}");
+    assert_eq!(changed.outcome, RunOutcome::Ok);
+    let proven = pass(&ctx, &[]).await.census.expect("census");
+    assert_eq!(proven.columns_unproven, 0, "{proven:?}");
+    assert!(census_row(&ctx, "links", "note").await[0].1);
+}
