@@ -176,6 +176,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             Err(e) => Err(e.to_string()),
         }
     };
+    let census = {
+        let mut conn = pool.acquire().await?;
+        shared::census::summary(&mut conn).await?
+    };
     let sqs = shared::aws::sqs_client(&sdk);
     let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
 
@@ -296,6 +300,28 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             let _ = writeln!(text, "schema check: REFUSED: {reason}");
         }
     }
+    let _ = writeln!(
+        text,
+        "census: cycle {} {}, {:.0}% read ({} of {} column(s) done); last full cycle {}",
+        census.cycle,
+        census.cycle_started_at.as_deref().map_or("not started".to_owned(), |at| format!("started {at}")),
+        census.percent_done,
+        census.columns_done,
+        census.columns,
+        census.last_cycle_seconds.map_or("never".to_owned(), |s| format!("took {s:.0} s")),
+    );
+    if census.columns_unproven > 0 {
+        let _ = writeln!(
+            text,
+            "  deletes and purges wait: {} column(s) not yet proven ({}{})",
+            census.columns_unproven,
+            census.unproven_sample.join(", "),
+            if census.columns_unproven > census.unproven_sample.len() as i64 { ", …" } else { "" }
+        );
+    }
+    for (column, asset) in &census.findings {
+        let _ = writeln!(text, "  ! {column} holds asset {asset}");
+    }
     match &settle_on {
         Ok(what) => {
             let _ = writeln!(text, "consumer settles on: {what}");
@@ -333,6 +359,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "approvals": approvals.iter().map(|(ws, by, reason, until)| json!({ "workspace_id": ws, "approved_by": by, "reason": reason, "expires_at": until })).collect::<Vec<_>>(),
         },
         "schema": match &schema { Ok(n) => json!({ "verdict": "valid", "sources": n }), Err(r) => json!({ "verdict": "refused", "reason": r }) },
+        "census": census,
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
     });

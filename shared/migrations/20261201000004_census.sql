@@ -72,3 +72,74 @@ LANGUAGE sql STABLE AS $$
       JOIN pg_attribute a ON a.attrelid = x.relid AND a.attname = t.column_name AND a.attnum > 0
                          AND NOT a.attisdropped
 $$;
+
+-- Ids in mixed letter case. The recheck finds a JSON reference through the document's GIN index, which matches
+-- strings exactly; it asks for the id written all lowercase, all uppercase, and every other spelling noted here.
+-- The reference guard notes the spelling of each asset id a write puts at a declared path in mixed case (in the
+-- writing transaction, so a settle that sees the document sees the note), and the census notes those it finds in
+-- documents written before the guard. A note outliving its document costs one more alternative in the recheck.
+CREATE TABLE asset_id_spellings (
+    asset_id  uuid        NOT NULL,
+    spelling  text        NOT NULL CHECK (lower(spelling) = asset_id::text),
+    noted_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (asset_id, spelling)
+);
+
+-- The guard, as before, with two changes: it notes mixed-case spellings at a declared path, and it reads the path
+-- as the recheck does (a filter on strings, so a path that selects an array reaches the ids in it).
+DO $do$
+BEGIN
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION asset_sweeper_guard() RETURNS trigger
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_catalog, pg_temp AS $body$
+        DECLARE
+            value jsonb := to_jsonb(NEW) -> TG_ARGV[0];
+            ids uuid[];
+            removed uuid[];
+        BEGIN
+            IF value IS NULL OR value = 'null'::jsonb
+               OR (TG_OP = 'UPDATE' AND value IS NOT DISTINCT FROM to_jsonb(OLD) -> TG_ARGV[0]) THEN
+                RETURN NULL;
+            END IF;
+            ids := CASE TG_ARGV[1]
+                WHEN 'domain' THEN ARRAY[(value #>> '{}')::uuid]
+                WHEN 'domain_array' THEN
+                    ARRAY(SELECT e::uuid FROM jsonb_array_elements_text(value) AS e WHERE e IS NOT NULL)
+                WHEN 'json' THEN
+                    ARRAY(SELECT (v #>> '{}')::uuid FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath) AS v
+                           WHERE jsonb_typeof(v) = 'string'
+                             AND (v #>> '{}') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+            END;
+            IF ids IS NULL THEN
+                RAISE EXCEPTION 'asset-sweeper guard on %%.%%: unknown source kind %%', TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1];
+            END IF;
+            IF cardinality(ids) = 0 THEN
+                RETURN NULL;
+            END IF;
+            PERFORM 1 FROM assets WHERE id = ANY (ids) FOR KEY SHARE;
+            IF TG_ARGV[1] = 'json' THEN
+                INSERT INTO asset_id_spellings (asset_id, spelling)
+                SELECT DISTINCT a.id, v #>> '{}'
+                  FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath) AS v
+                  JOIN assets a ON a.id = (v #>> '{}')::uuid
+                 WHERE jsonb_typeof(v) = 'string'
+                   AND (v #>> '{}') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                   AND (v #>> '{}') NOT IN (lower(v #>> '{}'), upper(v #>> '{}'))
+                ON CONFLICT DO NOTHING;
+            END IF;
+            SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i
+             WHERE NOT EXISTS (SELECT 1 FROM assets a WHERE a.id = i)
+               AND EXISTS (SELECT 1 FROM settlement_events e WHERE e.asset_id = i AND e.action IN ('delete', 'purge'));
+            IF removed IS NOT NULL THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = 'foreign_key_violation',
+                    MESSAGE = format('asset-sweeper: %%I.%%I.%%I refers to asset %%s, which asset-sweeper has removed',
+                                     TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], array_to_string(removed, ', ')),
+                    HINT = 'Refer to an asset that exists; asset-sweeper undelete brings a removed one back while the bucket keeps its bytes.';
+            END IF;
+            RETURN NULL;
+        END
+        $body$
+    $f$, current_schema());
+END
+$do$;

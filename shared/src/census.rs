@@ -9,11 +9,12 @@
 //!
 //! What a batch reads: a uuid column's values; every uuid-shaped string (any letter case) inside a text or JSON
 //! value, and a text value equal to a storage key; in a declared JSONB source, any asset id its declared paths do
-//! not select as the recheck matches them (another field, or mixed case). Batches are ranges of table blocks
+//! not select (a field the format gained). An id at a declared path in mixed letter case is not a finding but a
+//! spelling, noted in `asset_id_spellings` for the recheck (the reference guard notes those written later). Batches are ranges of table blocks
 //! (`ctid` ranges, which Postgres reads without touching the rest of the table), so a batch costs the same at the
 //! start of a table as at its end, and a table without a primary key is read like any other.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sqlx::{AssertSqlSafe, PgConnection};
@@ -197,6 +198,8 @@ pub struct Progress {
     pub columns_finished: u64,
     /// Columns in which this pass found an asset id.
     pub findings: u64,
+    /// The longest batch of this pass, in milliseconds: how long one census statement held its snapshot.
+    pub longest_batch_ms: u64,
     /// Columns the census reads (one per table holding rows).
     pub columns: i64,
     /// Of those, read completely in the current cycle.
@@ -209,6 +212,70 @@ pub struct Progress {
     pub stopped: Stop,
 }
 
+/// Where the census stands: what `asset-sweeper status` shows and each pass records.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The cycle under way (or about to start).
+    pub cycle: i64,
+    /// When its first batch ran; `None` until it has.
+    pub cycle_started_at: Option<String>,
+    /// Columns the census reads (one per table holding rows).
+    pub columns: i64,
+    /// Of those, read completely in this cycle.
+    pub columns_done: i64,
+    /// Of those, never proven as they stand (deletes and purges wait while any is).
+    pub columns_unproven: i64,
+    /// How much of this cycle's reading is done, by table blocks, in percent.
+    pub percent_done: f64,
+    /// Up to ten unproven columns, `schema.table.column`.
+    pub unproven_sample: Vec<String>,
+    /// Columns whose last scan found an asset id, as `schema.table.column` and the asset.
+    pub findings: Vec<(String, Uuid)>,
+    /// When the last complete cycle ended, and how long it took in seconds.
+    pub last_cycle_completed_at: Option<String>,
+    /// How long the last complete cycle took, in seconds.
+    pub last_cycle_seconds: Option<f64>,
+}
+
+/// Reads where the census stands. Sizes come from the catalog, so this reads no application row.
+pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH c AS (
+               SELECT c.*, s.cycle, greatest(pg_relation_size(c.relid) / current_setting('block_size')::bigint, 1)
+                      AS blocks,
+                      format('%s.%s.%s', c.table_schema, c.table_name, c.column_name) AS name
+                 FROM census_columns c CROSS JOIN census_state s
+           )
+           SELECT s.cycle, s.cycle_started_at::text AS cycle_started_at, s.last_cycle_seconds,
+                  s.last_cycle_completed_at::text AS last_cycle_completed_at,
+                  (SELECT count(*) FROM c) AS "columns!",
+                  (SELECT count(*) FROM c WHERE c.done_cycle >= c.cycle) AS "done!",
+                  (SELECT count(*) FROM c WHERE c.proven_at IS NULL) AS "unproven!",
+                  (SELECT coalesce(100.0 * sum(CASE WHEN c.done_cycle >= c.cycle THEN c.blocks
+                                                    ELSE least(c.next_block, c.blocks) END)
+                                   / nullif(sum(c.blocks), 0), 100)::float8 FROM c) AS "percent!",
+                  ARRAY(SELECT DISTINCT name FROM c WHERE c.proven_at IS NULL ORDER BY name LIMIT 10) AS "unproven_sample!",
+                  ARRAY(SELECT DISTINCT name FROM c WHERE c.found_asset IS NOT NULL ORDER BY name) AS "found_names!",
+                  ARRAY(SELECT DISTINCT ON (name) c.found_asset FROM c WHERE c.found_asset IS NOT NULL
+                         ORDER BY name) AS "found_assets!: Vec<Uuid>"
+             FROM census_state s"#
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Summary {
+        cycle: row.cycle,
+        cycle_started_at: row.cycle_started_at,
+        columns: row.columns,
+        columns_done: row.done,
+        columns_unproven: row.unproven,
+        percent_done: row.percent,
+        unproven_sample: row.unproven_sample,
+        findings: row.found_names.into_iter().zip(row.found_assets).collect(),
+        last_cycle_completed_at: row.last_cycle_completed_at,
+        last_cycle_seconds: row.last_cycle_seconds,
+    })
+}
+
 /// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
 /// runs out or the batch cap is reached. Each batch is its own short statement; nothing is held between them.
 pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget) -> Result<Progress, sqlx::Error> {
@@ -217,6 +284,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
     let mut blocks = 0u64;
     let mut columns_finished = 0u64;
     let mut findings = 0u64;
+    let mut longest = Duration::ZERO;
     let stopped = loop {
         if batches >= u64::from(budget.max_batches) {
             break Stop::BatchCap;
@@ -228,7 +296,9 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
             break Stop::CycleComplete;
         };
         let end = group.next_block.saturating_add(i64::from(budget.batch_blocks)).min(group.blocks);
+        let started = Instant::now();
         let found = if group.next_block < end { scan(conn, &group, end).await? } else { Vec::new() };
+        longest = longest.max(started.elapsed());
         let finished = end >= group.blocks;
         record(conn, &group, end, finished, &found).await?;
         batches += 1;
@@ -238,16 +308,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
             columns_finished += group.columns.len() as u64;
         }
     };
-    let state = sqlx::query!(
-        r#"SELECT s.cycle, s.cycle_started_at::text AS cycle_started_at, s.last_cycle_seconds,
-                  count(c.relid) AS "columns!",
-                  count(c.relid) FILTER (WHERE c.done_cycle >= s.cycle) AS "done!",
-                  count(c.relid) FILTER (WHERE c.proven_at IS NULL) AS "unproven!"
-             FROM census_state s LEFT JOIN census_columns c ON true
-            GROUP BY s.cycle, s.cycle_started_at, s.last_cycle_seconds"#
-    )
-    .fetch_one(&mut *conn)
-    .await?;
+    let state = summary(conn).await?;
     // Counted before a completed cycle ends, so the record shows the cycle this pass finished.
     let completed = if stopped == Stop::CycleComplete { complete_cycle(conn).await? } else { None };
     Ok(Progress {
@@ -257,9 +318,10 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         blocks,
         columns_finished,
         findings,
+        longest_batch_ms: u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
         columns: state.columns,
-        columns_done: state.done,
-        columns_unproven: state.unproven,
+        columns_done: state.columns_done,
+        columns_unproven: state.columns_unproven,
         last_cycle_seconds: completed.or(state.last_cycle_seconds),
         stopped,
     })
@@ -390,6 +452,7 @@ async fn next_group(conn: &mut PgConnection) -> Result<Option<Group>, sqlx::Erro
 }
 
 /// Reads blocks `[group.next_block, end)` of the group's table; for each column, in order, one asset it holds.
+/// Mixed-case spellings of ids at a declared path are noted for the recheck, not found.
 async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
     let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let mut finds = Vec::new();
@@ -399,27 +462,36 @@ async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Op
         let col = format!("r.{}", quote_ident(&column.name));
         let texts = if column.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
         match column.family.as_str() {
-            "uuid" if column.shape == "array" => finds.push(format!("SELECT {k}, e::uuid FROM r, unnest({col}) e")),
-            "uuid" => finds.push(format!("SELECT {k}, {col}::uuid FROM r WHERE {col} IS NOT NULL")),
+            "uuid" if column.shape == "array" => {
+                finds.push(format!("SELECT {k}, e::uuid, NULL::text FROM r, unnest({col}) e"));
+            }
+            "uuid" => finds.push(format!("SELECT {k}, {col}::uuid, NULL::text FROM r WHERE {col} IS NOT NULL")),
             _ if !column.json_paths.is_empty() => {
                 paths.push(column.json_paths.clone());
-                // Ids at a declared path, spelled as the recheck matches them (all lowercase or all uppercase),
-                // are references; every other asset id in the document is a finding.
+                let n = paths.len() + 3;
+                // The strings the declared paths select, as the recheck reads them (a filter on strings).
+                let at_paths = format!(
+                    "unnest(${n}::text[]) p, jsonb_path_query({col}, (p || ' ? (@.type() == \"string\")')::jsonpath) v"
+                );
+                // Ids at a declared path are references; every other asset id in the document is a finding.
                 finds.push(format!(
-                    "SELECT {k}, m[1]::uuid FROM r, regexp_matches({col}::text, $3, 'g') m
-                      WHERE lower(m[1]) NOT IN (
-                            SELECT lower(v #>> '{{}}')
-                              FROM unnest(${n}::text[]) p,
-                                   jsonb_path_query({col}, (p || ' ? (@.type() == \"string\")')::jsonpath) v
-                             WHERE v #>> '{{}}' IN (lower(v #>> '{{}}'), upper(v #>> '{{}}')))",
-                    n = paths.len() + 3
+                    "SELECT {k}, m[1]::uuid, NULL::text FROM r, regexp_matches({col}::text, $3, 'g') m
+                      WHERE lower(m[1]) NOT IN (SELECT lower(v #>> '{{}}') FROM {at_paths})"
+                ));
+                // An id at a path in mixed case is a reference the recheck finds once its spelling is noted.
+                finds.push(format!(
+                    "SELECT {k}, (v #>> '{{}}')::uuid, v #>> '{{}}' FROM r, {at_paths}
+                      WHERE v #>> '{{}}' ~ ('^' || $3 || '$')
+                        AND v #>> '{{}}' NOT IN (lower(v #>> '{{}}'), upper(v #>> '{{}}'))"
                 ));
             }
             family => {
-                finds.push(format!("SELECT {k}, m[1]::uuid FROM r, regexp_matches({col}::text, $3, 'g') m"));
+                finds
+                    .push(format!("SELECT {k}, m[1]::uuid, NULL::text FROM r, regexp_matches({col}::text, $3, 'g') m"));
                 if family == "text" {
                     finds.push(format!(
-                        "SELECT {k}, a.id FROM (SELECT {texts} AS v FROM r) x JOIN assets a ON a.storage_key = x.v"
+                        "SELECT {k}, a.id, NULL::text FROM (SELECT {texts} AS v FROM r) x
+                           JOIN assets a ON a.storage_key = x.v"
                     ));
                 }
             }
@@ -428,25 +500,45 @@ async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Op
     // Built here, not checked at compile time: the table and its columns are the application's, known only now.
     let sql = format!(
         "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid),
-              found(k, id) AS ({})
-         SELECT DISTINCT ON (f.k) f.k, f.id FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k",
+              found(k, id, spelling) AS ({})
+         SELECT DISTINCT ON (f.k, f.spelling) f.k, f.id, f.spelling
+           FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k, f.spelling",
         selected.join(", "),
         group.heap,
         finds.join(" UNION ALL "),
     );
-    let mut query = sqlx::query_as::<_, (i32, Uuid)>(AssertSqlSafe(sql))
+    let mut query = sqlx::query_as::<_, (i32, Uuid, Option<String>)>(AssertSqlSafe(sql))
         .bind(format!("({},0)", group.next_block))
         .bind(format!("({end},0)"))
         .bind(UUID_IN_TEXT);
     for p in paths {
         query = query.bind(p);
     }
-    let rows = query.persistent(false).fetch_all(conn).await?;
+    let rows = query.persistent(false).fetch_all(&mut *conn).await?;
     let mut found = vec![None; group.columns.len()];
-    for (k, id) in rows {
-        if let Some(slot) = usize::try_from(k).ok().and_then(|k| found.get_mut(k)) {
-            *slot = Some(id);
+    let (mut ids, mut spellings) = (Vec::new(), Vec::new());
+    for (k, id, spelling) in rows {
+        match spelling {
+            Some(spelling) => {
+                ids.push(id);
+                spellings.push(spelling);
+            }
+            None => {
+                if let Some(slot) = usize::try_from(k).ok().and_then(|k| found.get_mut(k)) {
+                    *slot = Some(id);
+                }
+            }
         }
+    }
+    if !ids.is_empty() {
+        sqlx::query!(
+            "INSERT INTO asset_id_spellings (asset_id, spelling) SELECT * FROM unnest($1::uuid[], $2::text[])
+             ON CONFLICT DO NOTHING",
+            &ids,
+            &spellings,
+        )
+        .execute(conn)
+        .await?;
     }
     Ok(found)
 }

@@ -51,6 +51,21 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
         return Ok(Recheck { answers: Vec::new() });
     }
     let id = asset.0;
+    // Every spelling of the id a JSON document may hold: all lowercase, all uppercase, and each mixed-case one the
+    // reference guard or the census noted. Read first and bound as constants, so each `@?` is planned with its
+    // values and served by the document's index (a spelling read inside the statement would hide them from the
+    // planner, which then scans the table). A spelling noted after this read belongs to a write that must wait for
+    // the asset row this transaction holds.
+    let mut spellings = vec![id.hyphenated().to_string(), id.hyphenated().to_string().to_uppercase()];
+    if map.sources.iter().any(|s| matches!(s.kind, SourceKind::Json { .. })) {
+        let noted = sqlx::query_scalar!("SELECT spelling FROM asset_id_spellings WHERE asset_id = $1 ORDER BY 1", id)
+            .fetch_all(&mut *conn)
+            .await?;
+        // The table's check keeps a spelling to the id's own letters; parsing again keeps the path below intact.
+        spellings.extend(noted.into_iter().filter(|s| uuid::Uuid::parse_str(s).is_ok_and(|u| u == id)));
+    }
+    let matches: Vec<String> = spellings.iter().map(|s| format!("@ == \"{s}\"")).collect();
+    let matches = matches.join(" || ");
     let mut tests = Vec::with_capacity(map.sources.len());
     let mut paths = Vec::new();
     for source in &map.sources {
@@ -61,11 +76,8 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
             // The catalog's own spelling of the column type, so `@>` compares like with like.
             SourceKind::DomainArray => format!("{column} @> ARRAY[$1::uuid]::{}", source.column_type),
             SourceKind::Json { json_path } => {
-                // The id is a uuid, so splicing it into the path cannot inject; both spellings an application
-                // might have stored are matched.
-                let lower = id.hyphenated().to_string();
-                let upper = lower.to_uppercase();
-                paths.push(format!("{json_path} ? (@ == \"{lower}\" || @ == \"{upper}\")"));
+                // Each spelling is a uuid's text, so splicing it into the path cannot inject.
+                paths.push(format!("{json_path} ? ({matches})"));
                 format!("{column} @? ${}::jsonpath", paths.len() + 1)
             }
         };

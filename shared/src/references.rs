@@ -170,8 +170,7 @@ pub enum SchemaProblem {
         /// The asset it found.
         asset_id: uuid::Uuid,
     },
-    /// A declared JSONB source holding an asset id where the recheck does not look: outside its declared path,
-    /// or at it in mixed letter case (the recheck matches an id written in lowercase or uppercase).
+    /// A declared JSONB source holding an asset id outside its declared path, where the recheck does not look.
     IdOutsideDeclaredPath {
         /// The schema of the table.
         schema: String,
@@ -252,9 +251,8 @@ impl fmt::Display for SchemaProblem {
             ),
             SchemaProblem::IdOutsideDeclaredPath { schema, table, column, json_path, asset_id } => write!(
                 f,
-                "declared source {schema}.{table}.{column} holds asset {asset_id} where its path {json_path} does \
-                 not look (another field, or the id in mixed letter case): widen the declared path, or write ids \
-                 where it looks, in lowercase"
+                "declared source {schema}.{table}.{column} holds asset {asset_id} outside its path {json_path} \
+                 (found by the census): widen the declared path, or write ids where it looks"
             ),
             SchemaProblem::UnindexedSource { schema, table, column, create_index } => write!(
                 f,
@@ -318,6 +316,7 @@ pub const OWN_TABLES: &[&str] = &[
     "schema_verdicts",
     "census_columns",
     "census_state",
+    "asset_id_spellings",
 ];
 
 /// `sqlx::query!` of `$head`, then SQL that is true when this role reads every row of column `a` of table `c` in

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use consumer_lambda::Consumer;
-use integration_tests::fixtures::{insert_released, seed};
+use integration_tests::fixtures::{grow_application, insert_released, seed};
 use integration_tests::{TestContext, acknowledge, receive_event};
 use shared::{AssetId, CleanupMessage, WorkspaceId};
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::AssertSqlSafe;
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
 
@@ -48,23 +48,6 @@ fn env_list(name: &str, default: &str) -> Vec<usize> {
 
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|n| n.parse().ok()).unwrap_or(default)
-}
-
-/// Grows the application to `tables` tables of eight columns (uuid, text, jsonb among them) and 2 000 rows each.
-async fn grow_application(pool: &PgPool, from: usize, tables: usize) {
-    for i in from..tables {
-        sqlx::raw_sql(AssertSqlSafe(format!(
-            "CREATE TABLE app_{i} (id bigserial PRIMARY KEY, ref uuid, title text, body text, doc jsonb,
-                                   n integer, at timestamptz, tag text);
-             INSERT INTO app_{i} (ref, title, body, doc, n, at, tag)
-             SELECT gen_random_uuid(), 'title ' || g, repeat('x', 40), jsonb_build_object('k', g), g, now(), 't'
-               FROM generate_series(1, 2000) g;
-             ANALYZE app_{i};"
-        )))
-        .execute(pool)
-        .await
-        .expect("application table");
-    }
 }
 
 fn batch(messages: impl IntoIterator<Item = CleanupMessage>) -> SqsEvent {
@@ -97,7 +80,7 @@ async fn invocation_costs(sizes: &[usize]) -> Vec<InvocationCost> {
     let mut costs = Vec::new();
     for &tables in sizes {
         eprintln!("scale: {tables} application tables ...");
-        grow_application(ctx.pool(), grown, tables).await;
+        grow_application(ctx.pool(), grown, tables, 2_000).await;
         grown = tables;
         let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
         assert_eq!(report.outcome, shared::runs::RunOutcome::Ok, "{:?}", report.reason);
@@ -156,7 +139,7 @@ async fn invocation_costs(sizes: &[usize]) -> Vec<InvocationCost> {
 async fn throughput(tables: usize, rows: usize, assets: usize, delete_shares: &[usize]) -> Vec<(usize, usize, f64)> {
     let ctx = TestContext::new().await;
     eprintln!("scale: throughput over {tables} tables and 10 sources of {rows} rows ...");
-    grow_application(ctx.pool(), 0, tables).await;
+    grow_application(ctx.pool(), 0, tables, 2_000).await;
     let kept = insert_released(ctx.pool(), Uuid::new_v4(), 1_000, "1 day", 10).await;
     sqlx::query("UPDATE assets SET state = 'attached', due_at = NULL WHERE id = ANY ($1)")
         .bind(&kept)

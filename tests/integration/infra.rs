@@ -345,6 +345,13 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     // The sweep stops starting batches well before its deadline.
     assert!(default(t, "SweepTimeout") > 2 * settings.sweep.time_reserve.as_secs());
 
+    // The census's parameters reach the sweep, with the code's defaults.
+    assert_eq!(default(t, "CensusTimeSharePercent"), u64::from(settings.census.time_share_percent));
+    assert_eq!(default(t, "CensusBatchBlocks"), u64::from(settings.census.batch_blocks));
+    let sweep_env = &t["Resources"]["SweepFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(sweep_env["CENSUS_TIME_SHARE_PERCENT"], json!({"Ref": "CensusTimeSharePercent"}));
+    assert_eq!(sweep_env["CENSUS_BATCH_BLOCKS"], json!({"Ref": "CensusBatchBlocks"}));
+
     // Batch size and concurrency: the mapping's are the consumer's.
     let mapping = &t["Resources"]["ConsumerFunctionCleanupMessages"]["Properties"];
     assert_eq!(mapping["BatchSize"], consumer_lambda::BATCH_SIZE);

@@ -1,0 +1,106 @@
+//! The census's full cycle over a real application's schema, beside the census one would write first, in one run:
+//!
+//! - the census as the sweep runs it: every column that could hold an asset id read completely, the columns of a
+//!   table together, a batch of table blocks (`CENSUS_BATCH_BLOCKS`, 1 024 by default) per statement;
+//! - the baseline: one statement per column over its whole table, with the same matching (so each table is read
+//!   once per column, and one statement may run as long as the largest table takes).
+//!
+//! The schema: 1 000 application tables of eight columns, five of which could hold asset ids (uuid, three text,
+//! jsonb), and 2 000 rows each, beside 10 000 assets. Printed: the cycle's time, rows and megabytes per second,
+//! statements and the longest one, the baseline's, and the ratio; and how many sweep passes a cycle needs at the
+//! default share of the sweep's time (25 % of a 900 s pass less its 60 s reserve).
+//!
+//! Run with `scripts/bench-census` (only Postgres). `BENCH_TABLES` (1000) and `BENCH_ROWS` (2000) set the sizes.
+
+// Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
+#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+
+use std::time::{Duration, Instant};
+
+use integration_tests::TestDatabase;
+use integration_tests::fixtures::{grow_application, insert_released};
+use shared::census::{self, Budget, Stop};
+use shared::references::{self, UUID_IN_TEXT, quote_ident};
+use sqlx::AssertSqlSafe;
+use uuid::Uuid;
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|n| n.parse().ok()).unwrap_or(default)
+}
+
+/// The default share of a pass the census may use: 25 % of a 900 s sweep less its 60 s reserve.
+const SHARE_PER_PASS: Duration = Duration::from_secs(210);
+
+#[tokio::main]
+async fn main() {
+    let tables = env_number("BENCH_TABLES", 1_000);
+    let rows = env_number("BENCH_ROWS", 2_000);
+    let db = TestDatabase::new().await;
+    eprintln!("census: growing {tables} tables of {rows} rows ...");
+    grow_application(&db.pool, 0, tables, rows).await;
+    insert_released(&db.pool, Uuid::new_v4(), 10_000, "1 day", 10).await;
+    let (total_rows, bytes): (f64, i64) = sqlx::query_as(
+        "SELECT sum(c.reltuples)::float8, sum(pg_relation_size(c.oid))::bigint FROM pg_class c
+          WHERE c.relname LIKE 'app\\_%' AND c.relkind = 'r'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("sizes");
+    let megabytes = bytes as f64 / (1024.0 * 1024.0);
+
+    let mut conn = db.pool.acquire().await.expect("connection");
+    let derived = references::derive(&mut conn).await.expect("derive");
+    let targets = census::targets(&derived.sources, &derived.problems, &derived.candidates);
+    eprintln!("census: {} columns to read ...", targets.len());
+
+    // The census as a pass runs it, with no limit of time or batches: one cycle.
+    let started = Instant::now();
+    let budget =
+        Budget { until: Instant::now() + Duration::from_secs(3600), max_batches: u32::MAX, batch_blocks: 1_024 };
+    let progress = census::advance(&mut conn, &targets, budget).await.expect("census");
+    let cycle = started.elapsed();
+    assert_eq!((progress.stopped, progress.columns_unproven), (Stop::CycleComplete, 0), "{progress:?}");
+    let (statements, longest) = (progress.batches, Duration::from_millis(progress.longest_batch_ms));
+
+    // The baseline: one statement per column, over the whole table.
+    let started = Instant::now();
+    let mut longest_naive = Duration::ZERO;
+    for target in &targets {
+        let table = format!("{}.{}", quote_ident(&target.schema), quote_ident(&target.table));
+        let col = quote_ident(&target.column);
+        let ids = if target.family == "uuid" {
+            format!("SELECT {col} AS id FROM {table} WHERE {col} IS NOT NULL")
+        } else {
+            format!("SELECT m[1]::uuid AS id FROM {table}, regexp_matches({col}::text, $1, 'g') m")
+        };
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM ({ids}) f JOIN assets a ON a.id = f.id)");
+        let column_started = Instant::now();
+        let found: bool =
+            sqlx::query_scalar(AssertSqlSafe(sql)).bind(UUID_IN_TEXT).fetch_one(&mut *conn).await.expect("naive");
+        longest_naive = longest_naive.max(column_started.elapsed());
+        assert!(!found);
+    }
+    let naive = started.elapsed();
+
+    let per_second = |d: Duration| total_rows / d.as_secs_f64();
+    println!("census: {tables} tables, {} columns, {total_rows:.0} rows, {megabytes:.0} MB of tables", targets.len());
+    println!(
+        "census: full cycle {:.1} s ({:.0} rows/s, {:.1} MB/s), {statements} statements, longest {:.0} ms",
+        cycle.as_secs_f64(),
+        per_second(cycle),
+        megabytes / cycle.as_secs_f64(),
+        longest.as_secs_f64() * 1000.0
+    );
+    println!(
+        "census: baseline (one statement per column) {:.1} s ({:.0} rows/s), longest {:.0} ms",
+        naive.as_secs_f64(),
+        per_second(naive),
+        longest_naive.as_secs_f64() * 1000.0
+    );
+    println!(
+        "census: ratio baseline/census {:.2}x; a cycle needs {} pass(es) at the default share ({} s of a pass)",
+        naive.as_secs_f64() / cycle.as_secs_f64(),
+        (cycle.as_secs_f64() / SHARE_PER_PASS.as_secs_f64()).ceil().max(1.0),
+        SHARE_PER_PASS.as_secs()
+    );
+}
