@@ -169,14 +169,18 @@ pub struct Budget {
     pub max_batches: u32,
     /// Table blocks each statement reads.
     pub batch_blocks: u32,
+    /// How long after a cycle ends the next one begins (columns never proven are read meanwhile).
+    pub cycle_interval: Duration,
 }
 
 /// Why the census stopped in a pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stop {
-    /// Every column was read in this cycle: the next starts next pass.
+    /// Every column was read in this cycle: the next starts after the cycle interval.
     CycleComplete,
+    /// The last cycle ended less than the cycle interval ago, and every column is proven: nothing to read.
+    Resting,
     /// Its share of the pass's time ran out.
     TimeShare,
     /// It ran its most batches for one pass.
@@ -292,7 +296,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         if Instant::now() >= budget.until {
             break Stop::TimeShare;
         }
-        let Some(group) = next_group(conn).await? else {
+        let Some(group) = next_group(conn, budget.cycle_interval).await? else {
             break Stop::CycleComplete;
         };
         let end = group.next_block.saturating_add(i64::from(budget.batch_blocks)).min(group.blocks);
@@ -311,6 +315,8 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
     let state = summary(conn).await?;
     // Counted before a completed cycle ends, so the record shows the cycle this pass finished.
     let completed = if stopped == Stop::CycleComplete { complete_cycle(conn).await? } else { None };
+    // Nothing left to read yet the cycle did not end here: it is resting between cycles.
+    let stopped = if stopped == Stop::CycleComplete && completed.is_none() { Stop::Resting } else { stopped };
     Ok(Progress {
         cycle: state.cycle,
         cycle_started_at: state.cycle_started_at,
@@ -388,17 +394,21 @@ struct Column {
 }
 
 /// The next columns to read in this cycle: never-proven columns first (they hold destruction back), then table
-/// by table; columns of one table whose scans stand at the same block go together. Starts the cycle's clock and
-/// the columns' scans as it hands them out. `None` when the cycle is complete.
-async fn next_group(conn: &mut PgConnection) -> Result<Option<Group>, sqlx::Error> {
+/// by table; columns of one table whose scans stand at the same block go together. Within `interval` of the last
+/// cycle's end only never-proven columns are read. Starts the cycle's clock and the columns' scans as it hands them
+/// out. `None` when nothing is left to read now.
+async fn next_group(conn: &mut PgConnection, interval: Duration) -> Result<Option<Group>, sqlx::Error> {
     loop {
         let picked = sqlx::query!(
             r#"SELECT c.relid, c.next_block, array_agg(c.attnum ORDER BY c.attnum) AS "attnums!"
                  FROM census_columns c CROSS JOIN census_state s
                 WHERE c.done_cycle < s.cycle
+                  AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
+                       OR s.last_cycle_completed_at <= now() - $1 * interval '1 second')
                 GROUP BY c.relid, c.next_block
                 ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block
-                LIMIT 1"#
+                LIMIT 1"#,
+            interval.as_secs_f64(),
         )
         .fetch_optional(&mut *conn)
         .await?;

@@ -51,6 +51,8 @@ pub struct CensusSettings {
     pub batch_blocks: u32,
     /// The most census statements one pass runs.
     pub max_batches: u32,
+    /// How long after a cycle ends the next one begins; columns not yet proven are read meanwhile all the same.
+    pub cycle_interval: Duration,
 }
 
 /// The cleanup queue, as the sweep and the consumer must both see it.
@@ -304,6 +306,7 @@ impl Settings {
             time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
             batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
             max_batches: reader.parsed("CENSUS_MAX_BATCHES", 10_000, 1..=10_000_000u32),
+            cycle_interval: reader.duration_between("CENSUS_CYCLE_INTERVAL", hours(24), secs(0)..=days(30)),
         };
         let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
         // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.

@@ -206,6 +206,7 @@ impl Sweeper {
             until: Instant::now() + left * settings.time_share_percent / 100,
             max_batches: settings.max_batches,
             batch_blocks: settings.batch_blocks,
+            cycle_interval: settings.cycle_interval,
         };
         let derived = references::derive(lock.conn()).await?;
         let targets = census::targets(&derived.sources, &derived.problems, &derived.candidates);

@@ -55,8 +55,12 @@ async fn main() {
 
     // The census as a pass runs it, with no limit of time or batches: one cycle.
     let started = Instant::now();
-    let budget =
-        Budget { until: Instant::now() + Duration::from_secs(3600), max_batches: u32::MAX, batch_blocks: 1_024 };
+    let budget = Budget {
+        until: Instant::now() + Duration::from_secs(3600),
+        max_batches: u32::MAX,
+        batch_blocks: 1_024,
+        cycle_interval: Duration::ZERO,
+    };
     let progress = census::advance(&mut conn, &targets, budget).await.expect("census");
     let cycle = started.elapsed();
     assert_eq!((progress.stopped, progress.columns_unproven), (Stop::CycleComplete, 0), "{progress:?}");

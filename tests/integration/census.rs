@@ -187,7 +187,8 @@ async fn ids_in_mixed_case_keep_their_assets_and_ids_outside_a_declared_path_are
     .execute(ctx.pool())
     .await
     .expect("a page in the new format");
-    let refused = pass(&ctx, &[]).await;
+    // A new cycle reads it at once when the cycle interval allows (a day by default).
+    let refused = pass(&ctx, &[("CENSUS_CYCLE_INTERVAL", "0s")]).await;
     assert_eq!(refused.outcome, RunOutcome::Refused);
     let found = problems(&refused);
     assert!(
@@ -247,7 +248,7 @@ async fn the_census_resumes_across_passes_wraps_and_proves_a_new_or_changed_colu
     .await
     .expect("tables");
     fill(&ctx, "links", 400, 0, Uuid::new_v4()).await;
-    let small = [("CENSUS_MAX_BATCHES", "3"), ("CENSUS_BATCH_BLOCKS", "2")];
+    let small = [("CENSUS_MAX_BATCHES", "3"), ("CENSUS_BATCH_BLOCKS", "2"), ("CENSUS_CYCLE_INTERVAL", "0s")];
 
     // Resumes: each pass reads three batches of two blocks and the cursor moves on.
     let mut passes = Vec::new();
@@ -271,7 +272,11 @@ async fn the_census_resumes_across_passes_wraps_and_proves_a_new_or_changed_colu
 
     assert_eq!(last.columns_done, last.columns);
 
-    // Wraps: the next pass starts cycle 2, and proofs from cycle 1 stand while it reads.
+    // Rests: within the cycle interval (a day by default) nothing is read again.
+    let resting = pass(&ctx, &[]).await.census.expect("census");
+    assert_eq!((resting.stopped, resting.batches, resting.cycle), (Stop::Resting, 0, 2), "{resting:?}");
+
+    // Wraps: past the interval the next pass starts cycle 2, and proofs from cycle 1 stand while it reads.
     let wrapped = pass(&ctx, &small).await.census.expect("census");
     assert_eq!((wrapped.cycle, wrapped.columns_unproven), (2, 0));
     assert!(wrapped.columns_done < wrapped.columns, "{wrapped:?}");
