@@ -210,6 +210,10 @@ pub struct Progress {
     pub columns_done: i64,
     /// Of those, never proven as they stand.
     pub columns_unproven: i64,
+    /// How much of the cycle's reading is done, by table blocks, in percent.
+    pub percent_done: f64,
+    /// Columns whose last scan found an asset id.
+    pub columns_found: u64,
     /// How long the last complete cycle took, in seconds.
     pub last_cycle_seconds: Option<f64>,
     /// Why it stopped.
@@ -328,6 +332,8 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         columns: state.columns,
         columns_done: state.columns_done,
         columns_unproven: state.columns_unproven,
+        percent_done: state.percent_done,
+        columns_found: state.findings.len() as u64,
         last_cycle_seconds: completed.or(state.last_cycle_seconds),
         stopped,
     })

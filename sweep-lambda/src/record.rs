@@ -190,9 +190,16 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     Ok(())
 }
 
+/// A percentage as the whole number a metric carries.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to 0..=100 before the cast
+fn whole_percent(percent: f64) -> u64 {
+    percent.clamp(0.0, 100.0).round() as u64
+}
+
 /// The run's Embedded Metric Format line: the alarms on refused and braked passes read these.
 pub fn metrics_line(report: &SweepReport) -> String {
     let is = |o: RunOutcome| u64::from(report.outcome == o);
+    let census = report.census.as_ref();
     shared::metrics::emf_line(
         &[("Function", "sweep")],
         &[
@@ -212,6 +219,10 @@ pub fn metrics_line(report: &SweepReport) -> String {
             ("SweepFailed", is(RunOutcome::Failed)),
             // Also when the brake's outcome outranks it.
             ("SweepPartial", u64::from(report.released > 0)),
+            // Deletes and purges wait while any column is unproven; a finding refuses the pass.
+            ("CensusPercentDone", census.map_or(0, |c| whole_percent(c.percent_done))),
+            ("CensusColumnsUnproven", census.map_or(0, |c| u64::try_from(c.columns_unproven).unwrap_or(0))),
+            ("CensusFindings", census.map_or(0, |c| c.columns_found)),
         ],
         &[
             ("RunId", json!(report.run_id)),

@@ -270,6 +270,8 @@ async fn the_dashboard_shows_passes_claims_queues_settlements_and_bytes() {
     assert_eq!(metrics("Bytes freed"), ours("consumer", &["BytesFreed"]));
     let lost = ["AssetsLost", "BytesRestored", "AssetsMarkedFailed"];
     assert_eq!(metrics("Lost and restored bytes"), ours("consumer", &lost));
+    let census = ["CensusPercentDone", "CensusColumnsUnproven", "CensusFindings"];
+    assert_eq!(metrics("Census: read, unproven columns (deletes wait), findings"), ours("sweep", &census));
     let queue = |name: &str, queue: &str| ("AWS/SQS".to_owned(), name.to_owned(), queue.to_owned());
     assert_eq!(
         metrics("Cleanup queue: depth and oldest message"),
