@@ -284,6 +284,11 @@ pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
     })
 }
 
+/// Whether `error` is the statement timeout cancelling a statement.
+fn timed_out(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
+}
+
 /// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
 /// runs out or the batch cap is reached. Each batch is its own short statement; nothing is held between them.
 pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget) -> Result<Progress, sqlx::Error> {
@@ -293,6 +298,9 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
     let mut columns_finished = 0u64;
     let mut findings = 0u64;
     let mut longest = Duration::ZERO;
+    // Halved for the rest of the pass when a batch outlasts the statement timeout (TOASTed documents can make a
+    // few blocks hold far more than their 8 KiB).
+    let mut batch_blocks = i64::from(budget.batch_blocks.max(1));
     let stopped = loop {
         if batches >= u64::from(budget.max_batches) {
             break Stop::BatchCap;
@@ -303,9 +311,22 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         let Some(group) = next_group(conn, budget.cycle_interval).await? else {
             break Stop::CycleComplete;
         };
-        let end = group.next_block.saturating_add(i64::from(budget.batch_blocks)).min(group.blocks);
+        let end = group.next_block.saturating_add(batch_blocks).min(group.blocks);
         let started = Instant::now();
-        let found = if group.next_block < end { scan(conn, &group, end).await? } else { Vec::new() };
+        let found = if group.next_block < end {
+            match scan(conn, &group, end).await {
+                Ok(found) => found,
+                Err(e) if timed_out(&e) && end - group.next_block > 1 => {
+                    batch_blocks = ((end - group.next_block) / 2).max(1);
+                    tracing::warn!(table = %group.heap, batch_blocks, "a census batch timed out: reading fewer blocks");
+                    batches += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            Vec::new()
+        };
         longest = longest.max(started.elapsed());
         let finished = end >= group.blocks;
         record(conn, &group, end, finished, &found).await?;

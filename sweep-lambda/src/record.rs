@@ -80,6 +80,9 @@ pub struct SweepReport {
     /// What the census did in this pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub census: Option<shared::census::Progress>,
+    /// Why the census could not read in this pass, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub census_error: Option<String>,
     /// The queue's depth and ceiling, once read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
@@ -104,6 +107,7 @@ impl SweepReport {
             schema_verdict: None,
             schema_warnings: Vec::new(),
             census: None,
+            census_error: None,
             backlog: None,
             error: None,
             duration_ms: 0,
@@ -183,7 +187,11 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
         report.duration_ms as i64,
         reason,
         report.error.as_deref(),
-        report.census.as_ref().and_then(|c| serde_json::to_value(c).ok()),
+        match (&report.census, &report.census_error) {
+            (Some(census), _) => serde_json::to_value(census).ok(),
+            (None, Some(error)) => Some(json!({ "error": error })),
+            (None, None) => None,
+        },
     )
     .execute(pool)
     .await?;
