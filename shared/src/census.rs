@@ -292,6 +292,7 @@ fn timed_out(error: &sqlx::Error) -> bool {
 /// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
 /// runs out or the batch cap is reached. Each batch is its own short statement; nothing is held between them.
 pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget) -> Result<Progress, sqlx::Error> {
+    fail::fail_point!("census::advance", |_| Err(sqlx::Error::Protocol("injected: the census failed".into())));
     sync(conn, targets).await?;
     let mut batches = 0u64;
     let mut blocks = 0u64;
@@ -488,9 +489,21 @@ async fn next_group(conn: &mut PgConnection, interval: Duration) -> Result<Optio
     }
 }
 
+/// Failpoint `census::block_limit`: a batch of more blocks than its argument is cancelled by the server's own
+/// statement timeout, as a batch of oversized documents would be.
+fn injected_block_limit() -> Option<i64> {
+    fail::fail_point!("census::block_limit", |limit: Option<String>| limit.and_then(|l| l.parse().ok()));
+    None
+}
+
 /// Reads blocks `[group.next_block, end)` of the group's table; for each column, in order, one asset it holds.
 /// Mixed-case spellings of ids at a declared path are noted for the recheck, not found.
 async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
+    if injected_block_limit().is_some_and(|limit| end - group.next_block > limit) {
+        let timed_out = sqlx::raw_sql("SET statement_timeout = 1; SELECT pg_sleep(1)").execute(&mut *conn).await;
+        sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
+        timed_out?;
+    }
     let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let mut finds = Vec::new();
     // $1, $2: the block range; $3: the uuid pattern; $4…: each declared source's paths.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use consumer_lambda::Consumer;
 use integration_tests::fixtures::{object_exists, seed, state};
-use integration_tests::{TestContext, acknowledge, receive_event};
+use integration_tests::{FAILPOINTS, TestContext, acknowledge, receive_event};
 use serde_json::Value;
 use shared::census::Stop;
 use shared::runs::RunOutcome;
@@ -298,4 +298,45 @@ async fn the_census_resumes_across_passes_wraps_and_proves_a_new_or_changed_colu
     let proven = pass(&ctx, &[]).await.census.expect("census");
     assert_eq!(proven.columns_unproven, 0, "{proven:?}");
     assert!(census_row(&ctx, "links", "note").await[0].1);
+}
+
+#[tokio::test]
+async fn a_batch_that_times_out_is_read_in_halves_and_a_failed_census_holds_deletes_without_stopping_the_pass() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    sqlx::raw_sql("CREATE TABLE links (id serial PRIMARY KEY, ref uuid, note text)")
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+    fill(&ctx, "links", 400, 0, Uuid::new_v4()).await;
+
+    // Every batch of more than four blocks is cancelled by the server's statement timeout: the census halves its
+    // batches and still reads the whole table in the pass.
+    fail::cfg("census::block_limit", "return(4)").expect("failpoint");
+    let halved = pass(&ctx, &[("CENSUS_BATCH_BLOCKS", "64")]).await;
+    fail::remove("census::block_limit");
+    assert!(halved.census_error.is_none(), "{:?}", halved.census_error);
+    let census = halved.census.expect("census");
+    assert_eq!((census.stopped, census.columns_unproven), (Stop::CycleComplete, 0), "{census:?}");
+
+    // A census that fails is recorded; the pass still checks, brakes and claims, and the delete waits.
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let upload_key = key(ws);
+    let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    sqlx::raw_sql("CREATE TABLE links (id serial PRIMARY KEY, ref uuid)").execute(ctx.pool()).await.expect("table");
+    fail::cfg("census::advance", "return").expect("failpoint");
+    let failed = pass(&ctx, &[]).await;
+    fail::remove("census::advance");
+    assert_eq!((failed.outcome, failed.enqueued), (RunOutcome::Ok, 1));
+    let recorded: Value = sqlx::query_scalar("SELECT census FROM sweep_runs WHERE id = $1")
+        .bind(failed.run_id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("run row");
+    assert!(recorded["error"].as_str().is_some_and(|e| e.contains("injected")), "{recorded}");
+    settle_queue(&ctx).await;
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
+    assert_eq!(last_event(&ctx, upload).await.1["deferred"]["why"], "census");
 }
