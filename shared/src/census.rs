@@ -204,6 +204,9 @@ pub struct Progress {
     pub findings: u64,
     /// The longest batch of this pass, in milliseconds: how long one census statement held its snapshot.
     pub longest_batch_ms: u64,
+    /// Time spent in the batches' reading statements, in milliseconds (the rest of the pass's census time is
+    /// its bookkeeping).
+    pub reading_ms: u64,
     /// Columns the census reads (one per table holding rows).
     pub columns: i64,
     /// Of those, read completely in the current cycle.
@@ -298,7 +301,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
     let mut blocks = 0u64;
     let mut columns_finished = 0u64;
     let mut findings = 0u64;
-    let mut longest = Duration::ZERO;
+    let (mut longest, mut reading) = (Duration::ZERO, Duration::ZERO);
     // Halved for the rest of the pass when a batch outlasts the statement timeout (TOASTed documents can make a
     // few blocks hold far more than their 8 KiB).
     let mut batch_blocks = i64::from(budget.batch_blocks.max(1));
@@ -329,6 +332,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
             Vec::new()
         };
         longest = longest.max(started.elapsed());
+        reading += started.elapsed();
         let finished = end >= group.blocks;
         record(conn, &group, end, finished, &found).await?;
         batches += 1;
@@ -351,6 +355,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         columns_finished,
         findings,
         longest_batch_ms: u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
+        reading_ms: u64::try_from(reading.as_millis()).unwrap_or(u64::MAX),
         columns: state.columns,
         columns_done: state.columns_done,
         columns_unproven: state.columns_unproven,
@@ -506,11 +511,13 @@ async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Op
     }
     let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let mut finds = Vec::new();
+    // Values searched for uuid-shaped strings, and text values compared with storage keys: gathered from every
+    // column, so each search and each join with `assets` runs once per batch, not once per column.
+    let (mut searched, mut keyed) = (Vec::new(), Vec::new());
     // $1, $2: the block range; $3: the uuid pattern; $4…: each declared source's paths.
     let mut paths: Vec<Vec<String>> = Vec::new();
     for (k, column) in group.columns.iter().enumerate() {
         let col = format!("r.{}", quote_ident(&column.name));
-        let texts = if column.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
         match column.family.as_str() {
             "uuid" if column.shape == "array" => {
                 finds.push(format!("SELECT {k}, e::uuid, NULL::text FROM r, unnest({col}) e"));
@@ -536,16 +543,26 @@ async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Op
                 ));
             }
             family => {
-                finds
-                    .push(format!("SELECT {k}, m[1]::uuid, NULL::text FROM r, regexp_matches({col}::text, $3, 'g') m"));
+                searched.push(format!("SELECT {k} AS k, {col}::text AS v FROM r WHERE {col} IS NOT NULL"));
                 if family == "text" {
-                    finds.push(format!(
-                        "SELECT {k}, a.id, NULL::text FROM (SELECT {texts} AS v FROM r) x
-                           JOIN assets a ON a.storage_key = x.v"
-                    ));
+                    let texts =
+                        if column.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
+                    keyed.push(format!("SELECT {k} AS k, {texts} AS v FROM r"));
                 }
             }
         }
+    }
+    if !searched.is_empty() {
+        finds.push(format!(
+            "SELECT x.k, m[1]::uuid, NULL::text FROM ({}) x, regexp_matches(x.v, $3, 'g') m",
+            searched.join(" UNION ALL ")
+        ));
+    }
+    if !keyed.is_empty() {
+        finds.push(format!(
+            "SELECT x.k, a.id, NULL::text FROM ({}) x JOIN assets a ON a.storage_key = x.v",
+            keyed.join(" UNION ALL ")
+        ));
     }
     // Built here, not checked at compile time: the table and its columns are the application's, known only now.
     let sql = format!(
