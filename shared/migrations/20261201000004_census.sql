@@ -47,8 +47,9 @@ CREATE TABLE census_state (
 INSERT INTO census_state DEFAULT VALUES;
 
 -- The verdict names the columns the census had not yet proven when it was recorded: while any is named, the
--- consumer deletes and purges nothing.
-ALTER TABLE schema_verdicts ADD COLUMN unproven jsonb NOT NULL DEFAULT '[]';
+-- consumer deletes and purges nothing. NULL in a verdict recorded before the census existed, which the consumer
+-- reads as nothing proven.
+ALTER TABLE schema_verdicts ADD COLUMN unproven jsonb;
 
 -- What the census did in each pass.
 ALTER TABLE sweep_runs ADD COLUMN census jsonb;

@@ -305,24 +305,34 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
     // Halved for the rest of the pass when a batch outlasts the statement timeout (TOASTed documents can make a
     // few blocks hold far more than their 8 KiB).
     let mut batch_blocks = i64::from(budget.batch_blocks.max(1));
+    let mut work = plan(conn, budget.cycle_interval).await?.into_iter();
+    let mut group = work.next();
+    if group.is_some() {
+        sqlx::query!("UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())")
+            .execute(&mut *conn)
+            .await?;
+    }
     let stopped = loop {
+        let Some(current) = group.as_mut() else { break Stop::CycleComplete };
         if batches >= u64::from(budget.max_batches) {
             break Stop::BatchCap;
         }
         if Instant::now() >= budget.until {
             break Stop::TimeShare;
         }
-        let Some(group) = next_group(conn, budget.cycle_interval).await? else {
-            break Stop::CycleComplete;
-        };
-        let end = group.next_block.saturating_add(batch_blocks).min(group.blocks);
+        let mut end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
+        if end >= current.blocks {
+            // The table may have grown since the work was planned: its end is where it ends now.
+            current.blocks = blocks_now(conn, current.relid).await?.max(current.blocks);
+            end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
+        }
         let started = Instant::now();
-        let found = if group.next_block < end {
-            match scan(conn, &group, end).await {
+        let found = if current.next_block < end {
+            match scan(conn, current, end).await {
                 Ok(found) => found,
-                Err(e) if timed_out(&e) && end - group.next_block > 1 => {
-                    batch_blocks = ((end - group.next_block) / 2).max(1);
-                    tracing::warn!(table = %group.heap, batch_blocks, "a census batch timed out: reading fewer blocks");
+                Err(e) if timed_out(&e) && end - current.next_block > 1 => {
+                    batch_blocks = ((end - current.next_block) / 2).max(1);
+                    tracing::warn!(table = %current.heap, batch_blocks, "a census batch timed out: reading fewer blocks");
                     batches += 1;
                     continue;
                 }
@@ -331,15 +341,18 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         } else {
             Vec::new()
         };
-        longest = longest.max(started.elapsed());
-        reading += started.elapsed();
-        let finished = end >= group.blocks;
-        record(conn, &group, end, finished, &found).await?;
+        let took = started.elapsed();
+        longest = longest.max(took);
+        reading += took;
+        let finished = end >= current.blocks;
+        record(conn, current, end, finished, &found, took).await?;
         batches += 1;
-        blocks += u64::try_from(end - group.next_block).unwrap_or(0);
+        blocks += u64::try_from(end - current.next_block).unwrap_or(0);
         findings += found.iter().filter(|f| f.is_some()).count() as u64;
+        current.next_block = end;
         if finished {
-            columns_finished += group.columns.len() as u64;
+            columns_finished += current.columns.len() as u64;
+            group = work.next();
         }
     };
     let state = summary(conn).await?;
@@ -426,72 +439,64 @@ struct Column {
     json_paths: Vec<String>,
 }
 
-/// The next columns to read in this cycle: never-proven columns first (they hold destruction back), then table
-/// by table; columns of one table whose scans stand at the same block go together. Within `interval` of the last
-/// cycle's end only never-proven columns are read. Starts the cycle's clock and the columns' scans as it hands them
-/// out. `None` when nothing is left to read now.
-async fn next_group(conn: &mut PgConnection, interval: Duration) -> Result<Option<Group>, sqlx::Error> {
-    loop {
-        let picked = sqlx::query!(
-            r#"SELECT c.relid, c.next_block, array_agg(c.attnum ORDER BY c.attnum) AS "attnums!"
-                 FROM census_columns c CROSS JOIN census_state s
-                WHERE c.done_cycle < s.cycle
-                  AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
-                       OR s.last_cycle_completed_at <= now() - $1 * interval '1 second')
-                GROUP BY c.relid, c.next_block
-                ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block
-                LIMIT 1"#,
-            interval.as_secs_f64(),
-        )
-        .fetch_optional(&mut *conn)
-        .await?;
-        let Some(picked) = picked else { return Ok(None) };
-        let heap = sqlx::query!(
-            r#"SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) AS "heap!",
-                      pg_relation_size(c.oid) / current_setting('block_size')::bigint AS "blocks!"
-                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                WHERE c.oid = $1"#,
-            picked.relid,
-        )
-        .fetch_optional(&mut *conn)
-        .await?;
-        let Some(heap) = heap else {
-            // Dropped since the census synced: its rows go, and the next pass's check no longer names it.
-            sqlx::query!("DELETE FROM census_columns WHERE relid = $1", picked.relid).execute(&mut *conn).await?;
-            continue;
-        };
-        sqlx::query!("UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())")
-            .execute(&mut *conn)
-            .await?;
-        let columns = sqlx::query!(
-            r#"UPDATE census_columns c
-                  SET scan_started_at = CASE WHEN c.next_block = 0 THEN now() ELSE c.scan_started_at END
-                 FROM pg_attribute a
-                WHERE c.relid = $1 AND c.attnum = ANY ($2) AND a.attrelid = c.relid AND a.attnum = c.attnum
-                RETURNING c.attnum, a.attname::text AS "name!", c.family, c.shape, c.json_paths"#,
-            picked.relid,
-            &picked.attnums,
-        )
-        .fetch_all(&mut *conn)
-        .await?;
-        let columns = columns
+/// The columns to read in this cycle, in order: never-proven columns first (they hold destruction back), then
+/// table by table; columns of one table whose scans stand at the same block go together. Within `interval` of the
+/// last cycle's end only never-proven columns are read. One statement per pass: each batch then costs only its
+/// reading statement and the update that records it.
+async fn plan(conn: &mut PgConnection, interval: Duration) -> Result<Vec<Group>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT c.relid, c.next_block,
+                  quote_ident(n.nspname) || '.' || quote_ident(t.relname) AS "heap!",
+                  pg_relation_size(c.relid) / current_setting('block_size')::bigint AS "blocks!",
+                  array_agg(c.attnum ORDER BY c.attnum) AS "attnums!",
+                  array_agg(a.attname::text ORDER BY c.attnum) AS "names!",
+                  array_agg(c.family ORDER BY c.attnum) AS "families!",
+                  array_agg(c.shape ORDER BY c.attnum) AS "shapes!",
+                  jsonb_agg(to_jsonb(c.json_paths) ORDER BY c.attnum) AS "paths!"
+             FROM census_columns c
+            CROSS JOIN census_state s
+             JOIN pg_class t ON t.oid = c.relid
+             JOIN pg_namespace n ON n.oid = t.relnamespace
+             JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = c.attnum AND NOT a.attisdropped
+            WHERE c.done_cycle < s.cycle
+              AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
+                   OR s.last_cycle_completed_at <= now() - $1 * interval '1 second')
+            GROUP BY c.relid, c.next_block, n.nspname, t.relname
+            ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block"#,
+        interval.as_secs_f64(),
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut groups = Vec::with_capacity(rows.len());
+    for row in rows {
+        let paths: Vec<Vec<String>> = serde_json::from_value(row.paths).unwrap_or_default();
+        let columns = row
+            .attnums
             .into_iter()
-            .map(|c| Column {
-                attnum: c.attnum,
-                name: c.name,
-                family: c.family,
-                shape: c.shape,
-                json_paths: c.json_paths,
-            })
+            .zip(row.names)
+            .zip(row.families.into_iter().zip(row.shapes))
+            .zip(paths.into_iter().chain(std::iter::repeat(Vec::new())))
+            .map(|(((attnum, name), (family, shape)), json_paths)| Column { attnum, name, family, shape, json_paths })
             .collect();
-        return Ok(Some(Group {
-            relid: picked.relid,
-            next_block: picked.next_block,
-            heap: heap.heap,
-            blocks: heap.blocks,
+        groups.push(Group {
+            relid: row.relid,
+            next_block: row.next_block,
+            heap: row.heap,
+            blocks: row.blocks,
             columns,
-        }));
+        });
     }
+    Ok(groups)
+}
+
+/// The size of a table in blocks now (0 once it is gone).
+async fn blocks_now(conn: &mut PgConnection, relid: sqlx::postgres::types::Oid) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT coalesce(pg_relation_size($1::oid) / current_setting('block_size')::bigint, 0) AS "blocks!""#,
+        relid
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// Failpoint `census::block_limit`: a batch of more blocks than its argument is cancelled by the server's own
@@ -618,11 +623,16 @@ async fn record(
     end: i64,
     finished: bool,
     found: &[Option<Uuid>],
+    took: Duration,
 ) -> Result<(), sqlx::Error> {
     let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
+    // A scan's first batch dates it: by the database's clock, from when that batch's reading began.
+    let started_at = (group.next_block == 0).then_some(took.as_secs_f64());
     sqlx::query!(
         r#"UPDATE census_columns c
               SET next_block = CASE WHEN $3 THEN 0 ELSE $4::bigint END,
+                  scan_started_at = CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                         ELSE c.scan_started_at END,
                   found_asset = CASE WHEN f.found IS NOT NULL THEN f.found
                                      WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
                                      ELSE c.found_asset END,
@@ -631,7 +641,9 @@ async fn record(
                                   ELSE c.found_at END,
                   found_cycle = CASE WHEN f.found IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
                   proven_at = CASE WHEN f.found IS NOT NULL THEN NULL
-                                   WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN c.scan_started_at
+                                   WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle
+                                        THEN CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                                  ELSE c.scan_started_at END
                                    ELSE c.proven_at END,
                   done_cycle = CASE WHEN $3 THEN s.cycle ELSE c.done_cycle END
              FROM unnest($2::int2[], $5::uuid[]) AS f(attnum, found), census_state s
@@ -641,6 +653,7 @@ async fn record(
         finished,
         end,
         found as &[Option<Uuid>],
+        started_at,
     )
     .execute(conn)
     .await?;

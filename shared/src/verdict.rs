@@ -205,7 +205,9 @@ pub async fn current(
         r#"SELECT v.id, v.sweep_run_id, v.checked_at::text AS "checked_at!", v.valid,
                   CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.sources END AS sources, v.problems,
                   CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.warnings END AS warnings,
-                  CASE WHEN v.valid AND v.id = $2 THEN NULL ELSE v.unproven END AS unproven,
+                  CASE WHEN v.valid AND v.id = $2 THEN NULL
+                       ELSE coalesce(v.unproven, '["every column: the verdict was recorded before the census existed"]')
+                  END AS unproven,
                   v.role_name AS verdict_role, current_user::text AS "role!",
                   v.checked_at > now() - $1 * interval '1 second' AS "fresh!",
                   v.role_fingerprint = asset_sweeper_role_fingerprint() AS "same_rights!",

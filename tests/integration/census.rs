@@ -340,3 +340,19 @@ async fn a_batch_that_times_out_is_read_in_halves_and_a_failed_census_holds_dele
     assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
     assert_eq!(last_event(&ctx, upload).await.1["deferred"]["why"], "census");
 }
+
+#[tokio::test]
+async fn a_verdict_recorded_before_the_census_existed_proves_nothing() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let upload_key = key(ws);
+    let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    let report = pass(&ctx, &[]).await;
+    assert_eq!((report.outcome, report.enqueued), (RunOutcome::Ok, 1));
+    // As an earlier build recorded it: no word on the census.
+    sqlx::query("UPDATE schema_verdicts SET unproven = NULL").execute(ctx.pool()).await.expect("an older verdict");
+    settle_queue(&ctx).await;
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
+    assert_eq!(last_event(&ctx, upload).await.1["deferred"]["why"], "census");
+}
