@@ -80,7 +80,10 @@ async fn main() {
         let ids = if target.family == "uuid" {
             format!("SELECT {col} AS id FROM {table} WHERE {col} IS NOT NULL")
         } else {
-            format!("SELECT m[1]::uuid AS id FROM {table}, regexp_matches({col}::text, $1, 'g') m")
+            format!(
+                "SELECT m[1]::uuid AS id FROM {table}, regexp_matches({col}::text, $1, 'g') m
+                  WHERE {col}::text LIKE '%-%-%-%-%'"
+            )
         };
         // The same matching as the census: asset ids, and for text a value equal to a storage key.
         let keys = if target.family == "text" {

@@ -122,14 +122,16 @@ pub async fn state(ctx: &crate::TestContext, id: Uuid) -> Option<String> {
 }
 
 /// Grows the application from `from` to `tables` tables of eight columns (uuid, text and jsonb among them, five
-/// that could hold asset ids) and `rows` rows each: a real application's schema, for the scale benchmarks.
+/// that could hold asset ids; the body a text with dates and slugs, hyphens that make a uuid search look twice)
+/// and `rows` rows each: a real application's schema, for the scale benchmarks.
 pub async fn grow_application(pool: &PgPool, from: usize, tables: usize, rows: usize) {
     for i in from..tables {
         sqlx::raw_sql(AssertSqlSafe(format!(
             "CREATE TABLE app_{i} (id bigserial PRIMARY KEY, ref uuid, title text, body text, doc jsonb,
                                    n integer, at timestamptz, tag text);
              INSERT INTO app_{i} (ref, title, body, doc, n, at, tag)
-             SELECT gen_random_uuid(), 'title ' || g, repeat('x', 40), jsonb_build_object('k', g), g, now(), 't'
+             SELECT gen_random_uuid(), 'title ' || g, 'posted 2026-11-30, /blog/' || g || '-first-steps-in-rust',
+                    jsonb_build_object('k', g), g, now(), 't'
                FROM generate_series(1, {rows}) g;
              ANALYZE app_{i};"
         )))
