@@ -104,20 +104,25 @@ BEGIN
         DECLARE
             value jsonb := to_jsonb(NEW) -> TG_ARGV[0];
             ids uuid[];
+            -- For a JSON source: the uuid-shaped strings its path selects, as written.
+            spelled text[];
             removed uuid[];
         BEGIN
             IF value IS NULL OR value = 'null'::jsonb
                OR (TG_OP = 'UPDATE' AND value IS NOT DISTINCT FROM to_jsonb(OLD) -> TG_ARGV[0]) THEN
                 RETURN NULL;
             END IF;
+            IF TG_ARGV[1] = 'json' THEN
+                spelled := ARRAY(
+                    SELECT v #>> '{}'
+                      FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath) AS v
+                     WHERE (v #>> '{}') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$');
+            END IF;
             ids := CASE TG_ARGV[1]
                 WHEN 'domain' THEN ARRAY[(value #>> '{}')::uuid]
                 WHEN 'domain_array' THEN
                     ARRAY(SELECT e::uuid FROM jsonb_array_elements_text(value) AS e WHERE e IS NOT NULL)
-                WHEN 'json' THEN
-                    ARRAY(SELECT (v #>> '{}')::uuid FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath) AS v
-                           WHERE jsonb_typeof(v) = 'string'
-                             AND (v #>> '{}') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+                WHEN 'json' THEN ARRAY(SELECT s::uuid FROM unnest(spelled) AS s)
             END;
             IF ids IS NULL THEN
                 RAISE EXCEPTION 'asset-sweeper guard on %%.%%: unknown source kind %%', TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1];
@@ -126,14 +131,10 @@ BEGIN
                 RETURN NULL;
             END IF;
             PERFORM 1 FROM assets WHERE id = ANY (ids) FOR KEY SHARE;
-            IF TG_ARGV[1] = 'json' THEN
+            IF TG_ARGV[1] = 'json' AND EXISTS (SELECT 1 FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))) THEN
                 INSERT INTO asset_id_spellings (asset_id, spelling)
-                SELECT DISTINCT a.id, v #>> '{}'
-                  FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath) AS v
-                  JOIN assets a ON a.id = (v #>> '{}')::uuid
-                 WHERE jsonb_typeof(v) = 'string'
-                   AND (v #>> '{}') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                   AND (v #>> '{}') NOT IN (lower(v #>> '{}'), upper(v #>> '{}'))
+                SELECT DISTINCT a.id, s FROM unnest(spelled) AS s JOIN assets a ON a.id = s::uuid
+                 WHERE s NOT IN (lower(s), upper(s))
                 ON CONFLICT DO NOTHING;
             END IF;
             SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i

@@ -356,3 +356,34 @@ async fn a_verdict_recorded_before_the_census_existed_proves_nothing() {
     assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
     assert_eq!(last_event(&ctx, upload).await.1["deferred"]["why"], "census");
 }
+
+#[tokio::test]
+async fn the_guard_reads_a_path_that_selects_an_array_and_notes_a_mixed_case_spelling_as_the_write_commits() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let asset = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    sqlx::raw_sql(
+        "CREATE TABLE albums (id serial PRIMARY KEY, body jsonb);
+         CREATE INDEX albums_body ON albums USING gin (body);
+         INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('albums', 'body', '$.gallery');",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("declared source");
+    integration_tests::install_guards(ctx.pool()).await;
+    sqlx::query("INSERT INTO albums (body) VALUES (jsonb_build_object('gallery', jsonb_build_array($1::text)))")
+        .bind(mixed_case(asset))
+        .execute(ctx.pool())
+        .await
+        .expect("an album");
+    // Before any pass: only the guard can have noted it, and only by reading the array's elements.
+    let noted: Vec<String> = sqlx::query_scalar("SELECT spelling FROM asset_id_spellings WHERE asset_id = $1")
+        .bind(asset)
+        .fetch_all(ctx.pool())
+        .await
+        .expect("spellings");
+    assert_eq!(noted, [mixed_case(asset)]);
+    pass(&ctx, &[]).await;
+    settle_queue(&ctx).await;
+    assert_eq!(state(&ctx, asset).await.as_deref(), Some("attached"));
+}

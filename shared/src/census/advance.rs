@@ -1,0 +1,330 @@
+//! One pass's share of the census: bring its rows in step with the schema, plan the work once, then read batch
+//! after batch until the cycle is done, the time share is spent or the batch cap is reached.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::scan::{Column, Group, scan};
+use super::{Columns, Target, summary};
+
+/// How far a pass may go.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// No batch starts after this.
+    pub until: Instant,
+    /// The most statements this pass runs.
+    pub max_batches: u32,
+    /// Table blocks each statement reads.
+    pub batch_blocks: u32,
+    /// How long after a cycle ends the next one begins (columns never proven are read meanwhile).
+    pub cycle_interval: Duration,
+}
+
+/// Why the census stopped in a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// Every column was read in this cycle: the next starts after the cycle interval.
+    CycleComplete,
+    /// The last cycle ended less than the cycle interval ago, and every column is proven: nothing to read.
+    Resting,
+    /// Its share of the pass's time ran out.
+    TimeShare,
+    /// It ran its most batches for one pass.
+    BatchCap,
+}
+
+/// What the census did in one pass, and where it stands: the run record's `census`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    /// The cycle it worked on.
+    pub cycle: i64,
+    /// When that cycle's first batch ran.
+    pub cycle_started_at: Option<String>,
+    /// Statements run in this pass.
+    pub batches: u64,
+    /// Table blocks read in this pass.
+    pub blocks: u64,
+    /// Columns whose scan ended in this pass.
+    pub columns_finished: u64,
+    /// Columns in which this pass found an asset id.
+    pub findings: u64,
+    /// The longest batch of this pass, in milliseconds: how long one census statement held its snapshot.
+    pub longest_batch_ms: u64,
+    /// Time spent in the batches' reading statements, in milliseconds (the rest of the pass's census time is
+    /// its bookkeeping).
+    pub reading_ms: u64,
+    /// Columns the census reads (one per table holding rows).
+    pub columns: i64,
+    /// Of those, read completely in the current cycle.
+    pub columns_done: i64,
+    /// Of those, never proven as they stand.
+    pub columns_unproven: i64,
+    /// How much of the cycle's reading is done, by table blocks, in percent.
+    pub percent_done: f64,
+    /// Columns whose last scan found an asset id.
+    pub columns_found: u64,
+    /// How long the last complete cycle took, in seconds.
+    pub last_cycle_seconds: Option<f64>,
+    /// Why it stopped.
+    pub stopped: Stop,
+}
+
+/// Whether `error` is the statement timeout cancelling a statement.
+fn timed_out(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
+}
+
+/// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
+/// runs out or the batch cap is reached. Each batch is its own short statement; nothing is held between them.
+pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget) -> Result<Progress, sqlx::Error> {
+    fail::fail_point!("census::advance", |_| Err(sqlx::Error::Protocol("injected: the census failed".into())));
+    sync(conn, targets).await?;
+    let mut batches = 0u64;
+    let mut blocks = 0u64;
+    let mut columns_finished = 0u64;
+    let mut findings = 0u64;
+    let (mut longest, mut reading) = (Duration::ZERO, Duration::ZERO);
+    // Halved for the rest of the pass when a batch outlasts the statement timeout (TOASTed documents can make a
+    // few blocks hold far more than their 8 KiB).
+    let mut batch_blocks = i64::from(budget.batch_blocks.max(1));
+    let mut work = plan(conn, budget.cycle_interval).await?.into_iter();
+    let mut group = work.next();
+    if group.is_some() {
+        sqlx::query!("UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())")
+            .execute(&mut *conn)
+            .await?;
+    }
+    let stopped = loop {
+        let Some(current) = group.as_mut() else { break Stop::CycleComplete };
+        if batches >= u64::from(budget.max_batches) {
+            break Stop::BatchCap;
+        }
+        if Instant::now() >= budget.until {
+            break Stop::TimeShare;
+        }
+        let mut end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
+        if end >= current.blocks {
+            // The table may have grown since the work was planned: its end is where it ends now.
+            current.blocks = blocks_now(conn, current.relid).await?.max(current.blocks);
+            end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
+        }
+        let started = Instant::now();
+        let found = if current.next_block < end {
+            match scan(conn, current, end).await {
+                Ok(found) => found,
+                Err(e) if timed_out(&e) && end - current.next_block > 1 => {
+                    batch_blocks = ((end - current.next_block) / 2).max(1);
+                    let table = &current.heap;
+                    tracing::warn!(%table, batch_blocks, "a census batch timed out: reading fewer blocks");
+                    batches += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            Vec::new()
+        };
+        let took = started.elapsed();
+        longest = longest.max(took);
+        reading += took;
+        let finished = end >= current.blocks;
+        record(conn, current, end, finished, &found, took).await?;
+        batches += 1;
+        blocks += u64::try_from(end - current.next_block).unwrap_or(0);
+        findings += found.iter().filter(|f| f.is_some()).count() as u64;
+        current.next_block = end;
+        if finished {
+            columns_finished += current.columns.len() as u64;
+            group = work.next();
+        }
+    };
+    let state = summary(conn).await?;
+    // Counted before a completed cycle ends, so the record shows the cycle this pass finished.
+    let completed = if stopped == Stop::CycleComplete { complete_cycle(conn).await? } else { None };
+    // Nothing left to read yet the cycle did not end here: it is resting between cycles.
+    let stopped = if stopped == Stop::CycleComplete && completed.is_none() { Stop::Resting } else { stopped };
+    Ok(Progress {
+        cycle: state.cycle,
+        cycle_started_at: state.cycle_started_at,
+        batches,
+        blocks,
+        columns_finished,
+        findings,
+        longest_batch_ms: u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
+        reading_ms: u64::try_from(reading.as_millis()).unwrap_or(u64::MAX),
+        columns: state.columns,
+        columns_done: state.columns_done,
+        columns_unproven: state.columns_unproven,
+        percent_done: state.percent_done,
+        columns_found: state.findings.len() as u64,
+        last_cycle_seconds: completed.or(state.last_cycle_seconds),
+        stopped,
+    })
+}
+
+/// Adds a row for every column of `targets` on every table holding its rows, resets a row whose type or declared
+/// paths changed, and drops the rows of columns no longer read. One statement.
+async fn sync(conn: &mut PgConnection, targets: &[Target]) -> Result<(), sqlx::Error> {
+    let cols = Columns::of(targets);
+    sqlx::query!(
+        r#"WITH t AS (
+               SELECT l.relid, l.attnum, l.type_oid, t.schema_name, t.table_name, t.column_name, t.family, t.shape,
+                      ARRAY(SELECT jsonb_array_elements_text(t.paths)) AS json_paths
+                 FROM asset_sweeper_census_leaves($1, $2, $3) l
+                 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+                      WITH ORDINALITY AS t(schema_name, table_name, column_name, family, shape, paths, position)
+                   ON t.position = l.position
+           ),
+           gone AS (
+               DELETE FROM census_columns c
+                WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.relid = c.relid AND t.attnum = c.attnum)
+           )
+           INSERT INTO census_columns AS c (relid, attnum, type_oid, json_paths, table_schema, table_name,
+                                            column_name, family, shape)
+           SELECT relid, attnum, type_oid, json_paths, schema_name, table_name, column_name, family, shape FROM t
+           ON CONFLICT (relid, attnum) DO UPDATE
+              SET table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,
+                  column_name = EXCLUDED.column_name, family = EXCLUDED.family, shape = EXCLUDED.shape,
+                  type_oid = EXCLUDED.type_oid, json_paths = EXCLUDED.json_paths, added_at = now(),
+                  next_block = 0, scan_started_at = NULL, done_cycle = 0, proven_at = NULL,
+                  found_asset = NULL, found_at = NULL, found_cycle = NULL
+            WHERE (c.type_oid, c.json_paths) IS DISTINCT FROM (EXCLUDED.type_oid, EXCLUDED.json_paths)
+               OR (c.table_schema, c.table_name, c.column_name) IS DISTINCT FROM
+                  (EXCLUDED.table_schema, EXCLUDED.table_name, EXCLUDED.column_name)"#,
+        &cols.schemas,
+        &cols.tables,
+        &cols.columns,
+        &cols.families,
+        &cols.shapes,
+        &cols.paths,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The columns to read in this cycle, in order: never-proven columns first (they hold destruction back), then
+/// table by table; columns of one table whose scans stand at the same block go together. Within `interval` of the
+/// last cycle's end only never-proven columns are read. One statement per pass: each batch then costs only its
+/// reading statement and the update that records it.
+async fn plan(conn: &mut PgConnection, interval: Duration) -> Result<Vec<Group>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT c.relid, c.next_block,
+                  quote_ident(n.nspname) || '.' || quote_ident(t.relname) AS "heap!",
+                  pg_relation_size(c.relid) / current_setting('block_size')::bigint AS "blocks!",
+                  array_agg(c.attnum ORDER BY c.attnum) AS "attnums!",
+                  array_agg(a.attname::text ORDER BY c.attnum) AS "names!",
+                  array_agg(c.family ORDER BY c.attnum) AS "families!",
+                  array_agg(c.shape ORDER BY c.attnum) AS "shapes!",
+                  jsonb_agg(to_jsonb(c.json_paths) ORDER BY c.attnum) AS "paths!"
+             FROM census_columns c
+            CROSS JOIN census_state s
+             JOIN pg_class t ON t.oid = c.relid
+             JOIN pg_namespace n ON n.oid = t.relnamespace
+             JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = c.attnum AND NOT a.attisdropped
+            WHERE c.done_cycle < s.cycle
+              AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
+                   OR s.last_cycle_completed_at <= now() - $1 * interval '1 second')
+            GROUP BY c.relid, c.next_block, n.nspname, t.relname
+            ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block"#,
+        interval.as_secs_f64(),
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut groups = Vec::with_capacity(rows.len());
+    for row in rows {
+        let paths: Vec<Vec<String>> = serde_json::from_value(row.paths).unwrap_or_default();
+        let columns = row
+            .attnums
+            .into_iter()
+            .zip(row.names)
+            .zip(row.families.into_iter().zip(row.shapes))
+            .zip(paths.into_iter().chain(std::iter::repeat(Vec::new())))
+            .map(|(((attnum, name), (family, shape)), json_paths)| Column { attnum, name, family, shape, json_paths })
+            .collect();
+        groups.push(Group {
+            relid: row.relid,
+            next_block: row.next_block,
+            heap: row.heap,
+            blocks: row.blocks,
+            columns,
+        });
+    }
+    Ok(groups)
+}
+
+/// The size of a table in blocks now (0 once it is gone).
+async fn blocks_now(conn: &mut PgConnection, relid: sqlx::postgres::types::Oid) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT coalesce(pg_relation_size($1::oid) / current_setting('block_size')::bigint, 0) AS "blocks!""#,
+        relid
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Moves the group's cursor to `end`; a finding is kept with its cycle. When the scan is `finished`, a column
+/// that found nothing in this cycle is proven as of its scan's start, and its cursor wraps.
+async fn record(
+    conn: &mut PgConnection,
+    group: &Group,
+    end: i64,
+    finished: bool,
+    found: &[Option<Uuid>],
+    took: Duration,
+) -> Result<(), sqlx::Error> {
+    let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
+    // A scan's first batch dates it: by the database's clock, from when that batch's reading began.
+    let started_at = (group.next_block == 0).then_some(took.as_secs_f64());
+    sqlx::query!(
+        r#"UPDATE census_columns c
+              SET next_block = CASE WHEN $3 THEN 0 ELSE $4::bigint END,
+                  scan_started_at = CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                         ELSE c.scan_started_at END,
+                  found_asset = CASE WHEN f.found IS NOT NULL THEN f.found
+                                     WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
+                                     ELSE c.found_asset END,
+                  found_at = CASE WHEN f.found IS NOT NULL THEN now()
+                                  WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
+                                  ELSE c.found_at END,
+                  found_cycle = CASE WHEN f.found IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
+                  proven_at = CASE WHEN f.found IS NOT NULL THEN NULL
+                                   WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle
+                                        THEN CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                                  ELSE c.scan_started_at END
+                                   ELSE c.proven_at END,
+                  done_cycle = CASE WHEN $3 THEN s.cycle ELSE c.done_cycle END
+             FROM unnest($2::int2[], $5::uuid[]) AS f(attnum, found), census_state s
+            WHERE c.relid = $1 AND c.attnum = f.attnum"#,
+        group.relid,
+        &attnums,
+        finished,
+        end,
+        found as &[Option<Uuid>],
+        started_at,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Ends the cycle when every column has been read in it, and answers how long it took; the next one starts with
+/// the next pass's first batch.
+async fn complete_cycle(conn: &mut PgConnection) -> Result<Option<f64>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE census_state s
+            SET last_cycle_completed_at = now(),
+                last_cycle_seconds = extract(epoch FROM now() - s.cycle_started_at)::float8,
+                cycle = s.cycle + 1, cycle_started_at = NULL
+          WHERE s.cycle_started_at IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM census_columns c WHERE c.done_cycle < s.cycle)
+          RETURNING s.last_cycle_seconds"
+    )
+    .fetch_optional(conn)
+    .await
+    .map(Option::flatten)
+}
