@@ -21,12 +21,16 @@ CREATE TABLE census_columns (
     family         text        NOT NULL CHECK (family IN ('uuid', 'text', 'json')),
     shape          text        NOT NULL CHECK (shape IN ('scalar', 'array')),
     added_at       timestamptz NOT NULL DEFAULT now(),
-    -- The scan in progress: the next table block to read, and when this scan started.
+    -- The scan in progress: the next table block to read, when this scan started, and the table's file then. A
+    -- rewrite (VACUUM FULL, CLUSTER, a type change) gives the table a new file whose rows sit at other blocks: the
+    -- scan starts again rather than trust a cursor into the old one.
     next_block     bigint      NOT NULL DEFAULT 0,
     scan_started_at timestamptz,
+    filenode       oid,
     -- The census cycle in which this column's last complete scan ended (0: never).
     done_cycle     bigint      NOT NULL DEFAULT 0,
-    -- When the last complete scan that found nothing began: what it proves holds from then on.
+    -- When the last complete scan that found nothing began. What it proves: every row of the table as the scan met
+    -- it; a row written, or moved by an update into a block already read, while the scan ran is the next cycle's.
     proven_at      timestamptz,
     -- What the last scan found: an asset id, and in which cycle.
     found_asset    uuid,
@@ -94,8 +98,10 @@ CREATE TABLE asset_id_spellings (
     PRIMARY KEY (asset_id, spelling)
 );
 
--- The guard, as before, with two changes: it notes mixed-case spellings at a declared path, and it reads the path
--- as the recheck does (a filter on strings, so a path that selects an array reaches the ids in it).
+-- The guard, as before, with three changes: it notes mixed-case spellings at a declared path (whether or not the
+-- asset exists yet: an application may write an id before its row), it reads the path as the recheck does (a
+-- filter on strings, so a path that selects an array reaches the ids in it), and a strict path that does not
+-- match a document selects nothing instead of failing the write, as `@?` does for the recheck.
 DO $do$
 BEGIN
     EXECUTE format($f$
@@ -115,7 +121,7 @@ BEGIN
             IF TG_ARGV[1] = 'json' THEN
                 spelled := ARRAY(
                     SELECT v #>> '{}'
-                      FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath) AS v
+                      FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath, '{}', true) AS v
                      WHERE (v #>> '{}') ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$');
             END IF;
             ids := CASE TG_ARGV[1]
@@ -133,8 +139,7 @@ BEGIN
             PERFORM 1 FROM assets WHERE id = ANY (ids) FOR KEY SHARE;
             IF TG_ARGV[1] = 'json' AND EXISTS (SELECT 1 FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))) THEN
                 INSERT INTO asset_id_spellings (asset_id, spelling)
-                SELECT DISTINCT a.id, s FROM unnest(spelled) AS s JOIN assets a ON a.id = s::uuid
-                 WHERE s NOT IN (lower(s), upper(s))
+                SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))
                 ON CONFLICT DO NOTHING;
             END IF;
             SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i

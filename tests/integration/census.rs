@@ -387,3 +387,29 @@ async fn the_guard_reads_a_path_that_selects_an_array_and_notes_a_mixed_case_spe
     settle_queue(&ctx).await;
     assert_eq!(state(&ctx, asset).await.as_deref(), Some("attached"));
 }
+
+#[tokio::test]
+async fn a_table_rewritten_under_a_scan_is_read_again_from_its_first_block() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let asset = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    sqlx::raw_sql("CREATE TABLE legacy_links (id serial PRIMARY KEY, ref uuid, note text)")
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+    fill(&ctx, "legacy_links", 400, 390, asset).await;
+    // Five blocks read: the scan's cursor stands at block 5, far from the asset's row.
+    let first = pass(&ctx, &[("CENSUS_MAX_BATCHES", "1"), ("CENSUS_BATCH_BLOCKS", "5")]).await;
+    assert_eq!(first.census.expect("census").blocks, 5);
+    // Most rows go and the table is rewritten: the rest, the asset's row among them, now sit below the cursor.
+    for step in ["DELETE FROM legacy_links WHERE id < 381", "VACUUM FULL legacy_links"] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(step)).execute(ctx.pool()).await.expect("rewrite");
+    }
+    let second = pass(&ctx, &[]).await;
+    assert_eq!(second.outcome, RunOutcome::Refused, "a cursor into the old file would have proven it");
+    assert!(
+        problems(&second).iter().any(|p| p["problem"] == "found_by_census" && p["asset_id"] == asset.to_string()),
+        "{:?}",
+        problems(&second)
+    );
+}

@@ -94,9 +94,14 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
     let mut work = plan(conn, budget.cycle_interval).await?.into_iter();
     let mut group = work.next();
     if group.is_some() {
-        sqlx::query!("UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())")
-            .execute(&mut *conn)
-            .await?;
+        // The cycle's clock starts only past the rest: reading unproven columns while resting is not a cycle.
+        sqlx::query!(
+            "UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())
+              WHERE last_cycle_completed_at IS NULL OR last_cycle_completed_at <= now() - $1 * interval '1 second'",
+            budget.cycle_interval.as_secs_f64(),
+        )
+        .execute(&mut *conn)
+        .await?;
     }
     let stopped = loop {
         let Some(current) = group.as_mut() else { break Stop::CycleComplete };
@@ -109,7 +114,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         let mut end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
         if end >= current.blocks {
             // The table may have grown since the work was planned: its end is where it ends now.
-            current.blocks = blocks_now(conn, current.relid).await?.max(current.blocks);
+            current.blocks = file_now(conn, current.relid).await?.0.max(current.blocks);
             end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
         }
         let started = Instant::now();
@@ -132,7 +137,13 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         longest = longest.max(took);
         reading += took;
         let finished = end >= current.blocks;
-        record(conn, current, end, finished, &found, took).await?;
+        if record(conn, current, end, finished, &found, took).await? {
+            // Rewritten under the scan: read it again from its first block, in its new file.
+            let (blocks_then, filenode) = file_now(conn, current.relid).await?;
+            (current.next_block, current.blocks, current.filenode) = (0, blocks_then, filenode);
+            batches += 1;
+            continue;
+        }
         batches += 1;
         blocks += u64::try_from(end - current.next_block).unwrap_or(0);
         findings += found.iter().filter(|f| f.is_some()).count() as u64;
@@ -216,6 +227,7 @@ async fn plan(conn: &mut PgConnection, interval: Duration) -> Result<Vec<Group>,
         r#"SELECT c.relid, c.next_block,
                   quote_ident(n.nspname) || '.' || quote_ident(t.relname) AS "heap!",
                   pg_relation_size(c.relid) / current_setting('block_size')::bigint AS "blocks!",
+                  pg_relation_filenode(c.relid) AS filenode,
                   array_agg(c.attnum ORDER BY c.attnum) AS "attnums!",
                   array_agg(a.attname::text ORDER BY c.attnum) AS "names!",
                   array_agg(c.family ORDER BY c.attnum) AS "families!",
@@ -248,6 +260,7 @@ async fn plan(conn: &mut PgConnection, interval: Duration) -> Result<Vec<Group>,
             .collect();
         groups.push(Group {
             relid: row.relid,
+            filenode: row.filenode,
             next_block: row.next_block,
             heap: row.heap,
             blocks: row.blocks,
@@ -257,18 +270,24 @@ async fn plan(conn: &mut PgConnection, interval: Duration) -> Result<Vec<Group>,
     Ok(groups)
 }
 
-/// The size of a table in blocks now (0 once it is gone).
-async fn blocks_now(conn: &mut PgConnection, relid: sqlx::postgres::types::Oid) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT coalesce(pg_relation_size($1::oid) / current_setting('block_size')::bigint, 0) AS "blocks!""#,
+/// A table's size in blocks now (0 once it is gone) and its file.
+async fn file_now(
+    conn: &mut PgConnection,
+    relid: sqlx::postgres::types::Oid,
+) -> Result<(i64, Option<sqlx::postgres::types::Oid>), sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT coalesce(pg_relation_size($1::oid) / current_setting('block_size')::bigint, 0) AS "blocks!",
+                  pg_relation_filenode($1::oid) AS filenode"#,
         relid
     )
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok((row.blocks, row.filenode))
 }
 
 /// Moves the group's cursor to `end`; a finding is kept with its cycle. When the scan is `finished`, a column
-/// that found nothing in this cycle is proven as of its scan's start, and its cursor wraps.
+/// that found nothing in this cycle is proven as of its scan's start, and its cursor wraps. Answers whether the
+/// table was rewritten under the scan, which then starts over.
 async fn record(
     conn: &mut PgConnection,
     group: &Group,
@@ -276,40 +295,53 @@ async fn record(
     finished: bool,
     found: &[Option<Uuid>],
     took: Duration,
-) -> Result<(), sqlx::Error> {
+) -> Result<bool, sqlx::Error> {
     let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
     // A scan's first batch dates it: by the database's clock, from when that batch's reading began.
     let started_at = (group.next_block == 0).then_some(took.as_secs_f64());
-    sqlx::query!(
-        r#"UPDATE census_columns c
-              SET next_block = CASE WHEN $3 THEN 0 ELSE $4::bigint END,
-                  scan_started_at = CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+    // The table's file this scan reads: the planned one for a first batch, else the one recorded then. Another
+    // file now means a rewrite moved the rows: the scan starts over, proving nothing and keeping what it found.
+    let rewritten = sqlx::query_scalar!(
+        r#"WITH current AS (
+               SELECT c.attnum,
+                      CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END
+                          IS DISTINCT FROM pg_relation_filenode(c.relid) AS rewritten
+                 FROM census_columns c
+                WHERE c.relid = $1 AND c.attnum = ANY ($2)
+           )
+           UPDATE census_columns c
+              SET next_block = CASE WHEN w.rewritten OR $3 THEN 0 ELSE $4::bigint END,
+                  filenode = CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END,
+                  scan_started_at = CASE WHEN w.rewritten THEN NULL
+                                         WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
                                          ELSE c.scan_started_at END,
                   found_asset = CASE WHEN f.found IS NOT NULL THEN f.found
-                                     WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
+                                     WHEN $3 AND NOT w.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
                                      ELSE c.found_asset END,
                   found_at = CASE WHEN f.found IS NOT NULL THEN now()
-                                  WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
+                                  WHEN $3 AND NOT w.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
                                   ELSE c.found_at END,
                   found_cycle = CASE WHEN f.found IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
                   proven_at = CASE WHEN f.found IS NOT NULL THEN NULL
-                                   WHEN $3 AND c.found_cycle IS DISTINCT FROM s.cycle
+                                   WHEN $3 AND NOT w.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle
                                         THEN CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
                                                   ELSE c.scan_started_at END
                                    ELSE c.proven_at END,
-                  done_cycle = CASE WHEN $3 THEN s.cycle ELSE c.done_cycle END
-             FROM unnest($2::int2[], $5::uuid[]) AS f(attnum, found), census_state s
-            WHERE c.relid = $1 AND c.attnum = f.attnum"#,
+                  done_cycle = CASE WHEN $3 AND NOT w.rewritten THEN s.cycle ELSE c.done_cycle END
+             FROM unnest($2::int2[], $5::uuid[]) AS f(attnum, found), census_state s, current w
+            WHERE c.relid = $1 AND c.attnum = f.attnum AND w.attnum = c.attnum
+           RETURNING w.rewritten"#,
         group.relid,
         &attnums,
         finished,
         end,
         found as &[Option<Uuid>],
         started_at,
+        group.filenode,
     )
-    .execute(conn)
+    .fetch_all(conn)
     .await?;
-    Ok(())
+    Ok(rewritten.into_iter().any(|r| r == Some(true)))
 }
 
 /// Ends the cycle when every column has been read in it, and answers how long it took; the next one starts with

@@ -9,6 +9,8 @@ use crate::references::{UUID_IN_TEXT, quote_ident};
 /// Columns of one table at the same point of their scans: read together, by one statement per batch.
 pub(super) struct Group {
     pub(super) relid: sqlx::postgres::types::Oid,
+    /// The table's file when the work was planned: a scan that starts now is of this file.
+    pub(super) filenode: Option<sqlx::postgres::types::Oid>,
     pub(super) next_block: i64,
     /// `schema.table` of the table holding the rows, quoted.
     pub(super) heap: String,
@@ -60,7 +62,7 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
                 let n = paths.len() + 3;
                 // The strings the declared paths select, as the recheck reads them (a filter on strings).
                 let at_paths = format!(
-                    "unnest(${n}::text[]) p, jsonb_path_query({col}, (p || ' ? (@.type() == \"string\")')::jsonpath) v"
+                    "unnest(${n}::text[]) p, jsonb_path_query({col}, (p || ' ? (@.type() == \"string\")')::jsonpath, '{{}}', true) v"
                 );
                 // Ids at a declared path are references; every other asset id in the document is a finding.
                 finds.push(format!(
