@@ -58,6 +58,11 @@ ALTER TABLE schema_verdicts ADD COLUMN unproven jsonb;
 -- What the census did in each pass.
 ALTER TABLE sweep_runs ADD COLUMN census jsonb;
 
+-- A table's size in blocks now (0 once it is gone): the census's cursor counts blocks, and so does its plan.
+CREATE FUNCTION asset_sweeper_blocks(relid oid) RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce(pg_relation_size(relid) / current_setting('block_size')::bigint, 0)
+$$;
+
 -- The tables that hold each named column's rows, with the column's attribute number and type there: the table
 -- itself, or every leaf partition of a partitioned table (a foreign partition holds no rows here and is not read).
 -- One home for the expansion: the census keeps its rows by it, and the schema check asks it which are proven.

@@ -226,7 +226,7 @@ async fn plan(conn: &mut PgConnection, interval: Duration) -> Result<Vec<Group>,
     let rows = sqlx::query!(
         r#"SELECT c.relid, c.next_block,
                   quote_ident(n.nspname) || '.' || quote_ident(t.relname) AS "heap!",
-                  pg_relation_size(c.relid) / current_setting('block_size')::bigint AS "blocks!",
+                  asset_sweeper_blocks(c.relid) AS "blocks!",
                   pg_relation_filenode(c.relid) AS filenode,
                   array_agg(c.attnum ORDER BY c.attnum) AS "attnums!",
                   array_agg(a.attname::text ORDER BY c.attnum) AS "names!",
@@ -276,7 +276,7 @@ async fn file_now(
     relid: sqlx::postgres::types::Oid,
 ) -> Result<(i64, Option<sqlx::postgres::types::Oid>), sqlx::Error> {
     let row = sqlx::query!(
-        r#"SELECT coalesce(pg_relation_size($1::oid) / current_setting('block_size')::bigint, 0) AS "blocks!",
+        r#"SELECT asset_sweeper_blocks($1::oid) AS "blocks!",
                   pg_relation_filenode($1::oid) AS filenode"#,
         relid
     )
@@ -303,10 +303,15 @@ async fn record(
     // file now means a rewrite moved the rows: the scan starts over, proving nothing and keeping what it found.
     let rewritten = sqlx::query_scalar!(
         r#"WITH current AS (
-               SELECT c.attnum,
-                      CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END
-                          IS DISTINCT FROM pg_relation_filenode(c.relid) AS rewritten
+               SELECT c.attnum, r.rewritten,
+                      -- The scan ended on the file it began on, having found nothing in this cycle.
+                      $3 AND NOT r.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle AS clean_end
                  FROM census_columns c
+                CROSS JOIN census_state s
+                CROSS JOIN LATERAL (
+                      SELECT CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END
+                                 IS DISTINCT FROM pg_relation_filenode(c.relid) AS rewritten
+                ) r
                 WHERE c.relid = $1 AND c.attnum = ANY ($2)
            )
            UPDATE census_columns c
@@ -316,14 +321,14 @@ async fn record(
                                          WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
                                          ELSE c.scan_started_at END,
                   found_asset = CASE WHEN f.found IS NOT NULL THEN f.found
-                                     WHEN $3 AND NOT w.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
+                                     WHEN w.clean_end THEN NULL
                                      ELSE c.found_asset END,
                   found_at = CASE WHEN f.found IS NOT NULL THEN now()
-                                  WHEN $3 AND NOT w.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle THEN NULL
+                                  WHEN w.clean_end THEN NULL
                                   ELSE c.found_at END,
                   found_cycle = CASE WHEN f.found IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
                   proven_at = CASE WHEN f.found IS NOT NULL THEN NULL
-                                   WHEN $3 AND NOT w.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle
+                                   WHEN w.clean_end
                                         THEN CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
                                                   ELSE c.scan_started_at END
                                    ELSE c.proven_at END,

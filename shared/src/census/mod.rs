@@ -196,7 +196,7 @@ pub struct Summary {
 pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
     let row = sqlx::query!(
         r#"WITH c AS (
-               SELECT c.*, s.cycle, greatest(pg_relation_size(c.relid) / current_setting('block_size')::bigint, 1)
+               SELECT c.*, s.cycle, greatest(asset_sweeper_blocks(c.relid), 1)
                       AS blocks,
                       format('%s.%s.%s', c.table_schema, c.table_name, c.column_name) AS name
                  FROM census_columns c CROSS JOIN census_state s
