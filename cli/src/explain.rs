@@ -159,9 +159,13 @@ fn due_reason(state: AssetState, abandon_after: std::time::Duration) -> String {
             "an upload is looked at a day after it was made; deleted if still unattached {} after upload",
             humantime::format_duration(abandon_after)
         ),
-        AssetState::Released => "released by the application: retired if nothing refers to it".to_owned(),
+        AssetState::Released => {
+            "released (by the application, or by discovery): retired if nothing refers to it".to_owned()
+        }
         AssetState::Retired => "its purge time: purged then if nothing refers to it again".to_owned(),
-        AssetState::Attached => "attached assets are not swept until the application releases them".to_owned(),
+        AssetState::Attached => {
+            "in use: discovery makes it due when no source refers to it, released or not".to_owned()
+        }
         AssetState::Failed => "failed every delivery: waits for an operator (redrive)".to_owned(),
     }
 }
@@ -175,6 +179,12 @@ fn summary(d: &Decision) -> String {
     }
     if let Some(why) = e["deferred"]["why"].as_str() {
         parts.push(format!("deferred: {why}"));
+    }
+    if d.action == AuditAction::Discovered {
+        parts.push(format!(
+            "nobody released it and no source referred to it ({} source(s) asked, verdict {}); due at {}",
+            e["sources_checked"], e["schema_verdict"], e["due_at"]
+        ));
     }
     if let Some(sharers) = e["sharers"].as_i64().filter(|n| *n > 0) {
         parts.push(format!("row only, bytes shared with {sharers}"));

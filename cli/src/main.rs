@@ -4,6 +4,7 @@
 
 mod approve;
 mod connect;
+mod discover;
 mod explain;
 mod guards;
 mod migrate;
@@ -38,6 +39,8 @@ struct Cli {
 enum Command {
     /// The health page; exits 1 when something needs a person.
     Status(status::Args),
+    /// What the next discovery batches would find (with --dry-run): assets nobody released that nothing refers to.
+    Discover(discover::Args),
     /// Which records keep an asset, when it becomes due and why, and every decision about it.
     Explain(explain::Args),
     /// A dry run of the next pass: what it would claim and what settlement would decide. Changes nothing.
@@ -89,6 +92,7 @@ async fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Status(args) => status::run(args).await,
+        Command::Discover(args) => discover::run(args).await,
         Command::Explain(args) => explain::run(args).await,
         Command::Plan(args) => plan::run(args).await,
         Command::References => references::run().await,

@@ -176,9 +176,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             Err(e) => Err(e.to_string()),
         }
     };
-    let census = {
+    let (census, discovery) = {
         let mut conn = pool.acquire().await?;
-        shared::census::summary(&mut conn).await?
+        (shared::census::summary(&mut conn).await?, shared::discovery::standing(&mut conn).await?)
     };
     let sqs = shared::aws::sqs_client(&sdk);
     let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
@@ -322,6 +322,19 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for (column, asset) in &census.findings {
         let _ = writeln!(text, "  ! {column} holds asset {asset}");
     }
+    let _ = writeln!(
+        text,
+        "discovery: {}cycle {} {}, {:.0}% walked, {} found unreferenced this cycle; last full cycle {}",
+        if settings.discovery.enabled { "" } else { "OFF (DISCOVERY_ENABLED=false), " },
+        discovery.cycle,
+        discovery.cycle_started_at.as_deref().map_or("not started".to_owned(), |at| format!("started {at}")),
+        discovery.percent_done,
+        discovery.found,
+        match (discovery.last_cycle_seconds, discovery.last_cycle_found) {
+            (Some(s), Some(n)) => format!("took {s:.0} s and found {n}"),
+            _ => "never".to_owned(),
+        },
+    );
     match &settle_on {
         Ok(what) => {
             let _ = writeln!(text, "consumer settles on: {what}");
@@ -360,6 +373,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         },
         "schema": match &schema { Ok(n) => json!({ "verdict": "valid", "sources": n }), Err(r) => json!({ "verdict": "refused", "reason": r }) },
         "census": census,
+        "discovery": json!({ "enabled": settings.discovery.enabled, "standing": discovery }),
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
     });

@@ -38,6 +38,8 @@ text_enum! {
         Redrive = "redrive",
         /// An operator brought a deleted or purged asset back.
         Undelete = "undelete",
+        /// Nothing referred to it, though nobody had released it: discovery made it due.
+        Discovered = "discovered",
     }
 }
 
@@ -123,6 +125,43 @@ impl<'a> Event<'a> {
         .await?;
         Ok(())
     }
+}
+
+/// Writes `events` in one statement, in the caller's transaction: decisions made about many assets at once (what
+/// discovery schedules in one batch) are recorded as one insert, not one round trip each.
+pub async fn write_all(executor: impl PgExecutor<'_>, events: &[Event<'_>]) -> Result<(), sqlx::Error> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let column = |f: fn(&Event<'_>) -> Uuid| events.iter().map(f).collect::<Vec<_>>();
+    let (asset_ids, workspace_ids) = (column(|e| e.asset_id.0), column(|e| e.workspace_id.0));
+    let storage_keys: Vec<Option<&str>> = events.iter().map(|e| e.storage_key).collect();
+    let actions: Vec<&str> = events.iter().map(|e| e.action.as_str()).collect();
+    let runs: Vec<Option<Uuid>> = events.iter().map(|e| e.sweep_run_id).collect();
+    let messages: Vec<Option<&str>> = events.iter().map(|e| e.message_id).collect();
+    let rows: Vec<Option<Value>> = events.iter().map(|e| e.asset_row.cloned()).collect();
+    let evidence: Vec<Value> = events.iter().map(|e| e.evidence.clone()).collect();
+    let bytes: Vec<i64> = events.iter().map(|e| i64::try_from(e.bytes_freed).unwrap_or(i64::MAX)).collect();
+    sqlx::query!(
+        "INSERT INTO settlement_events
+             (asset_id, workspace_id, storage_key, action, sweep_run_id, message_id, asset_row, evidence,
+              bytes_freed, code_version)
+         SELECT e.*, $10 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[],
+                                     $7::jsonb[], $8::jsonb[], $9::bigint[]) AS e",
+        &asset_ids,
+        &workspace_ids,
+        &storage_keys as &[Option<&str>],
+        &actions as &[&str],
+        &runs as &[Option<Uuid>],
+        &messages as &[Option<&str>],
+        &rows as &[Option<Value>],
+        &evidence,
+        &bytes,
+        CODE_VERSION,
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod aws;
 pub mod brake;
 pub mod census;
 pub mod db;
+pub mod discovery;
 pub mod guards;
 pub mod ids;
 pub mod lifecycle;

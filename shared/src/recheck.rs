@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, PgConnection};
+use uuid::Uuid;
 
 use crate::ids::AssetId;
 use crate::references::{ReferenceMap, SourceKind, quote_ident, quote_literal};
@@ -51,21 +52,14 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
         return Ok(Recheck { answers: Vec::new() });
     }
     let id = asset.0;
-    // Every spelling of the id a JSON document may hold: all lowercase, all uppercase, and each mixed-case one the
-    // reference guard or the census noted. Read first and bound as constants, so each `@?` is planned with its
-    // values and served by the document's index (a spelling read inside the statement would hide them from the
-    // planner, which then scans the table). A spelling noted after this read belongs to a write that must wait for
-    // the asset row this transaction holds.
-    let mut spellings = vec![id.hyphenated().to_string(), id.hyphenated().to_string().to_uppercase()];
-    if map.sources.iter().any(|s| matches!(s.kind, SourceKind::Json { .. })) {
-        let noted = sqlx::query_scalar!("SELECT spelling FROM asset_id_spellings WHERE asset_id = $1 ORDER BY 1", id)
-            .fetch_all(&mut *conn)
-            .await?;
-        // The table's check keeps a spelling to the id's own letters; parsing again keeps the path below intact.
-        spellings.extend(noted.into_iter().filter(|s| uuid::Uuid::parse_str(s).is_ok_and(|u| u == id)));
-    }
-    let matches: Vec<String> = spellings.iter().map(|s| format!("@ == \"{s}\"")).collect();
-    let matches = matches.join(" || ");
+    // Read first and bound as constants, so each `@?` is planned with its values and served by the document's index
+    // (a spelling read inside the statement would hide them from the planner, which then scans the table). A
+    // spelling noted after this read belongs to a write that must wait for the asset row this transaction holds.
+    let spellings = if map.sources.iter().any(|s| matches!(s.kind, SourceKind::Json { .. })) {
+        spellings(conn, &[id]).await?
+    } else {
+        Vec::new()
+    };
     let mut tests = Vec::with_capacity(map.sources.len());
     let mut paths = Vec::new();
     for source in &map.sources {
@@ -76,8 +70,7 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
             // The catalog's own spelling of the column type, so `@>` compares like with like.
             SourceKind::DomainArray => format!("{column} @> ARRAY[$1::uuid]::{}", source.column_type),
             SourceKind::Json { json_path } => {
-                // Each spelling is a uuid's text, so splicing it into the path cannot inject.
-                paths.push(format!("{json_path} ? ({matches})"));
+                paths.push(path_matching(json_path, &spellings));
                 format!("{column} @? ${}::jsonpath", paths.len() + 1)
             }
         };
@@ -98,6 +91,32 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
         .map(|(source, record)| SourceAnswer { source: source.to_string(), referenced: record.is_some(), record })
         .collect();
     Ok(Recheck { answers })
+}
+
+/// Every spelling of `ids` a JSON document may hold: all lowercase, all uppercase, and each mixed-case one the
+/// reference guard or the census noted in `asset_id_spellings`.
+pub(crate) async fn spellings(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<String>, sqlx::Error> {
+    let noted =
+        sqlx::query!("SELECT asset_id, spelling FROM asset_id_spellings WHERE asset_id = ANY ($1) ORDER BY 1, 2", ids)
+            .fetch_all(conn)
+            .await?;
+    let mut all = Vec::with_capacity(ids.len() * 2 + noted.len());
+    for id in ids {
+        all.push(id.hyphenated().to_string());
+        all.push(id.hyphenated().to_string().to_uppercase());
+    }
+    // The table's check keeps a spelling to the id's own letters; parsing again keeps the path below intact.
+    all.extend(
+        noted.into_iter().filter(|n| Uuid::parse_str(&n.spelling).is_ok_and(|u| u == n.asset_id)).map(|n| n.spelling),
+    );
+    Ok(all)
+}
+
+/// `json_path` narrowed to the strings equal to one of `spellings`: what `@?` asks of a document. Each spelling
+/// is a uuid's text (see [`spellings`]), so splicing it into the path cannot inject.
+pub(crate) fn path_matching(json_path: &str, spellings: &[String]) -> String {
+    let matches: Vec<String> = spellings.iter().map(|s| format!("@ == \"{s}\"")).collect();
+    format!("{json_path} ? ({})", matches.join(" || "))
 }
 
 /// A JSON object naming a row by its primary key, or by its `ctid` when the table has none.

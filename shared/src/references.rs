@@ -317,6 +317,7 @@ pub const OWN_TABLES: &[&str] = &[
     "census_columns",
     "census_state",
     "asset_id_spellings",
+    "discovery_state",
 ];
 
 /// `sqlx::query!` of `$head`, then SQL that is true when this role reads every row of column `a` of table `c` in

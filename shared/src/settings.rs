@@ -40,6 +40,23 @@ pub struct Settings {
     pub brake: BrakeSettings,
     /// How the census reads the columns that are not reference sources.
     pub census: CensusSettings,
+    /// How discovery walks the assets nobody scheduled.
+    pub discovery: DiscoverySettings,
+}
+
+/// Discovery's pace: it walks the assets nobody scheduled, a batch at a time, and makes due the ones no source
+/// refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscoverySettings {
+    /// Whether the sweep pass discovers at all.
+    pub enabled: bool,
+    /// The share, in percent, of what is left of a pass's time budget (after the census and the schema check)
+    /// discovery may use before the brake and the claim.
+    pub time_share_percent: u32,
+    /// Assets one discovery statement looks at.
+    pub batch_size: u32,
+    /// The most assets one pass looks at.
+    pub max_per_pass: u32,
 }
 
 /// The census's pace: it reads every column that is not a reference source, a batch of table blocks at a time.
@@ -308,6 +325,12 @@ impl Settings {
             max_batches: reader.parsed("CENSUS_MAX_BATCHES", 10_000, 1..=10_000_000u32),
             cycle_interval: reader.duration_between("CENSUS_CYCLE_INTERVAL", hours(24), secs(0)..=days(30)),
         };
+        let discovery = DiscoverySettings {
+            enabled: reader.flag("DISCOVERY_ENABLED", true),
+            time_share_percent: reader.parsed("DISCOVERY_TIME_SHARE_PERCENT", 25, 1..=90u32),
+            batch_size: reader.parsed("DISCOVERY_BATCH_SIZE", 5_000, 1..=100_000u32),
+            max_per_pass: reader.parsed("DISCOVERY_MAX_PER_PASS", 2_000_000, 1..=1_000_000_000u32),
+        };
         let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
         // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.
         let default_ceiling = queue.lease().as_secs() / 2 * 2 * ASSUMED_SETTLES_PER_SECOND;
@@ -341,6 +364,7 @@ impl Settings {
                 sweep,
                 brake,
                 census,
+                discovery,
             }),
             _ => Err(SettingsError { problems: reader.problems }),
         }

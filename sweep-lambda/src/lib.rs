@@ -3,7 +3,8 @@
 //!
 //! A pass, in order: record the run; take the sweep lock or record `skipped`; advance the census within its share
 //! of the time (invariant 13); check the reference map and record the verdict the consumer settles on, or record
-//! `refused` (invariant 4); apply the blast-radius brake per
+//! `refused` (invariant 4); discover, within its share of the time, the unscheduled assets no source refers to
+//! and make them due (invariant 12); apply the blast-radius brake per
 //! workspace (invariant 11); read the queue's depth and claim only what keeps it under its ceiling; then claim a
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
@@ -20,7 +21,7 @@ use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::json;
 use shared::runs::RunOutcome;
-use shared::{Settings, brake, census, references, verdict};
+use shared::{Settings, brake, census, discovery, references, verdict};
 use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
@@ -145,7 +146,7 @@ impl Sweeper {
         }
         let checked = verdict::record(lock.conn(), (&self.settings).into(), Some(report.run_id)).await?;
         report.schema_verdict = Some(checked.id);
-        match checked.outcome {
+        let map = match checked.outcome {
             Ok(map) => {
                 info!(
                     sources = map.sources.len(),
@@ -156,13 +157,28 @@ impl Sweeper {
                 for warning in &map.warnings {
                     warn!(%warning, "schema check warning");
                 }
-                report.schema_warnings = map.warnings;
+                report.schema_warnings = map.warnings.clone();
+                map
             }
             Err(refusal) => {
-                error!(reason = %refusal, "schema check refused: enqueueing nothing");
+                // Discovery reads the same map: a refusal stops it too.
+                error!(reason = %refusal, "schema check refused: discovering and enqueueing nothing");
                 report.outcome = RunOutcome::Refused;
                 report.reason = Some(json!({ "schema_check": refusal }));
                 return Ok(());
+            }
+        };
+
+        // Before the brake reads what is due, so what discovery makes due this pass counts in it (invariant 11). A
+        // failure stops discovery only: what it did not schedule waits for the next pass.
+        if self.settings.discovery.enabled {
+            let pass = discovery::Pass { run_id: report.run_id, verdict: checked.id };
+            match self.discover(&map, budget_end, pass).await {
+                Ok(progress) => report.discovery = Some(progress),
+                Err(e) => {
+                    warn!(error = %e, "discovery failed: the rest waits for the next pass");
+                    report.discovery_error = Some(e.to_string());
+                }
             }
         }
 
@@ -228,6 +244,34 @@ impl Sweeper {
             findings = progress.findings,
             stopped = ?progress.stopped,
             "census advanced"
+        );
+        Ok(progress)
+    }
+
+    /// Discovery's share of the pass: makes due the unscheduled assets no source of `map` refers to (invariant 12).
+    async fn discover(
+        &self,
+        map: &references::ReferenceMap,
+        budget_end: Instant,
+        pass: discovery::Pass,
+    ) -> Result<discovery::Progress, sqlx::Error> {
+        let settings = self.settings.discovery;
+        let left = budget_end.saturating_duration_since(Instant::now());
+        let budget = discovery::Budget {
+            until: Instant::now() + left * settings.time_share_percent / 100,
+            max_scanned: u64::from(settings.max_per_pass),
+            batch_size: settings.batch_size,
+            grace: self.settings.grace,
+        };
+        let progress = discovery::advance(&self.pool, map, budget, pass).await?;
+        info!(
+            cycle = progress.cycle,
+            batches = progress.batches,
+            scanned = progress.scanned,
+            found = progress.found,
+            cursor = %progress.cursor,
+            stopped = ?progress.stopped,
+            "discovery advanced"
         );
         Ok(progress)
     }

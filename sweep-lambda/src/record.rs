@@ -83,6 +83,12 @@ pub struct SweepReport {
     /// Why the census could not read in this pass, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub census_error: Option<String>,
+    /// What discovery did in this pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<shared::discovery::Progress>,
+    /// Why discovery stopped early in this pass, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery_error: Option<String>,
     /// The queue's depth and ceiling, once read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
@@ -108,6 +114,8 @@ impl SweepReport {
             schema_warnings: Vec::new(),
             census: None,
             census_error: None,
+            discovery: None,
+            discovery_error: None,
             backlog: None,
             error: None,
             duration_ms: 0,
@@ -176,7 +184,7 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     sqlx::query!(
         "UPDATE sweep_runs
             SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
-                duration_ms = $7, reason = $8, error = $9, census = $10
+                duration_ms = $7, reason = $8, error = $9, census = $10, discovery = $11
           WHERE id = $1",
         report.run_id,
         report.outcome as RunOutcome,
@@ -189,6 +197,11 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
         report.error.as_deref(),
         match (&report.census, &report.census_error) {
             (Some(census), _) => serde_json::to_value(census).ok(),
+            (None, Some(error)) => Some(json!({ "error": error })),
+            (None, None) => None,
+        },
+        match (&report.discovery, &report.discovery_error) {
+            (Some(discovery), _) => serde_json::to_value(discovery).ok(),
             (None, Some(error)) => Some(json!({ "error": error })),
             (None, None) => None,
         },
@@ -231,6 +244,9 @@ pub fn metrics_line(report: &SweepReport) -> String {
             ("CensusPercentDone", census.map_or(0, |c| whole_percent(c.percent_done))),
             ("CensusColumnsUnproven", census.map_or(0, |c| u64::try_from(c.columns_unproven).unwrap_or(0))),
             ("CensusFindings", census.map_or(0, |c| c.columns_found)),
+            // Assets nobody released that nothing refers to, made due this pass; and how many were looked at.
+            ("DiscoveryScanned", report.discovery.as_ref().map_or(0, |d| d.scanned)),
+            ("DiscoveryFound", report.discovery.as_ref().map_or(0, |d| d.found)),
         ],
         &[
             ("RunId", json!(report.run_id)),

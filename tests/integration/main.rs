@@ -6,6 +6,7 @@
 mod census;
 mod cli;
 mod consumer;
+mod discovery;
 mod docs;
 mod e2e;
 mod harness;
