@@ -694,3 +694,51 @@ async fn status_estimates_when_the_backlog_is_done_and_names_the_dashboard() {
     assert!(text.contains("the 4 due or queued are done in about 20m"), "{text}");
     assert!(text.contains("dashboard: prod-asset-sweeper"), "{text}");
 }
+
+#[tokio::test]
+async fn discover_dry_run_shows_what_discovery_would_find_and_explain_shows_the_discovered_event() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    sqlx::raw_sql(PRODUCTS).execute(ctx.pool()).await.expect("products");
+    let ws = Uuid::new_v4();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = seed(&ctx, ws, "attached", "3 days", &format!("{ws}/{}.png", Uuid::new_v4())).await;
+        sqlx::query("UPDATE assets SET due_at = NULL WHERE id = $1")
+            .bind(id)
+            .execute(ctx.pool())
+            .await
+            .expect("unscheduled");
+        sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(id).execute(ctx.pool()).await.expect("owner");
+        ids.push(id);
+    }
+    // The application deletes one product with plain SQL and releases nothing.
+    sqlx::query("DELETE FROM products WHERE hero = $1").bind(ids[1]).execute(ctx.pool()).await.expect("delete");
+
+    let refused = run(&url, Some(&ctx), &["discover"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(refusal(&refused).contains("--dry-run"), "{}", refusal(&refused));
+    let preview = json(&run(&url, Some(&ctx), &["--json", "discover", "--dry-run"]));
+    assert_eq!(preview["scanned"], 3);
+    let found: Vec<&str> =
+        preview["found"].as_array().expect("found").iter().filter_map(|f| f["asset_id"].as_str()).collect();
+    assert_eq!(found, [ids[1].to_string()]);
+    assert_eq!(preview["per_workspace"][ws.to_string()]["assets"], 1);
+    let text = stdout(&run(&url, Some(&ctx), &["discover", "--dry-run"]));
+    assert!(text.contains("discovery would make 1 of 3 asset(s) looked at due"), "{text}");
+    assert_eq!(state(&ctx, ids[1]).await.as_deref(), Some("attached"), "a dry run changes nothing");
+    assert!(actions(&ctx, ids[1]).await.is_empty());
+
+    sweep_and_settle(&ctx).await;
+    assert_eq!(actions(&ctx, ids[1]).await, ["discovered", "retire"]);
+    let explained = stdout(&run(&url, Some(&ctx), &["explain", &ids[1].to_string()]));
+    assert!(explained.contains("discovered"), "{explained}");
+    assert!(explained.contains("nobody released it and no source referred to it (1 source(s) asked"), "{explained}");
+    let status = json_with_code(&run(&url, Some(&ctx), &["--json", "status"])).1;
+    let discovery = &status["discovery"];
+    assert_eq!((&discovery["enabled"], &discovery["standing"]["cycle"]), (&json!(true), &json!(2)));
+    assert_eq!(discovery["standing"]["last_cycle_found"], 1);
+    let status_text = String::from_utf8(run(&url, Some(&ctx), &["status"]).stdout).expect("utf-8");
+    assert!(status_text.contains("discovery: cycle 2 not started"), "{status_text}");
+    assert!(status_text.contains("found 1"), "{status_text}");
+}

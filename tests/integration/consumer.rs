@@ -202,6 +202,9 @@ async fn shared_bytes_survive_the_delete_of_one_sharer() {
         .execute(ctx.pool())
         .await
         .expect("attached");
+    // The sharer is in use: a product shows it (else discovery would rightly retire it).
+    owner_tables(&ctx).await;
+    sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(sharer).execute(ctx.pool()).await.expect("owner");
 
     settle_everything(&ctx).await;
 

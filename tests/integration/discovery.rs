@@ -286,7 +286,7 @@ async fn an_application_referring_to_the_asset_again_while_discovery_schedules_i
     let (asset, key) = attached(&ctx, ws, "3 days").await;
 
     // Discovery has asked the sources and found nothing; before it schedules, the application uses the asset again.
-    fail::cfg("discovery::schedule", &format!("return(1500 {asset})")).expect("failpoint");
+    fail::cfg("discovery::schedule", &format!("return(3000 {asset})")).expect("failpoint");
     let settings = ctx.settings(&[]);
     let url = ctx.db.url.clone();
     let sweeping = tokio::task::spawn_blocking(move || {
@@ -297,7 +297,17 @@ async fn an_application_referring_to_the_asset_again_while_discovery_schedules_i
             Sweeper::new(pool, sqs, settings).run_pass(Instant::now() + Duration::from_secs(600)).await
         })
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Discovery starts once the pass has recorded its verdict, and asks the sources at once; its pause is longer.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM schema_verdicts)")
+        .fetch_one(ctx.pool())
+        .await
+        .expect("verdicts")
+    {
+        assert!(Instant::now() < deadline, "the pass never recorded its verdict");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
     sql(&ctx, "INSERT INTO banners (image) VALUES ($1)", asset).await;
     let report = sweeping.await.expect("the sweep thread").expect("sweep pass");
     fail::remove("discovery::schedule");

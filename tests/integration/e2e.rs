@@ -43,7 +43,7 @@ async fn the_demo_catalog_settles_through_the_deployed_functions_and_its_poison_
         let state = state(&ctx, asset.id).await;
         let wanted = match asset.expect {
             Expect::NotDue | Expect::Keep => Some("attached"),
-            Expect::Retire => Some("retired"),
+            Expect::Retire | Expect::DiscoverAndRetire => Some("retired"),
             Expect::Defer => Some("released"),
             Expect::Fail => Some("failed"),
             Expect::Delete | Expect::DeleteRowOnly | Expect::Purge => None,

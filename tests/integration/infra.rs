@@ -272,6 +272,8 @@ async fn the_dashboard_shows_passes_claims_queues_settlements_and_bytes() {
     assert_eq!(metrics("Lost and restored bytes"), ours("consumer", &lost));
     let census = ["CensusPercentDone", "CensusColumnsUnproven", "CensusFindings"];
     assert_eq!(metrics("Census: read, unproven columns (deletes wait), findings"), ours("sweep", &census));
+    let discovery = ["DiscoveryScanned", "DiscoveryFound"];
+    assert_eq!(metrics("Discovery: assets looked at, found unreferenced"), ours("sweep", &discovery));
     let queue = |name: &str, queue: &str| ("AWS/SQS".to_owned(), name.to_owned(), queue.to_owned());
     assert_eq!(
         metrics("Cleanup queue: depth and oldest message"),
@@ -353,6 +355,19 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     let sweep_env = &t["Resources"]["SweepFunction"]["Properties"]["Environment"]["Variables"];
     assert_eq!(sweep_env["CENSUS_TIME_SHARE_PERCENT"], json!({"Ref": "CensusTimeSharePercent"}));
     assert_eq!(sweep_env["CENSUS_BATCH_BLOCKS"], json!({"Ref": "CensusBatchBlocks"}));
+    // And discovery's.
+    assert_eq!(t["Parameters"]["DiscoveryEnabled"]["Default"], json!(settings.discovery.enabled.to_string()));
+    assert_eq!(default(t, "DiscoveryTimeSharePercent"), u64::from(settings.discovery.time_share_percent));
+    assert_eq!(default(t, "DiscoveryBatchSize"), u64::from(settings.discovery.batch_size));
+    assert_eq!(default(t, "DiscoveryMaxPerPass"), u64::from(settings.discovery.max_per_pass));
+    for (variable, parameter) in [
+        ("DISCOVERY_ENABLED", "DiscoveryEnabled"),
+        ("DISCOVERY_TIME_SHARE_PERCENT", "DiscoveryTimeSharePercent"),
+        ("DISCOVERY_BATCH_SIZE", "DiscoveryBatchSize"),
+        ("DISCOVERY_MAX_PER_PASS", "DiscoveryMaxPerPass"),
+    ] {
+        assert_eq!(sweep_env[variable], json!({"Ref": parameter}), "{variable}");
+    }
 
     // Batch size and concurrency: the mapping's are the consumer's.
     let mapping = &t["Resources"]["ConsumerFunctionCleanupMessages"]["Properties"];

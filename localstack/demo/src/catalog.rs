@@ -63,6 +63,8 @@ pub enum Expect {
     Keep,
     /// Released and unreferenced: `retired`, restorable, bytes untouched.
     Retire,
+    /// Attached, yet nothing refers to it and nobody released it: discovered, then `retired` like any other.
+    DiscoverAndRetire,
     /// Abandoned upload: row and bytes gone.
     Delete,
     /// Abandoned upload whose bytes another asset shares: the row goes, the bytes stay.
@@ -81,7 +83,7 @@ impl Expect {
         match self {
             Self::NotDue => None,
             Self::Keep => Some("keep"),
-            Self::Retire => Some("retire"),
+            Self::Retire | Self::DiscoverAndRetire => Some("retire"),
             Self::Delete | Self::DeleteRowOnly => Some("delete"),
             Self::Purge => Some("purge"),
             Self::Defer => Some("defer"),
@@ -106,6 +108,7 @@ impl fmt::Display for Expect {
             Self::NotDue => "not due",
             Self::Keep => "keep",
             Self::Retire => "retire",
+            Self::DiscoverAndRetire => "discover, then retire",
             Self::Delete => "delete",
             Self::DeleteRowOnly => "delete the row, keep the shared bytes",
             Self::Purge => "purge",
@@ -125,6 +128,8 @@ enum Owner {
     Document(&'static str),
     /// An image block in `pages.body`, a declared JSONB source.
     Page(&'static str),
+    /// A product that showed it, deleted since with plain SQL: the application never released the asset.
+    DeletedProduct(&'static str),
 }
 
 struct Spec {
@@ -175,6 +180,17 @@ const SPECS: &[Spec] = &[
         shares: None,
         expect: Expect::Retire,
         why: "a replaced photo nothing refers to",
+    },
+    Spec {
+        workspace: "acme-shop",
+        file: "espadrille-discontinued.jpg",
+        bytes: 298_000,
+        state: "attached",
+        age: "60 days",
+        owner: Owner::DeletedProduct("Espadrille (discontinued)"),
+        shares: None,
+        expect: Expect::DiscoverAndRetire,
+        why: "its product was deleted with plain SQL and nobody released it: discovery finds no reference",
     },
     Spec {
         workspace: "acme-shop",
@@ -462,6 +478,9 @@ async fn insert_owner(pool: &PgPool, workspace: Uuid, asset: Uuid, owner: Owner)
     let (sql, text) = match owner {
         Owner::None => return Ok(()),
         Owner::Product(name) => ("INSERT INTO products (workspace_id, name, hero_image) VALUES ($1, $2, $3)", name),
+        Owner::DeletedProduct(name) => {
+            ("INSERT INTO products (workspace_id, name, hero_image) VALUES ($1, $2, $3)", name)
+        }
         Owner::Document(title) => {
             ("INSERT INTO documents (workspace_id, title, attachments) VALUES ($1, $2, ARRAY[$3]::asset_id[])", title)
         }
@@ -480,5 +499,13 @@ async fn insert_owner(pool: &PgPool, workspace: Uuid, asset: Uuid, owner: Owner)
         .execute(pool)
         .await
         .context("inserting the owner record")?;
+    if let Owner::DeletedProduct(_) = owner {
+        // As a catalogue clean-up by hand leaves it: the record gone, the asset still `attached`, no due time.
+        sqlx::query("DELETE FROM products WHERE hero_image = $1")
+            .bind(asset)
+            .execute(pool)
+            .await
+            .context("deleting the owner record with plain SQL")?;
+    }
     Ok(())
 }

@@ -33,6 +33,8 @@ pub struct Outcome {
     pub due_at: Option<DateTime<Utc>>,
     /// Whether the bucket still serves the asset's bytes.
     pub bytes_present: bool,
+    /// When discovery made it due since the seed, if it did (its `discovered` event).
+    pub discovered_at: Option<DateTime<Utc>>,
 }
 
 impl Outcome {
@@ -56,9 +58,13 @@ impl Outcome {
             let now = if self.bytes_present { "are still there" } else { "are gone" };
             found.push(format!("{name}: its bytes {now}, expected {}", a.expect));
         }
+        if (a.expect == Expect::DiscoverAndRetire) != self.discovered_at.is_some() {
+            let now = if self.discovered_at.is_some() { "was" } else { "was not" };
+            found.push(format!("{name}: it {now} discovered, expected {}", a.expect));
+        }
         let state_wanted = match a.expect {
             Expect::Keep => Some("attached"),
-            Expect::Retire => Some("retired"),
+            Expect::Retire | Expect::DiscoverAndRetire => Some("retired"),
             Expect::Fail => Some("failed"),
             _ => None,
         };
@@ -116,9 +122,12 @@ impl Report {
             Option<String>,
             Option<DateTime<Utc>>,
             Option<DateTime<Utc>>,
+            Option<DateTime<Utc>>,
         );
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT s.id, e.action, e.evidence, e.bytes_freed, a.state, a.last_error, a.purge_after, a.due_at
+            "SELECT s.id, e.action, e.evidence, e.bytes_freed, a.state, a.last_error, a.purge_after, a.due_at,
+                    (SELECT min(d.occurred_at) FROM settlement_events d
+                      WHERE d.asset_id = s.id AND d.action = 'discovered' AND d.occurred_at >= $2)
                FROM unnest($1::uuid[]) AS s(id)
                LEFT JOIN LATERAL (
                    SELECT action, evidence, bytes_freed FROM settlement_events
@@ -135,7 +144,7 @@ impl Report {
         let mut assets = Vec::with_capacity(rows.len());
         for asset in &catalog.assets {
             let Some(row) = rows.iter().find(|r| r.0 == asset.id) else { continue };
-            let (_, action, evidence, bytes_freed, state, last_error, purge_after, due_at) = row.clone();
+            let (_, action, evidence, bytes_freed, state, last_error, purge_after, due_at, discovered_at) = row.clone();
             let bytes_present = object_exists(&clients.s3, &stack.asset_bucket_name, &asset.storage_key).await?;
             assets.push(Outcome {
                 asset: asset.clone(),
@@ -147,6 +156,7 @@ impl Report {
                 purge_after,
                 due_at,
                 bytes_present,
+                discovered_at,
             });
         }
         let passes = sqlx::query_as(
@@ -249,7 +259,16 @@ impl fmt::Display for Report {
                     "keep" => {
                         format!("by {} row {}", evidence["referenced_by"].as_str().unwrap_or("?"), evidence["record"])
                     }
-                    "retire" => format!("restorable until {}", o.purge_after.map_or("?".into(), minute)),
+                    "retire" => match o.discovered_at {
+                        Some(at) => format!(
+                            "nobody released it: discovered {} with no reference (asset-sweeper explain {}) · \
+                             restorable until {}",
+                            minute(at),
+                            o.asset.id,
+                            o.purge_after.map_or("?".into(), minute)
+                        ),
+                        None => format!("restorable until {}", o.purge_after.map_or("?".into(), minute)),
+                    },
                     "delete" | "purge" if o.bytes_freed == 0 => {
                         format!("row only: bytes shared with {} other asset(s), kept", evidence["sharers"])
                     }
@@ -332,6 +351,7 @@ mod tests {
             purge_after: None,
             due_at: None,
             bytes_present,
+            discovered_at: None,
         }
     }
 
@@ -351,6 +371,11 @@ mod tests {
         assert_eq!(row_left.len(), 1, "{row_left:?}");
         let wrong = outcome(Expect::Fail, Some("retire"), Some("retired"), true).surprises();
         assert_eq!(wrong.len(), 2, "decision and state: {wrong:?}");
+        let undiscovered = outcome(Expect::DiscoverAndRetire, Some("retire"), Some("retired"), true).surprises();
+        assert_eq!(undiscovered.len(), 1, "retired without a discovered event: {undiscovered:?}");
+        let mut discovered = outcome(Expect::DiscoverAndRetire, Some("retire"), Some("retired"), true);
+        discovered.discovered_at = Some(Utc::now());
+        assert!(discovered.surprises().is_empty());
     }
 
     #[test]
