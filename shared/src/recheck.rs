@@ -95,7 +95,7 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
 
 /// Every spelling of `ids` a JSON document may hold: all lowercase, all uppercase, and each mixed-case one the
 /// reference guard or the census noted in `asset_id_spellings`.
-pub(crate) async fn spellings(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<String>, sqlx::Error> {
+async fn spellings(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<String>, sqlx::Error> {
     let noted =
         sqlx::query!("SELECT asset_id, spelling FROM asset_id_spellings WHERE asset_id = ANY ($1) ORDER BY 1, 2", ids)
             .fetch_all(conn)
@@ -114,7 +114,7 @@ pub(crate) async fn spellings(conn: &mut PgConnection, ids: &[Uuid]) -> Result<V
 
 /// `json_path` narrowed to the strings equal to one of `spellings`: what `@?` asks of a document. Each spelling
 /// is a uuid's text (see [`spellings`]), so splicing it into the path cannot inject.
-pub(crate) fn path_matching(json_path: &str, spellings: &[String]) -> String {
+fn path_matching(json_path: &str, spellings: &[String]) -> String {
     let matches: Vec<String> = spellings.iter().map(|s| format!("@ == \"{s}\"")).collect();
     format!("{json_path} ? ({})", matches.join(" || "))
 }

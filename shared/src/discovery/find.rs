@@ -1,78 +1,112 @@
 //! One batch's question, set-based: which of these assets does no reference source refer to? The same sources
-//! and the same tests as the recheck, asked once for the whole batch instead of once per asset.
+//! and the same tests as the recheck, asked once for the whole batch in one statement instead of once per asset.
 
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
-use crate::recheck::{path_matching, spellings};
-use crate::references::{ReferenceMap, SourceKind, quote_ident};
-
-/// How many assets one `@?` path asks about. The path is a chain of `||` that Postgres parses, indexes and runs
-/// recursively, so it stays short; a batch asks one path per this many assets, all in one statement.
-const IDS_PER_PATH: usize = 64;
+use crate::references::{ReferenceMap, ReferenceSource, SourceKind, quote_ident};
 
 /// The ids of `batch` (ascending) that no source of `map` refers to, in ascending order. One statement, so every
 /// answer comes from one snapshot; nothing is locked and nothing is written.
 ///
-/// Each source is read only where it can hold the batch's ids, through the index the schema check requires of it:
-/// a scalar column (foreign key or `asset_id`) by a range scan between the batch's first and last id (the walk goes
-/// in id order, so the range holds the batch and little else); an `asset_id[]` column by `&&` on its GIN index; a
-/// JSON document by `@?` on its GIN index with every spelling of the batch's ids the recheck would match, after
-/// which the ids at the declared path are read from the matching documents only.
+/// Each source is read only where it can hold the batch's ids, through the index the schema check requires of it
+/// (measured in `tests/benches/discovery.rs`; the shapes that lost are in docs/design.md, "Discovery"):
+/// - scalar sources (foreign keys, `asset_id`) together: a range scan of each between the batch's first and last
+///   id (the walk goes in id order, so the range holds the batch and little else), hashed against the batch;
+/// - an `asset_id[]` source: `@>` per id on its GIN index;
+/// - a JSON document: `@?` per id with the recheck's own path — the declared path narrowed to every spelling of
+///   the id (lowercase, uppercase, and those noted in `asset_id_spellings`). On a default (`jsonb_ops`) GIN index
+///   that path is found by its spellings alone (`$.**`), which the index answers from the values' entries without
+///   intersecting every document that has the path's keys; the declared path then decides.
 pub(crate) async fn unreferenced(
     conn: &mut PgConnection,
     map: &ReferenceMap,
     batch: &[Uuid],
 ) -> Result<Vec<Uuid>, sqlx::Error> {
     let (Some(first), Some(last)) = (batch.first(), batch.last()) else { return Ok(Vec::new()) };
-    if map.sources.is_empty() {
-        return Ok(batch.to_vec());
-    }
-    let documents = map.sources.iter().any(|s| matches!(s.kind, SourceKind::Json { .. }));
-    let spellings = if documents { spellings(conn, batch).await? } else { Vec::new() };
-    // $1 the batch, $2 and $3 its bounds; the JSON paths follow.
-    let mut paths: Vec<String> = Vec::new();
-    let mut referenced = Vec::with_capacity(map.sources.len());
+    let mut scalar = Vec::new();
+    let mut per_id = Vec::new();
+    // $1 the batch, $2 and $3 its bounds; declared paths follow.
+    let mut paths: Vec<&str> = Vec::new();
     for source in &map.sources {
         let table = source.quoted_table();
         let column = quote_ident(&source.column);
-        referenced.push(match &source.kind {
+        match &source.kind {
             SourceKind::ForeignKey | SourceKind::Domain => {
-                format!("SELECT {column}::text FROM {table} WHERE {column} BETWEEN $2 AND $3")
+                scalar.push(format!("SELECT {column}::text FROM {table} WHERE {column} BETWEEN $2 AND $3"));
             }
-            SourceKind::DomainArray => format!(
-                "SELECT u::text FROM {table}, unnest({column}) u WHERE {column} && ($1::uuid[])::{}",
+            SourceKind::DomainArray => per_id.push(format!(
+                "NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @> ARRAY[b.id]::{})",
                 source.column_type
-            ),
+            )),
             SourceKind::Json { json_path } => {
-                paths.push(format!("{json_path} ? (@.type() == \"string\")"));
-                let extract = paths.len() + 3;
-                let mut tests = Vec::new();
-                // Any split is sound: every spelling is asked in one path or another.
-                for chunk in spellings.chunks(IDS_PER_PATH * 2) {
-                    paths.push(path_matching(json_path, chunk));
-                    tests.push(format!("{column} @? ${}::jsonpath", paths.len() + 3));
-                }
-                format!(
-                    "SELECT lower(v #>> '{{}}') FROM {table}, jsonb_path_query({column}, ${extract}::jsonpath, '{{}}', true) v
-                      WHERE {}",
-                    tests.join(" OR ")
-                )
+                paths.push(json_path);
+                let declared = format!("format('%s ? (%s)', ${}::text, m.spellings)::jsonpath", paths.len() + 3);
+                per_id.push(if value_indexed(conn, source).await? {
+                    format!(
+                        "NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @? format('$.** ? (%s)', m.spellings)::jsonpath
+                                       AND jsonb_path_exists({column}, {declared}, '{{}}', true))"
+                    )
+                } else {
+                    format!("NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @? {declared})")
+                });
             }
-        });
+        }
     }
+    let mut conditions = per_id;
+    if !scalar.is_empty() {
+        conditions.insert(
+            0,
+            format!("NOT EXISTS (SELECT 1 FROM ({}) r(id) WHERE r.id = b.id::text)", scalar.join(" UNION ALL ")),
+        );
+    }
+    if conditions.is_empty() {
+        return Ok(batch.to_vec());
+    }
+    // Every spelling the recheck matches, as a jsonpath condition. The table's check keeps a noted spelling to the
+    // id's own letters, so splicing it cannot inject.
+    let spellings = if paths.is_empty() {
+        String::new()
+    } else {
+        "CROSS JOIN LATERAL (
+             SELECT format('@ == \"%s\" || @ == \"%s\"', b.id, upper(b.id::text))
+                    || coalesce((SELECT string_agg(format(' || @ == \"%s\"', s.spelling), '')
+                                   FROM asset_id_spellings s WHERE s.asset_id = b.id), '') AS spellings
+         ) m"
+        .to_owned()
+    };
     // Built here, not checked at compile time: its tables and columns are the application's, from the map.
     let sql = format!(
-        "WITH referenced(id) AS ({})
-         SELECT b.id FROM unnest($1::uuid[]) AS b(id)
-          WHERE NOT EXISTS (SELECT 1 FROM referenced r WHERE r.id = b.id::text)
+        "SELECT b.id FROM unnest($1::uuid[]) AS b(id) {spellings}
+          WHERE {}
           ORDER BY b.id",
-        referenced.join(" UNION ALL ")
+        conditions.join("\n AND ")
     );
     let mut query = sqlx::query_scalar::<_, Uuid>(AssertSqlSafe(sql)).bind(batch).bind(first).bind(last);
     for path in paths {
         query = query.bind(path);
     }
-    // Unnamed, so it is planned with the paths' values and each `@?` is served by its index, as in the recheck.
     query.persistent(false).fetch_all(conn).await
+}
+
+/// Whether a GIN index of the default `jsonb_ops` class leads on `source`'s column: it indexes every value on its
+/// own, so a search by value alone is what it answers fastest (`jsonb_path_ops` indexes values by their paths).
+async fn value_indexed(conn: &mut PgConnection, source: &ReferenceSource) -> Result<bool, sqlx::Error> {
+    let found = sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+                  SELECT 1 FROM pg_index i
+                    JOIN pg_opclass oc ON oc.oid = i.indclass[0]
+                   WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
+                     AND i.indkey[0] = a.attnum AND oc.opcname = 'jsonb_ops') AS "found!"
+             FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
+            WHERE n.nspname = $1 AND c.relname = $2"#,
+        &source.schema,
+        &source.table,
+        &source.column,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.unwrap_or(false))
 }
