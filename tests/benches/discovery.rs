@@ -122,8 +122,12 @@ async fn cycle(pool: &PgPool, map: &ReferenceMap) -> (Duration, discovery::Progr
     assert_eq!(progress.stopped, Stop::CycleComplete, "{progress:?}");
     exec(
         pool,
-        "UPDATE assets SET state = 'attached', due_at = NULL WHERE state = 'released';
-         DELETE FROM settlement_events",
+        // As the sweeper's own write, so the grace floor stays where it was and the next cycle has the same work.
+        "BEGIN;
+         SELECT set_config('asset_sweeper.actor', 'sweeper', true);
+         UPDATE assets SET state = 'attached', due_at = NULL WHERE state = 'released';
+         DELETE FROM settlement_events;
+         COMMIT;",
     )
     .await;
     exec(pool, "VACUUM ANALYZE assets").await;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::json;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::audit::{self, AuditAction, Event};
@@ -117,8 +117,13 @@ pub async fn advance(pool: &PgPool, map: &ReferenceMap, budget: Budget, pass: Pa
         }
         let limit = budget.max_scanned.saturating_sub(scanned).min(u64::from(budget.batch_size.max(1)));
         let started = Instant::now();
-        let ids = batch(&mut conn, cursor, limit, budget.grace).await?;
-        let unreferenced = find::unreferenced(&mut conn, map, &ids).await?;
+        // One read-only transaction: the batch and the question about it see the same snapshot.
+        let mut read = conn.begin().await?;
+        sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *read).await?;
+        find::without_jit(&mut read).await?;
+        let ids = batch(&mut read, cursor, limit, budget.grace).await?;
+        let unreferenced = find::unreferenced(&mut read, map, &ids).await?;
+        read.commit().await?;
         // The walk ends when a batch comes back short, or at the very last id there can be.
         let next = if (ids.len() as u64) < limit { None } else { ids.last().and_then(|l| successor(*l)) };
         injected_pause(&ids);
@@ -177,6 +182,7 @@ pub async fn preview(
     grace: Duration,
 ) -> Result<(Vec<Found>, u64), sqlx::Error> {
     let mut cursor = sqlx::query_scalar!("SELECT next_id FROM discovery_state").fetch_one(&mut *conn).await?;
+    find::without_jit(conn).await?;
     let (mut scanned, mut unreferenced) = (0u64, Vec::new());
     while scanned < limit {
         let want = (limit - scanned).min(u64::from(batch_size.max(1)));
@@ -238,13 +244,15 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
     .await
 }
 
-/// The next `limit` unscheduled assets from `from` on, in id order, whose grace floor has ended (an asset written
-/// within the grace period is never made due, so it is not looked at: the next cycle will).
+/// The next `limit` unscheduled assets from `from` on, in id order, not written within the grace period (such an
+/// asset is never made due, so it is not looked at: the next cycle will). Only the asset row's own writes are read
+/// here; its stored object's (an upload reusing the bytes) are checked when scheduling, by the whole grace formula:
+/// reading each asset's object here cost 54 µs an asset at 1 000 000, twice the rest of the batch.
 async fn batch(conn: &mut PgConnection, from: Uuid, limit: u64, grace: Duration) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
-        "SELECT a.id FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
+        "SELECT a.id FROM assets a
           WHERE a.id >= $1 AND asset_sweeper_unscheduled(a)
-            AND asset_sweeper_grace_ends(a, o, $3 * interval '1 second') <= now()
+            AND greatest(a.updated_at, a.created_at) + $3 * interval '1 second' <= now()
           ORDER BY a.id
           LIMIT $2",
         from,
