@@ -163,6 +163,8 @@ async fn main() {
         .fetch_all(&mut *conn)
         .await
         .expect("sample");
+    // Without JIT, as discovery runs, so the two differ only in how they ask.
+    sqlx::query("SET jit = off").execute(&mut *conn).await.expect("jit off");
     let started = Instant::now();
     let mut unreferenced = 0usize;
     for id in &ids {
