@@ -1,9 +1,10 @@
 //! Reaching the database and the bucket with the functions' own settings.
 
 use anyhow::Context;
+use shared::references::{self, ReferenceMap, SchemaCheckError, SchemaRefusal};
 use shared::settings::Settings;
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
 
 /// The database alone, for commands that need nothing else: `DATABASE_URL`, else the `DATABASE_SECRET_ARN`
 /// secret, as the functions read them.
@@ -23,6 +24,22 @@ pub(crate) async fn everything() -> anyhow::Result<(Settings, PgPool, aws_config
     let settings = Settings::load(&sdk).await?;
     let pool = connect(settings.database.connect_options()).await?;
     Ok((settings, pool, sdk))
+}
+
+/// A read-only transaction and what the schema check made of the schema inside it, for the dry runs that ask
+/// what a pass would do: the caller rolls it back. A refusal is an answer to show, not an error.
+pub(crate) async fn checked_read_only(
+    pool: &PgPool,
+    settings: &Settings,
+) -> anyhow::Result<(Transaction<'static, Postgres>, Result<ReferenceMap, SchemaRefusal>)> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+    let map = match references::check(&mut tx, settings.into()).await {
+        Ok(map) => Ok(map),
+        Err(SchemaCheckError::Refused(refusal)) => Err(refusal),
+        Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),
+    };
+    Ok((tx, map))
 }
 
 /// A pool whose sessions get the functions' statement, lock and idle-in-transaction timeouts: an operator's

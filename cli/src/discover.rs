@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use anyhow::Context;
 use serde_json::json;
-use shared::references::{self, SchemaCheckError};
 
 use crate::{Output, connect};
 
@@ -31,18 +29,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     );
     let (settings, pool, _) = connect::everything().await?;
     let limit = args.limit.unwrap_or(settings.discovery.max_per_pass);
-    let mut tx = pool.begin().await?;
-    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
-    let map = match references::check(&mut tx, (&settings).into()).await {
+    let (mut tx, map) = connect::checked_read_only(&pool, &settings).await?;
+    let map = match map {
         Ok(map) => map,
-        Err(SchemaCheckError::Refused(refusal)) => {
+        Err(refusal) => {
             return Ok(Output {
                 text: format!("the schema check refuses, so discovery would find nothing: {refusal}"),
                 json: json!({ "refused": refusal.problems, "scanned": 0, "found": [] }),
                 attention: vec!["the schema check refuses".to_owned()],
             });
         }
-        Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),
     };
     let (found, scanned) =
         shared::discovery::preview(&mut tx, &map, u64::from(limit), settings.discovery.batch_size, settings.grace)

@@ -5,10 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use anyhow::Context;
 use serde_json::{Value, json};
 use shared::lifecycle::{self, Decision};
-use shared::references::{self, SchemaCheckError};
 use shared::{AssetId, brake};
 use uuid::Uuid;
 
@@ -24,19 +22,16 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let limit = args.limit.unwrap_or(settings.sweep.max_per_pass);
-    let mut tx = pool.begin().await?;
-    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
-
-    let map = match references::check(&mut tx, (&settings).into()).await {
+    let (mut tx, map) = connect::checked_read_only(&pool, &settings).await?;
+    let map = match map {
         Ok(map) => map,
-        Err(SchemaCheckError::Refused(refusal)) => {
+        Err(refusal) => {
             return Ok(Output {
                 text: format!("the next pass would be refused and claim nothing: {refusal}"),
                 json: json!({ "refused": refusal.problems, "assets": [] }),
                 attention: Vec::new(),
             });
         }
-        Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),
     };
 
     let due = brake::due_workspaces(&pool).await?;

@@ -105,25 +105,7 @@ impl<'a> Event<'a> {
 
     /// Writes the row, in the caller's transaction when it passes one.
     pub async fn write(&self, executor: impl PgExecutor<'_>) -> Result<(), sqlx::Error> {
-        sqlx::query!(
-            "INSERT INTO settlement_events
-                 (asset_id, workspace_id, storage_key, action, sweep_run_id, message_id, asset_row, evidence,
-                  bytes_freed, code_version)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            self.asset_id.0,
-            self.workspace_id.0,
-            self.storage_key,
-            self.action as AuditAction,
-            self.sweep_run_id,
-            self.message_id,
-            self.asset_row,
-            &self.evidence,
-            i64::try_from(self.bytes_freed).unwrap_or(i64::MAX),
-            CODE_VERSION,
-        )
-        .execute(executor)
-        .await?;
-        Ok(())
+        write_all(executor, std::slice::from_ref(self)).await
     }
 }
 

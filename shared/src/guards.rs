@@ -199,6 +199,7 @@ mod tests {
             kind,
             column_type: String::new(),
             key_columns: Vec::new(),
+            value_indexed: false,
         }
     }
 

@@ -52,16 +52,21 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
         return Ok(Recheck { answers: Vec::new() });
     }
     let id = asset.0;
-    // Read first and bound as constants, so each `@?` is planned with its values and served by the document's index
-    // (a spelling read inside the statement would hide them from the planner, which then scans the table). A
+    // Built first and bound as constants, so each `@?` is planned with its values and served by the document's
+    // index (a spelling read inside the statement would hide them from the planner, which then scans the table). A
     // spelling noted after this read belongs to a write that must wait for the asset row this transaction holds.
-    let spellings = if map.sources.iter().any(|s| matches!(s.kind, SourceKind::Json { .. })) {
-        spellings(conn, &[id]).await?
-    } else {
-        Vec::new()
-    };
+    let declared: Vec<&str> = map
+        .sources
+        .iter()
+        .filter_map(|s| match &s.kind {
+            SourceKind::Json { json_path } => Some(json_path.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut paths =
+        if declared.is_empty() { Vec::new() } else { paths_matching(conn, &declared, id).await? }.into_iter();
     let mut tests = Vec::with_capacity(map.sources.len());
-    let mut paths = Vec::new();
+    let mut bound = Vec::new();
     for source in &map.sources {
         let table = source.quoted_table();
         let column = quote_ident(&source.column);
@@ -69,9 +74,9 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
             SourceKind::ForeignKey | SourceKind::Domain => format!("{column} = $1"),
             // The catalog's own spelling of the column type, so `@>` compares like with like.
             SourceKind::DomainArray => format!("{column} @> ARRAY[$1::uuid]::{}", source.column_type),
-            SourceKind::Json { json_path } => {
-                paths.push(path_matching(json_path, &spellings));
-                format!("{column} @? ${}::jsonpath", paths.len() + 1)
+            SourceKind::Json { .. } => {
+                bound.push(paths.next().unwrap_or_default());
+                format!("{column} @? ${}::jsonpath", bound.len() + 1)
             }
         };
         let key = record_key(&source.key_columns);
@@ -92,7 +97,7 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
     // Built here, not checked at compile time: its tables and columns are the application's, from the map.
     let sql = format!("SELECT ARRAY[{}]::jsonb[]", tests.join(", "));
     let mut query = sqlx::query_scalar::<_, Vec<Option<Value>>>(AssertSqlSafe(sql)).bind(id);
-    for path in paths {
+    for path in bound {
         query = query.bind(path);
     }
     let found = query.persistent(false).fetch_one(conn).await?;
@@ -105,30 +110,18 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
     Ok(Recheck { answers })
 }
 
-/// Every spelling of `ids` a JSON document may hold: all lowercase, all uppercase, and each mixed-case one the
-/// reference guard or the census noted in `asset_id_spellings`.
-async fn spellings(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<String>, sqlx::Error> {
-    let noted =
-        sqlx::query!("SELECT asset_id, spelling FROM asset_id_spellings WHERE asset_id = ANY ($1) ORDER BY 1, 2", ids)
-            .fetch_all(conn)
-            .await?;
-    let mut all = Vec::with_capacity(ids.len() * 2 + noted.len());
-    for id in ids {
-        all.push(id.hyphenated().to_string());
-        all.push(id.hyphenated().to_string().to_uppercase());
-    }
-    // The table's check keeps a spelling to the id's own letters; parsing again keeps the path below intact.
-    all.extend(
-        noted.into_iter().filter(|n| Uuid::parse_str(&n.spelling).is_ok_and(|u| u == n.asset_id)).map(|n| n.spelling),
-    );
-    Ok(all)
-}
-
-/// `json_path` narrowed to the strings equal to one of `spellings`: what `@?` asks of a document. Each spelling
-/// is a uuid's text (see [`spellings`]), so splicing it into the path cannot inject.
-fn path_matching(json_path: &str, spellings: &[String]) -> String {
-    let matches: Vec<String> = spellings.iter().map(|s| format!("@ == \"{s}\"")).collect();
-    format!("{json_path} ? ({})", matches.join(" || "))
+/// Each of `declared` narrowed to the strings that spell `id` (`asset_sweeper_path_matching`), in order.
+async fn paths_matching(conn: &mut PgConnection, declared: &[&str], id: Uuid) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT asset_sweeper_path_matching(p.path, m.matches) AS "path!"
+             FROM unnest($1::text[]) WITH ORDINALITY AS p(path, n)
+            CROSS JOIN (SELECT asset_sweeper_id_matches($2) AS matches) m
+            ORDER BY p.n"#,
+        declared as &[&str],
+        id,
+    )
+    .fetch_all(conn)
+    .await
 }
 
 /// A JSON object naming a row by its primary key, or by its `ctid` when the table has none.

@@ -49,6 +49,10 @@ pub struct ReferenceSource {
     /// The table's primary-key columns, which name a referencing record in the evidence; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_columns: Vec<String>,
+    /// A GIN index of the default `jsonb_ops` class leads on the column: it indexes every value on its own, so a
+    /// search by value alone is what it answers fastest (`jsonb_path_ops` indexes values by their paths).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub value_indexed: bool,
 }
 
 impl ReferenceSource {
@@ -390,7 +394,9 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
     let mut warnings = Vec::new();
     for source in &mut sources {
         source.key_columns = primary_key(conn, &source.schema, &source.table).await?;
-        if let Some(unindexed) = unindexed(conn, source).await? {
+        let indexes = leading_indexes(conn, source).await?;
+        source.value_indexed = indexes.as_ref().is_some_and(|i| i.classes.iter().any(|c| c == "jsonb_ops"));
+        if let Some(unindexed) = unindexed(source, indexes.as_ref()) {
             match options.unindexed {
                 UnindexedSources::Refuse => problems.push(unindexed),
                 UnindexedSources::Warn => warnings.push(unindexed),
@@ -467,6 +473,7 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
             kind: SourceKind::ForeignKey,
             column_type,
             key_columns: Vec::new(),
+            value_indexed: false,
         });
     }
 
@@ -505,7 +512,15 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
                 problems.push(SchemaProblem::unreadable(&schema, &table, &column));
             }
             let kind = if scalar { SourceKind::Domain } else { SourceKind::DomainArray };
-            sources.push(ReferenceSource { schema, table, column, kind, column_type, key_columns: Vec::new() });
+            sources.push(ReferenceSource {
+                schema,
+                table,
+                column,
+                kind,
+                column_type,
+                key_columns: Vec::new(),
+                value_indexed: false,
+            });
         }
     }
 
@@ -546,43 +561,67 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
         }
         let column_type = data_type.unwrap_or_default();
         let kind = SourceKind::Json { json_path };
-        sources.push(ReferenceSource { schema, table, column, kind, column_type, key_columns: Vec::new() });
+        sources.push(ReferenceSource {
+            schema,
+            table,
+            column,
+            kind,
+            column_type,
+            key_columns: Vec::new(),
+            value_indexed: false,
+        });
     }
 
     let candidates = candidates(conn, &sources, &mut problems).await?;
     Ok(Derived { sources, problems, candidates })
 }
 
+/// The valid, whole-table indexes whose leading column is a source's: their access methods and that column's
+/// operator classes, pairwise.
+struct LeadingIndexes {
+    methods: Vec<String>,
+    classes: Vec<String>,
+}
+
+/// The indexes leading on `source`'s column; `None` when its table or column is missing (reported elsewhere).
+async fn leading_indexes(
+    conn: &mut PgConnection,
+    source: &ReferenceSource,
+) -> Result<Option<LeadingIndexes>, sqlx::Error> {
+    let found = sqlx::query!(
+        r#"SELECT coalesce(array_agg(am.amname::text) FILTER (WHERE i.indexrelid IS NOT NULL), '{}') AS "methods!",
+                  coalesce(array_agg(oc.opcname::text) FILTER (WHERE i.indexrelid IS NOT NULL), '{}') AS "classes!"
+             FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
+             LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
+                                 AND i.indkey[0] = a.attnum
+             LEFT JOIN pg_class ic ON ic.oid = i.indexrelid
+             LEFT JOIN pg_am am ON am.oid = ic.relam
+             LEFT JOIN pg_opclass oc ON oc.oid = i.indclass[0]
+            WHERE n.nspname = $1 AND c.relname = $2
+            GROUP BY a.attnum"#,
+        &source.schema,
+        &source.table,
+        &source.column,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.map(|f| LeadingIndexes { methods: f.methods, classes: f.classes }))
+}
+
 /// The problem of a source that no valid, whole-table index can serve, with the statement that makes one: a btree
 /// whose leading column is the source for `=` (foreign keys, `asset_id`), a GIN index on it for `@>` (arrays) and
 /// `@?` (JSON). A missing table or column is reported elsewhere.
-async fn unindexed(conn: &mut PgConnection, source: &ReferenceSource) -> Result<Option<SchemaProblem>, sqlx::Error> {
+fn unindexed(source: &ReferenceSource, indexes: Option<&LeadingIndexes>) -> Option<SchemaProblem> {
     let (method, using) = match source.kind {
         SourceKind::ForeignKey | SourceKind::Domain => ("btree", ""),
         SourceKind::DomainArray | SourceKind::Json { .. } => ("gin", " USING gin"),
     };
-    let served = sqlx::query_scalar!(
-        r#"SELECT EXISTS (
-                  SELECT 1 FROM pg_index i
-                    JOIN pg_class ic ON ic.oid = i.indexrelid
-                    JOIN pg_am am ON am.oid = ic.relam
-                   WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
-                     AND i.indkey[0] = a.attnum AND am.amname = $4) AS "served!"
-             FROM pg_class c
-             JOIN pg_namespace n ON n.oid = c.relnamespace
-             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
-            WHERE n.nspname = $1 AND c.relname = $2"#,
-        &source.schema,
-        &source.table,
-        &source.column,
-        method,
-    )
-    .fetch_optional(conn)
-    .await?;
-    if served != Some(false) {
-        return Ok(None);
+    if indexes.is_none_or(|i| i.methods.iter().any(|m| m == method)) {
+        return None;
     }
-    Ok(Some(SchemaProblem::UnindexedSource {
+    Some(SchemaProblem::UnindexedSource {
         schema: source.schema.clone(),
         table: source.table.clone(),
         column: source.column.clone(),
@@ -591,7 +630,7 @@ async fn unindexed(conn: &mut PgConnection, source: &ReferenceSource) -> Result<
             source.quoted_table(),
             quote_ident(&source.column)
         ),
-    }))
+    })
 }
 
 /// The primary-key columns of `schema.table`, in key order (empty for a table without one, or a missing one).

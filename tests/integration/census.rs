@@ -2,36 +2,14 @@
 //! until the census has read it, and is then refused by name; a declared document holding ids where its path does
 //! not look is refused naming the path; the census resumes, wraps, and proves a changed column afresh.
 
-use std::time::{Duration, Instant};
-
-use consumer_lambda::Consumer;
+use crate::pipeline::{key, pass, settle_queue};
 use integration_tests::fixtures::{object_exists, seed, state};
-use integration_tests::{FAILPOINTS, TestContext, acknowledge, receive_event};
+use integration_tests::{FAILPOINTS, TestContext};
 use serde_json::Value;
 use shared::census::Stop;
 use shared::runs::RunOutcome;
-use sweep_lambda::Sweeper;
 use sweep_lambda::record::SweepReport;
 use uuid::Uuid;
-
-async fn pass(ctx: &TestContext, overrides: &[(&str, &str)]) -> SweepReport {
-    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(overrides));
-    sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass")
-}
-
-/// Delivers every message on the queue to the real consumer; panics if one fails.
-async fn settle_queue(ctx: &TestContext) {
-    let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]));
-    while ctx.queue_depth().await > 0 {
-        let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
-        let response = consumer
-            .handle(lambda_runtime::LambdaEvent::new(event.clone(), lambda_runtime::Context::default()))
-            .await
-            .expect("the handler answers");
-        acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
-        assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
-    }
-}
 
 /// The newest audit event about `id`: (action, evidence).
 async fn last_event(ctx: &TestContext, id: Uuid) -> (String, Value) {
@@ -40,10 +18,6 @@ async fn last_event(ctx: &TestContext, id: Uuid) -> (String, Value) {
         .fetch_one(ctx.pool())
         .await
         .expect("an event")
-}
-
-fn key(ws: Uuid) -> String {
-    format!("{ws}/{}.png", Uuid::new_v4())
 }
 
 /// `id` with its first letter in uppercase and the rest in lowercase: neither spelling the recheck matches.

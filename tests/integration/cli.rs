@@ -5,6 +5,7 @@
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use crate::pipeline::actions;
 use consumer_lambda::Consumer;
 use integration_tests::fixtures::{object_exists, seed, state};
 use integration_tests::{TestContext, TestDatabase, acknowledge, drain, receive_event};
@@ -71,15 +72,6 @@ async fn dlq_depth(ctx: &TestContext) -> (u64, u64) {
 /// Puts `body` straight on the dead-letter queue, as if SQS had moved it there.
 async fn dead_letter(ctx: &TestContext, body: &str) {
     ctx.sqs.send_message().queue_url(&ctx.queue.dlq_url).message_body(body).send().await.expect("send to the DLQ");
-}
-
-/// The audit trail of one asset, oldest first.
-async fn actions(ctx: &TestContext, id: Uuid) -> Vec<String> {
-    sqlx::query_scalar("SELECT action FROM settlement_events WHERE asset_id = $1 ORDER BY id")
-        .bind(id)
-        .fetch_all(ctx.pool())
-        .await
-        .expect("events")
 }
 
 /// Exit code and parsed JSON of a command that may report that a person is needed.

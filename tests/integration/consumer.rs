@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::pipeline::{key, owner_tables};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use consumer_lambda::Consumer;
 use integration_tests::fixtures::{object_exists, put_bytes, seed, state};
@@ -11,22 +12,6 @@ use serde_json::Value;
 use shared::AssetId;
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
-
-const OWNER_TABLES: &str = "
-    CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
-    CREATE INDEX products_hero ON products (hero);
-    CREATE TABLE banners (id serial PRIMARY KEY, image asset_id);
-    CREATE INDEX banners_image ON banners (image);
-    CREATE TABLE galleries (title text, images asset_id[]);
-    CREATE INDEX galleries_images ON galleries USING gin (images);
-    CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
-    CREATE INDEX pages_body ON pages USING gin (body);
-    INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');";
-
-async fn owner_tables(ctx: &TestContext) {
-    sqlx::raw_sql(OWNER_TABLES).execute(ctx.pool()).await.expect("owner tables");
-    integration_tests::install_guards(ctx.pool()).await;
-}
 
 fn consumer(ctx: &TestContext) -> Consumer {
     Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]))
@@ -78,10 +63,6 @@ async fn events(ctx: &TestContext, id: Uuid) -> Vec<(String, Value)> {
         .fetch_all(ctx.pool())
         .await
         .expect("events")
-}
-
-fn key(ws: Uuid) -> String {
-    format!("{ws}/{}.png", Uuid::new_v4())
 }
 
 #[tokio::test]

@@ -6,61 +6,15 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use consumer_lambda::Consumer;
+use crate::pipeline::{actions, owner_tables, pass, settle_queue};
 use integration_tests::fixtures::{object_exists, seed, state};
-use integration_tests::{FAILPOINTS, TestContext, acknowledge, receive_event};
+use integration_tests::{FAILPOINTS, TestContext};
 use serde_json::Value;
 use shared::WorkspaceId;
 use shared::discovery::Stop;
 use shared::runs::RunOutcome;
 use sweep_lambda::Sweeper;
-use sweep_lambda::record::SweepReport;
 use uuid::Uuid;
-
-/// Every source kind, indexed and guarded, as an application would have them.
-const OWNER_TABLES: &str = "
-    CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
-    CREATE INDEX products_hero ON products (hero);
-    CREATE TABLE banners (id serial PRIMARY KEY, image asset_id);
-    CREATE INDEX banners_image ON banners (image);
-    CREATE TABLE galleries (id serial PRIMARY KEY, images asset_id[]);
-    CREATE INDEX galleries_images ON galleries USING gin (images);
-    CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
-    CREATE INDEX pages_body ON pages USING gin (body);
-    INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');";
-
-async fn owner_tables(ctx: &TestContext) {
-    sqlx::raw_sql(OWNER_TABLES).execute(ctx.pool()).await.expect("owner tables");
-    integration_tests::install_guards(ctx.pool()).await;
-}
-
-async fn pass(ctx: &TestContext, overrides: &[(&str, &str)]) -> SweepReport {
-    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(overrides));
-    sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass")
-}
-
-/// Delivers every message on the queue to the real consumer; panics if one fails.
-async fn settle_queue(ctx: &TestContext) {
-    let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]));
-    while ctx.queue_depth().await > 0 {
-        let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
-        let response = consumer
-            .handle(lambda_runtime::LambdaEvent::new(event.clone(), lambda_runtime::Context::default()))
-            .await
-            .expect("the handler answers");
-        acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
-        assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
-    }
-}
-
-/// The actions recorded about `id`, oldest first.
-async fn actions(ctx: &TestContext, id: Uuid) -> Vec<String> {
-    sqlx::query_scalar("SELECT action FROM settlement_events WHERE asset_id = $1 ORDER BY id")
-        .bind(id)
-        .fetch_all(ctx.pool())
-        .await
-        .expect("events")
-}
 
 /// An attached asset, in use for `age` (an SQL interval), that nobody has scheduled: no due time.
 async fn attached(ctx: &TestContext, ws: Uuid, age: &str) -> (Uuid, String) {

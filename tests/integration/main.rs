@@ -13,6 +13,7 @@ mod harness;
 mod infra;
 mod lambda_executor;
 mod launcher;
+mod pipeline;
 mod schema;
 mod settings;
 mod soak;

@@ -4,7 +4,7 @@
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
-use crate::references::{ReferenceMap, ReferenceSource, SourceKind, quote_ident};
+use crate::references::{ReferenceMap, SourceKind, quote_ident};
 
 /// The ids of `batch` (ascending) that no source of `map` refers to, in ascending order. One statement, so every
 /// answer comes from one snapshot; nothing is locked and nothing is written. Run it after [`without_jit`].
@@ -41,10 +41,10 @@ pub(crate) async fn unreferenced(
             )),
             SourceKind::Json { json_path } => {
                 paths.push(json_path);
-                let declared = format!("format('%s ? (%s)', ${}::text, m.spellings)::jsonpath", paths.len() + 3);
-                per_id.push(if value_indexed(conn, source).await? {
+                let declared = format!("asset_sweeper_path_matching(${}, m.matches)::jsonpath", paths.len() + 3);
+                per_id.push(if source.value_indexed {
                     format!(
-                        "NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @? format('$.** ? (%s)', m.spellings)::jsonpath
+                        "NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @? asset_sweeper_path_matching('$.**', m.matches)::jsonpath
                                        AND jsonb_path_exists({column}, {declared}, '{{}}', true))"
                     )
                 } else {
@@ -63,18 +63,9 @@ pub(crate) async fn unreferenced(
     if conditions.is_empty() {
         return Ok(batch.to_vec());
     }
-    // Every spelling the recheck matches, as a jsonpath condition. The table's check keeps a noted spelling to the
-    // id's own letters, so splicing it cannot inject.
-    let spellings = if paths.is_empty() {
-        String::new()
-    } else {
-        "CROSS JOIN LATERAL (
-             SELECT format('@ == \"%s\" || @ == \"%s\"', b.id, upper(b.id::text))
-                    || coalesce((SELECT string_agg(format(' || @ == \"%s\"', s.spelling), '')
-                                   FROM asset_id_spellings s WHERE s.asset_id = b.id), '') AS spellings
-         ) m"
-        .to_owned()
-    };
+    // Every spelling the recheck matches, once per id.
+    let spellings =
+        if paths.is_empty() { "" } else { "CROSS JOIN LATERAL (SELECT asset_sweeper_id_matches(b.id) AS matches) m" };
     // Built here, not checked at compile time: its tables and columns are the application's, from the map.
     let sql = format!(
         "SELECT b.id FROM unnest($1::uuid[]) AS b(id) {spellings}
@@ -95,26 +86,4 @@ pub(crate) async fn unreferenced(
 pub(crate) async fn without_jit(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!("SELECT set_config('jit', 'off', true)").fetch_one(conn).await?;
     Ok(())
-}
-
-/// Whether a GIN index of the default `jsonb_ops` class leads on `source`'s column: it indexes every value on its
-/// own, so a search by value alone is what it answers fastest (`jsonb_path_ops` indexes values by their paths).
-async fn value_indexed(conn: &mut PgConnection, source: &ReferenceSource) -> Result<bool, sqlx::Error> {
-    let found = sqlx::query_scalar!(
-        r#"SELECT EXISTS (
-                  SELECT 1 FROM pg_index i
-                    JOIN pg_opclass oc ON oc.oid = i.indclass[0]
-                   WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL
-                     AND i.indkey[0] = a.attnum AND oc.opcname = 'jsonb_ops') AS "found!"
-             FROM pg_class c
-             JOIN pg_namespace n ON n.oid = c.relnamespace
-             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
-            WHERE n.nspname = $1 AND c.relname = $2"#,
-        &source.schema,
-        &source.table,
-        &source.column,
-    )
-    .fetch_optional(conn)
-    .await?;
-    Ok(found.unwrap_or(false))
 }

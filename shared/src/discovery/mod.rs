@@ -252,7 +252,7 @@ async fn batch(conn: &mut PgConnection, from: Uuid, limit: u64, grace: Duration)
     sqlx::query_scalar!(
         "SELECT a.id FROM assets a
           WHERE a.id >= $1 AND asset_sweeper_unscheduled(a)
-            AND greatest(a.updated_at, a.created_at) + $3 * interval '1 second' <= now()
+            AND asset_sweeper_row_grace_ends(a, $3 * interval '1 second') <= now()
           ORDER BY a.id
           LIMIT $2",
         from,

@@ -1,0 +1,62 @@
+//! What several tests drive the same way: the owner tables of the four source kinds, a pass of the real sweep,
+//! the real consumer emptying the queue, and the audit trail read back.
+
+use std::time::{Duration, Instant};
+
+use consumer_lambda::Consumer;
+use integration_tests::{TestContext, acknowledge, receive_event};
+use sweep_lambda::Sweeper;
+use sweep_lambda::record::SweepReport;
+use uuid::Uuid;
+
+/// One source of each kind; `galleries` has no primary key, so the evidence names its rows by `ctid`.
+pub(crate) const OWNER_TABLES: &str = "
+    CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
+    CREATE INDEX products_hero ON products (hero);
+    CREATE TABLE banners (id serial PRIMARY KEY, image asset_id);
+    CREATE INDEX banners_image ON banners (image);
+    CREATE TABLE galleries (title text, images asset_id[]);
+    CREATE INDEX galleries_images ON galleries USING gin (images);
+    CREATE TABLE pages (id serial PRIMARY KEY, body jsonb);
+    CREATE INDEX pages_body ON pages USING gin (body);
+    INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('pages', 'body', '$.**');";
+
+/// [`OWNER_TABLES`] with the reference guards installed, as an integrated application has them.
+pub(crate) async fn owner_tables(ctx: &TestContext) {
+    sqlx::raw_sql(OWNER_TABLES).execute(ctx.pool()).await.expect("owner tables");
+    integration_tests::install_guards(ctx.pool()).await;
+}
+
+/// One pass of the real sweep with `overrides` on the test's settings.
+pub(crate) async fn pass(ctx: &TestContext, overrides: &[(&str, &str)]) -> SweepReport {
+    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(overrides));
+    sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass")
+}
+
+/// Delivers every message on the queue to the real consumer; panics if one fails.
+pub(crate) async fn settle_queue(ctx: &TestContext) {
+    let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]));
+    while ctx.queue_depth().await > 0 {
+        let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
+        let response = consumer
+            .handle(lambda_runtime::LambdaEvent::new(event.clone(), lambda_runtime::Context::default()))
+            .await
+            .expect("the handler answers");
+        acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
+        assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    }
+}
+
+/// The actions recorded about `id`, oldest first.
+pub(crate) async fn actions(ctx: &TestContext, id: Uuid) -> Vec<String> {
+    sqlx::query_scalar("SELECT action FROM settlement_events WHERE asset_id = $1 ORDER BY id")
+        .bind(id)
+        .fetch_all(ctx.pool())
+        .await
+        .expect("events")
+}
+
+/// A fresh storage key in `ws`'s folder.
+pub(crate) fn key(ws: Uuid) -> String {
+    format!("{ws}/{}.png", Uuid::new_v4())
+}
