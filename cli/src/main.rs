@@ -9,6 +9,7 @@ mod explain;
 mod guards;
 mod migrate;
 mod plan;
+mod reconcile;
 mod redrive;
 mod references;
 mod restore;
@@ -45,6 +46,9 @@ enum Command {
     Explain(explain::Args),
     /// A dry run of the next pass: what it would claim and what settlement would decide. Changes nothing.
     Plan(plan::Args),
+    /// The bucket against the rows, both ways: bytes no row knows and rows whose bytes are gone (--dry-run writes
+    /// nothing); exits 1 when a prefix is shared with another writer or an asset's bytes are gone.
+    Reconcile(reconcile::Args),
     /// The effective reference map and the schema check's verdict on each source; exits 1 when it refuses.
     References,
     /// The failed assets the dead-letter queue names made claimable again, and their messages moved back; every
@@ -95,6 +99,7 @@ async fn main() -> ExitCode {
         Command::Discover(args) => discover::run(args).await,
         Command::Explain(args) => explain::run(args).await,
         Command::Plan(args) => plan::run(args).await,
+        Command::Reconcile(args) => reconcile::run(args).await,
         Command::References => references::run().await,
         Command::Redrive(args) => redrive::run(args).await,
         Command::Undelete(args) => undelete::run(args).await,

@@ -1,6 +1,7 @@
 //! `status`: the health page. Exits 1 when something needs a person — the dead-letter queue holds messages, the
 //! last pass was refused, braked or failed, no good pass ran within the expected interval, or the schema check
-//! refuses now — so it can back a monitor.
+//! refuses now, or reconciliation found assets whose bytes are gone or a prefix shared with another writer — so it can
+//! back a monitor.
 
 use std::fmt::Write as _;
 
@@ -176,9 +177,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             Err(e) => Err(e.to_string()),
         }
     };
-    let (census, discovery) = {
+    let (census, discovery, reconciliation) = {
         let mut conn = pool.acquire().await?;
-        (shared::census::summary(&mut conn).await?, shared::discovery::standing(&mut conn).await?)
+        (
+            shared::census::summary(&mut conn).await?,
+            shared::discovery::standing(&mut conn).await?,
+            shared::reconcile::standing(&mut conn).await?,
+        )
     };
     let sqs = shared::aws::sqs_client(&sdk);
     let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
@@ -207,6 +212,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     if let Err(reason) = &schema {
         attention.push(format!("the schema check refuses now: {reason}"));
+    }
+    if reconciliation.lost > 0 {
+        attention.push(format!(
+            "{} asset(s) have lost their bytes (found by reconciliation; asset-sweeper explain <asset>)",
+            reconciliation.lost
+        ));
+    }
+    for prefix in reconciliation.last.iter().flat_map(|l| &l.shared_prefixes) {
+        attention.push(format!("prefix {prefix:?} is shared with another writer (the last reconciliation)"));
     }
     let braked: Vec<(String, String)> = last_finished
         .and_then(|r| r.per_workspace.as_object())
@@ -335,6 +349,25 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             _ => "never".to_owned(),
         },
     );
+    match (&reconciliation.last, &settings.reconcile.layout) {
+        (Some(last), _) => {
+            let _ = writeln!(
+                text,
+                "reconciliation: last compared {} ({} of {}): {} key(s), {} bytes no row knows; {} asset(s) lost",
+                last.compared_at,
+                last.source,
+                last.taken_at,
+                last.unknown_keys,
+                last.unknown_bytes,
+                reconciliation.lost
+            );
+        }
+        (None, Some(_)) => text.push_str("reconciliation: never run (asset-sweeper reconcile)\n"),
+        (None, None) => text.push_str("reconciliation: off (RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN not set)\n"),
+    }
+    for (asset, key) in &reconciliation.lost_sample {
+        let _ = writeln!(text, "  lost: {asset} {key}");
+    }
     match &settle_on {
         Ok(what) => {
             let _ = writeln!(text, "consumer settles on: {what}");
@@ -374,6 +407,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "schema": match &schema { Ok(n) => json!({ "verdict": "valid", "sources": n }), Err(r) => json!({ "verdict": "refused", "reason": r }) },
         "census": census,
         "discovery": json!({ "enabled": settings.discovery.enabled, "standing": discovery }),
+        "reconciliation": json!({ "configured": settings.reconcile.layout.is_some(), "standing": reconciliation }),
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
     });

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod objects;
 pub mod queues;
 pub mod recheck;
+pub mod reconcile;
 pub mod references;
 pub mod restore;
 pub mod runs;

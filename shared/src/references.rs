@@ -322,6 +322,9 @@ pub const OWN_TABLES: &[&str] = &[
     "census_state",
     "asset_id_spellings",
     "discovery_state",
+    "reconcile_listings",
+    "reconcile_keys",
+    "lost_assets",
 ];
 
 /// `sqlx::query!` of `$head`, then SQL that is true when this role reads every row of column `a` of table `c` in

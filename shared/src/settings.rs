@@ -42,6 +42,51 @@ pub struct Settings {
     pub census: CensusSettings,
     /// How discovery walks the assets nobody scheduled.
     pub discovery: DiscoverySettings,
+    /// Which keys of the bucket reconciliation compares with the rows.
+    pub reconcile: ReconcileSettings,
+}
+
+/// Reconciliation: which keys of the bucket are this product's, compared with the rows both ways.
+#[derive(Debug, Clone)]
+pub struct ReconcileSettings {
+    /// The managed prefixes and the key pattern; `None` (neither set) leaves the bucket unread.
+    pub layout: Option<crate::reconcile::layout::KeyLayout>,
+    /// The most assets one reconciliation confirms gone with a request to the bucket each.
+    pub confirm_lost: u32,
+    /// Where S3 Inventory writes the asset bucket's reports; `None`: the sweep does not reconcile.
+    pub inventory: Option<InventoryLocation>,
+    /// The share, in percent, of what is left of a pass's time budget (after discovery) reconciliation may use.
+    pub time_share_percent: u32,
+}
+
+/// A folder in S3: `s3://bucket/prefix/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryLocation {
+    /// The bucket.
+    pub bucket: String,
+    /// The folder's key prefix, ending in `/` (empty for the bucket's root).
+    pub prefix: String,
+}
+
+impl InventoryLocation {
+    /// Parses `s3://bucket/prefix/` (the trailing slash may be left out).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let rest = text
+            .strip_prefix("s3://")
+            .ok_or_else(|| format!("must be an s3://bucket/prefix/ address, got {text:?}"))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if let Some(reason) = bucket_name_problem(bucket) {
+            return Err(format!("names bucket {bucket:?}, which {reason}"));
+        }
+        let prefix = if prefix.is_empty() || prefix.ends_with('/') { prefix.to_owned() } else { format!("{prefix}/") };
+        Ok(InventoryLocation { bucket: bucket.to_owned(), prefix })
+    }
+}
+
+impl fmt::Display for InventoryLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+    }
 }
 
 /// Discovery's pace: it walks the assets nobody scheduled, a batch at a time, and makes due the ones no source
@@ -331,6 +376,50 @@ impl Settings {
             batch_size: reader.parsed("DISCOVERY_BATCH_SIZE", 5_000, 1..=100_000u32),
             max_per_pass: reader.parsed("DISCOVERY_MAX_PER_PASS", 2_000_000, 1..=1_000_000_000u32),
         };
+        let reconcile = ReconcileSettings {
+            layout: match (reader.get("RECONCILE_PREFIXES"), reader.get("RECONCILE_KEY_PATTERN")) {
+                (None, None) => None,
+                (Some(_), None) => {
+                    reader.problems.push(Problem::Missing { name: "RECONCILE_KEY_PATTERN" });
+                    None
+                }
+                (None, Some(_)) => {
+                    reader.problems.push(Problem::Missing { name: "RECONCILE_PREFIXES" });
+                    None
+                }
+                (Some(prefixes), Some(pattern)) => {
+                    match crate::reconcile::layout::KeyLayout::new(&prefixes, &pattern) {
+                        Ok(layout) => Some(layout),
+                        Err(e @ crate::reconcile::layout::LayoutError::Prefixes(_)) => {
+                            reader.invalid("RECONCILE_PREFIXES", e.to_string());
+                            None
+                        }
+                        Err(e) => {
+                            reader.invalid("RECONCILE_KEY_PATTERN", e.to_string());
+                            None
+                        }
+                    }
+                }
+            },
+            confirm_lost: reader.parsed("RECONCILE_CONFIRM_LOST", 1_000, 1..=1_000_000u32),
+            inventory: reader.get("RECONCILE_INVENTORY").and_then(|text| match InventoryLocation::parse(&text) {
+                Ok(location) => Some(location),
+                Err(reason) => {
+                    reader.invalid("RECONCILE_INVENTORY", reason);
+                    None
+                }
+            }),
+            time_share_percent: reader.parsed("RECONCILE_TIME_SHARE_PERCENT", 25, 1..=90u32),
+        };
+        if reconcile.inventory.is_some()
+            && reconcile.layout.is_none()
+            && !reader.problems.iter().any(|p| p.name().starts_with("RECONCILE_"))
+        {
+            reader.invalid(
+                "RECONCILE_INVENTORY",
+                "needs RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN: which keys are ours",
+            );
+        }
         let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
         // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.
         let default_ceiling = queue.lease().as_secs() / 2 * 2 * ASSUMED_SETTLES_PER_SECOND;
@@ -365,6 +454,7 @@ impl Settings {
                 brake,
                 census,
                 discovery,
+                reconcile,
             }),
             _ => Err(SettingsError { problems: reader.problems }),
         }
@@ -552,6 +642,34 @@ mod tests {
         assert!(text.starts_with("invalid configuration (4 problems): "), "{text}");
         assert!(text.contains("CLEANUP_QUEUE_URL is not set; ASSET_BUCKET is not set"), "{text}");
         assert!(text.contains("MAX_RECEIVE_COUNT must be a whole number from 2 to 1000, got \"1\""), "{text}");
+    }
+
+    #[test]
+    fn reconciliation_takes_both_of_its_layout_settings_or_neither() {
+        assert!(read(&COMPLETE).expect("complete").reconcile.layout.is_none(), "off unless configured");
+        let mut vars = COMPLETE.to_vec();
+        vars.extend([
+            ("RECONCILE_PREFIXES", "uploads/"),
+            ("RECONCILE_KEY_PATTERN", "uploads/(?P<workspace>[0-9a-f-]{36})/.+"),
+            ("RECONCILE_INVENTORY", "s3://acme-inventory/reports/acme-assets/all"),
+        ]);
+        let s = read(&vars).expect("a complete reconciliation");
+        assert!(s.reconcile.layout.is_some());
+        let inventory = s.reconcile.inventory.expect("an inventory location");
+        assert_eq!(inventory.to_string(), "s3://acme-inventory/reports/acme-assets/all/");
+        let mut half = COMPLETE.to_vec();
+        half.extend([("RECONCILE_PREFIXES", "uploads/"), ("RECONCILE_INVENTORY", "acme-inventory/reports")]);
+        let err = read(&half).expect_err("a pattern is missing and the location is no address");
+        let names: Vec<_> = err.problems.iter().map(Problem::name).collect();
+        assert_eq!(names, ["RECONCILE_KEY_PATTERN", "RECONCILE_INVENTORY"], "{err}");
+        let mut broken = COMPLETE.to_vec();
+        broken.extend([("RECONCILE_PREFIXES", "uploads/"), ("RECONCILE_KEY_PATTERN", "uploads/(")]);
+        let err = read(&broken).expect_err("not a regular expression").to_string();
+        assert!(err.contains("RECONCILE_KEY_PATTERN is not a regular expression"), "{err}");
+        let mut alone = COMPLETE.to_vec();
+        alone.push(("RECONCILE_INVENTORY", "s3://acme-inventory/"));
+        let err = read(&alone).expect_err("no layout").to_string();
+        assert!(err.contains("RECONCILE_INVENTORY needs RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN"), "{err}");
     }
 
     #[test]

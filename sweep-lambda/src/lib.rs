@@ -50,12 +50,20 @@ impl From<SweepError> for Diagnostic {
 pub struct Sweeper {
     pool: PgPool,
     sqs: aws_sdk_sqs::Client,
+    s3: Option<aws_sdk_s3::Client>,
     settings: Settings,
 }
 
 impl Sweeper {
     pub fn new(pool: PgPool, sqs: aws_sdk_sqs::Client, settings: Settings) -> Self {
-        Sweeper { pool, sqs, settings }
+        Sweeper { pool, sqs, s3: None, settings }
+    }
+
+    /// With S3, for reconciliation (`RECONCILE_INVENTORY`): the inventory reports and the asset bucket.
+    #[must_use]
+    pub fn with_storage(mut self, s3: aws_sdk_s3::Client) -> Self {
+        self.s3 = Some(s3);
+        self
     }
 
     /// The Lambda handler. The EventBridge scheduled event only triggers the pass (a manual invoke sends one of
@@ -182,6 +190,26 @@ impl Sweeper {
             }
         }
 
+        // It makes nothing due, so it may run after discovery without the brake missing anything; a failure stops
+        // reconciliation only, and the next pass resumes from the last file read.
+        if let Some(pace) = self.reconcile_pace(budget_end) {
+            match shared::reconcile::advance::advance(&self.pool, pace.1, pace.0).await {
+                Ok(progress) => {
+                    info!(
+                        files_read = progress.files_read,
+                        keys_read = progress.keys_read,
+                        stopped = %progress.stopped,
+                        "reconciliation advanced"
+                    );
+                    report.reconcile = Some(progress);
+                }
+                Err(e) => {
+                    warn!(error = %e, "reconciliation failed: the next pass resumes it");
+                    report.reconcile_error = Some(e.to_string());
+                }
+            }
+        }
+
         let due = brake::due_workspaces(&self.pool).await?;
         let ids: Vec<Uuid> = due.iter().map(|d| d.workspace_id.0).collect();
         let approvals = brake::approvals(&self.pool, &ids).await?;
@@ -246,6 +274,27 @@ impl Sweeper {
             "census advanced"
         );
         Ok(progress)
+    }
+
+    /// Reconciliation's share of the pass, when it is configured with an inventory location and S3 is at hand.
+    fn reconcile_pace(
+        &self,
+        budget_end: Instant,
+    ) -> Option<(shared::reconcile::advance::Pace<'_>, &aws_sdk_s3::Client)> {
+        let settings = &self.settings.reconcile;
+        let (Some(layout), Some(inventory), Some(s3)) = (&settings.layout, &settings.inventory, &self.s3) else {
+            return None;
+        };
+        let left = budget_end.saturating_duration_since(Instant::now());
+        let pace = shared::reconcile::advance::Pace {
+            layout,
+            inventory,
+            bucket: &self.settings.asset_bucket,
+            grace: self.settings.grace,
+            confirm: usize::try_from(settings.confirm_lost).unwrap_or(usize::MAX),
+            until: Instant::now() + left * settings.time_share_percent / 100,
+        };
+        Some((pace, s3))
     }
 
     /// Discovery's share of the pass: makes due the unscheduled assets no source of `map` refers to (invariant 12).

@@ -10,6 +10,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let config = shared::aws::sdk_config().await;
     let settings = Settings::load(&config).await.context("sweep-lambda cannot start")?;
-    let sweeper = Sweeper::new(shared::db::pool(&settings.database), shared::aws::sqs_client(&config), settings);
+    let s3 = shared::aws::s3_client(&config, settings.s3_force_path_style);
+    let sweeper =
+        Sweeper::new(shared::db::pool(&settings.database), shared::aws::sqs_client(&config), settings).with_storage(s3);
     run(service_fn(|event| sweeper.handle(event))).await
 }

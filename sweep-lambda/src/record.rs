@@ -89,6 +89,12 @@ pub struct SweepReport {
     /// Why discovery stopped early in this pass, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discovery_error: Option<String>,
+    /// What reconciliation did in this pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconcile: Option<shared::reconcile::advance::Progress>,
+    /// Why reconciliation stopped in this pass, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconcile_error: Option<String>,
     /// The queue's depth and ceiling, once read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
@@ -116,6 +122,8 @@ impl SweepReport {
             census_error: None,
             discovery: None,
             discovery_error: None,
+            reconcile: None,
+            reconcile_error: None,
             backlog: None,
             error: None,
             duration_ms: 0,
@@ -184,7 +192,7 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     sqlx::query!(
         "UPDATE sweep_runs
             SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
-                duration_ms = $7, reason = $8, error = $9, census = $10, discovery = $11
+                duration_ms = $7, reason = $8, error = $9, census = $10, discovery = $11, reconcile = $12
           WHERE id = $1",
         report.run_id,
         report.outcome as RunOutcome,
@@ -205,10 +213,19 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
             (None, Some(error)) => Some(json!({ "error": error })),
             (None, None) => None,
         },
+        match (&report.reconcile, &report.reconcile_error) {
+            (Some(reconcile), _) => serde_json::to_value(reconcile).ok(),
+            (None, Some(error)) => Some(json!({ "error": error })),
+            (None, None) => None,
+        },
     )
     .execute(pool)
     .await?;
     Ok(())
+}
+
+fn compared(report: &SweepReport) -> Option<&shared::reconcile::advance::Compared> {
+    report.reconcile.as_ref().and_then(|r| r.compared.as_ref())
 }
 
 /// A percentage as the whole number a metric carries.
@@ -247,6 +264,11 @@ pub fn metrics_line(report: &SweepReport) -> String {
             // Assets nobody released that nothing refers to, made due this pass; and how many were looked at.
             ("DiscoveryScanned", report.discovery.as_ref().map_or(0, |d| d.scanned)),
             ("DiscoveryFound", report.discovery.as_ref().map_or(0, |d| d.found)),
+            // Keys of an inventory report read this pass; assets a comparison found without their bytes for the
+            // first time (an alarm watches it), and keys no row knows, when a report was compared.
+            ("ReconcileKeysRead", report.reconcile.as_ref().map_or(0, |r| r.keys_read)),
+            ("AssetsLost", compared(report).map_or(0, |c| c.newly_lost)),
+            ("UnknownKeys", compared(report).map_or(0, |c| u64::try_from(c.unknown_keys).unwrap_or(0))),
         ],
         &[
             ("RunId", json!(report.run_id)),

@@ -734,3 +734,53 @@ async fn discover_dry_run_shows_what_discovery_would_find_and_explain_shows_the_
     assert!(status_text.contains("discovery: cycle 2 not started"), "{status_text}");
     assert!(status_text.contains("found 1"), "{status_text}");
 }
+
+#[tokio::test]
+async fn reconcile_dry_run_writes_nothing_then_a_recorded_lost_asset_makes_status_ask_for_a_person() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    let ws = Uuid::new_v4();
+    seed(&ctx, ws, "attached", "3 days", &format!("{ws}/kept.png")).await;
+    let orphan = format!("{ws}/nobody-knows.png");
+    integration_tests::fixtures::put_bytes(&ctx.s3, &ctx.bucket, &orphan, b"twelve bytes").await;
+    let (lost, lost_key) = crate::reconcile::row_without_bytes(&ctx, ws, "attached").await;
+    let prefixes = format!("{ws}/");
+    let layout = [("RECONCILE_PREFIXES", prefixes.as_str()), ("RECONCILE_KEY_PATTERN", crate::reconcile::PATTERN)];
+
+    let unset = refusal(&run(&url, Some(&ctx), &["reconcile", "--dry-run"]));
+    assert!(unset.contains("set RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN"), "{unset}");
+
+    let dry = run_with(&url, Some(&ctx), &layout, &["reconcile", "--dry-run"]);
+    assert_eq!(dry.status.code(), Some(1), "a lost asset needs a person");
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(text.contains("bytes no row knows: 1 key(s), 12 bytes"), "{text}");
+    assert!(text.contains(&orphan) && text.contains(&lost_key), "{text}");
+    assert!(text.contains("rows whose bytes are gone: 1 asset(s)"), "{text}");
+    assert!(text.trim_end().ends_with("dry run: nothing was written"), "{text}");
+    let written: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM reconcile_listings) + (SELECT count(*) FROM lost_assets)
+              + (SELECT count(*) FROM settlement_events)",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("counts");
+    assert_eq!(written, 0, "a dry run writes nothing");
+
+    let (code, recorded) = json_with_code(&run_with(&url, Some(&ctx), &layout, &["--json", "reconcile"]));
+    assert_eq!(code, Some(1));
+    assert_eq!(recorded["newly_lost"], 1, "{recorded}");
+    assert_eq!(recorded["unknown_keys"], 1, "{recorded}");
+    assert_eq!(recorded["findings"]["lost"][0]["asset_id"], lost.to_string(), "{recorded}");
+
+    let (code, page) = json_with_code(&run_with(&url, Some(&ctx), &layout, &["status", "--json"]));
+    assert_eq!(code, Some(1), "{page}");
+    let attention = page["needs_attention"].to_string();
+    assert!(attention.contains("1 asset(s) have lost their bytes"), "{attention}");
+    assert_eq!(page["reconciliation"]["standing"]["lost"], 1, "{page}");
+    assert_eq!(page["reconciliation"]["standing"]["last"]["unknown_keys"], 1, "{page}");
+    let text = String::from_utf8_lossy(&run_with(&url, Some(&ctx), &layout, &["status"]).stdout).into_owned();
+    assert!(text.contains("1 key(s), 12 bytes no row knows; 1 asset(s) lost"), "{text}");
+    assert!(text.contains(&format!("lost: {lost} {lost_key}")), "{text}");
+    let explained = stdout(&run(&url, Some(&ctx), &["explain", &lost.to_string()]));
+    assert!(explained.contains("lost"), "{explained}");
+}

@@ -191,9 +191,22 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     assert_eq!(sweep["LoggingConfig"]["LogFormat"], "JSON");
     assert_eq!(resources["SweepFunctionEvery15Minutes"]["Type"], "AWS::Events::Rule");
     assert_eq!(resources["SweepFunctionEvery15Minutes"]["Properties"]["ScheduleExpression"], "rate(15 minutes)");
-    // Least privilege: the sweep may only send; only the consumer touches the bucket.
+    // Least privilege: the sweep sends; it reads S3 only when reconciling from an inventory, and never writes.
     let sweep_policy = resources["SweepRole"]["Properties"]["Policies"].to_string();
-    assert!(sweep_policy.contains("sqs:SendMessage") && !sweep_policy.contains("s3:"), "{sweep_policy}");
+    assert!(sweep_policy.contains("sqs:SendMessage"), "{sweep_policy}");
+    for statement in resources["SweepRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_array()
+        .expect("statements")
+    {
+        let text = statement.to_string();
+        if !text.contains("s3:") {
+            continue;
+        }
+        let conditional = &statement["Fn::If"];
+        assert_eq!(conditional[0], "WithInventory", "an S3 statement outside the inventory's condition: {text}");
+        let action = conditional[1]["Action"].as_str().unwrap_or_default();
+        assert!(["s3:GetObject", "s3:ListBucket", "s3:ListBucketVersions"].contains(&action), "{text}");
+    }
     assert!(sweep_policy.contains("sqs:GetQueueAttributes"), "the sweep reads the queue's depth: {sweep_policy}");
     // The heartbeat watches completed passes, not invocations: a sweep skipped or refused forever pages someone.
     let heartbeat = &resources["SweepHeartbeatAlarm"]["Properties"];
@@ -225,6 +238,11 @@ async fn no_function_role_may_destroy_an_object_version() {
         {
             assert!(!policies.contains(power), "{name} holds {power}: {policies}");
         }
+    }
+    // The sweep writes nothing to any bucket: it reads inventory reports and confirms lost bytes.
+    let sweep = &roles.iter().find(|(name, _)| *name == "SweepRole").expect("sweep role").1;
+    for power in ["s3:PutObject", "s3:DeleteObject"] {
+        assert!(!sweep.contains(power), "SweepRole holds {power}: {sweep}");
     }
     let consumer = &roles.iter().find(|(name, _)| *name == "ConsumerRole").expect("consumer role").1;
     // Hidden bytes come back by copying their kept version.
@@ -274,6 +292,8 @@ async fn the_dashboard_shows_passes_claims_queues_settlements_and_bytes() {
     assert_eq!(metrics("Census: read, unproven columns (deletes wait), findings"), ours("sweep", &census));
     let discovery = ["DiscoveryScanned", "DiscoveryFound"];
     assert_eq!(metrics("Discovery: assets looked at, found unreferenced"), ours("sweep", &discovery));
+    let reconciliation = ["ReconcileKeysRead", "UnknownKeys", "AssetsLost"];
+    assert_eq!(metrics("Reconciliation: keys read, keys no row knows, assets lost"), ours("sweep", &reconciliation));
     let queue = |name: &str, queue: &str| ("AWS/SQS".to_owned(), name.to_owned(), queue.to_owned());
     assert_eq!(
         metrics("Cleanup queue: depth and oldest message"),
@@ -368,6 +388,23 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     ] {
         assert_eq!(sweep_env[variable], json!({"Ref": parameter}), "{variable}");
     }
+    // And reconciliation's: off unless both layout settings are given, and reading only the inventory location.
+    assert_eq!(default(t, "ReconcileTimeSharePercent"), u64::from(settings.reconcile.time_share_percent));
+    assert!(settings.reconcile.layout.is_none() && settings.reconcile.inventory.is_none());
+    for parameter in
+        ["ReconcilePrefixes", "ReconcileKeyPattern", "ReconcileInventoryBucket", "ReconcileInventoryPrefix"]
+    {
+        assert_eq!(t["Parameters"][parameter]["Default"], json!(""), "{parameter}");
+    }
+    for (variable, parameter) in [
+        ("RECONCILE_PREFIXES", "ReconcilePrefixes"),
+        ("RECONCILE_KEY_PATTERN", "ReconcileKeyPattern"),
+        ("RECONCILE_TIME_SHARE_PERCENT", "ReconcileTimeSharePercent"),
+    ] {
+        assert_eq!(sweep_env[variable], json!({"Ref": parameter}), "{variable}");
+    }
+    let inventory = sweep_env["RECONCILE_INVENTORY"].to_string();
+    assert!(inventory.contains("s3://${ReconcileInventoryBucket}/${ReconcileInventoryPrefix}"), "{inventory}");
 
     // Batch size and concurrency: the mapping's are the consumer's.
     let mapping = &t["Resources"]["ConsumerFunctionCleanupMessages"]["Properties"];

@@ -14,6 +14,7 @@ mod infra;
 mod lambda_executor;
 mod launcher;
 mod pipeline;
+mod reconcile;
 mod schema;
 mod settings;
 mod soak;

@@ -1,0 +1,164 @@
+//! `reconcile`: the bucket against the rows, both ways. Reads the bucket (an S3 Inventory report with
+//! `--inventory`, else `ListObjectsV2` over the managed prefixes) into Postgres in bulk and reports the bytes no
+//! row knows, per prefix and workspace, the prefixes another writer shares, and the assets whose bytes are gone
+//! (each confirmed with the bucket). `--dry-run` works in a transaction that is rolled back: it writes nothing.
+//! Without it, the findings are recorded: the lost assets in `lost_assets`, each with its `lost` event.
+
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use serde_json::json;
+use shared::reconcile::read::{self, Report};
+use shared::reconcile::{self, Findings, ListingSource};
+
+use crate::{Output, connect};
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Write nothing: print what a reconciliation finds.
+    #[arg(long)]
+    dry_run: bool,
+    /// Read this S3 Inventory report: `s3://bucket/path/manifest.json`, or a local copy's manifest.json.
+    #[arg(long, conflicts_with = "list")]
+    inventory: Option<String>,
+    /// List the managed prefixes with ListObjectsV2 (the default; a request per thousand keys).
+    #[arg(long)]
+    list: bool,
+}
+
+pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
+    let (settings, pool, sdk) = connect::everything().await?;
+    let layout = settings.reconcile.layout.as_ref().context(
+        "nothing to reconcile: set RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN (docs/operating.md, \"Reconciliation\")",
+    )?;
+    let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
+    let bucket = settings.asset_bucket.as_str();
+    let mut tx = pool.begin().await?;
+    // The comparison reads the application's tables without locking rows and takes seconds at a million keys:
+    // more than the 30 s every session gets may be needed for a large bucket; lock_timeout still stops it behind
+    // an application's lock.
+    sqlx::query!("SELECT set_config('statement_timeout', '15min', true)").fetch_one(&mut *tx).await?;
+    let (listing, read_from) = match &args.inventory {
+        Some(location) => {
+            let report = Report::open(&s3, location, bucket).await?;
+            let files = report.manifest.files.len();
+            let listing =
+                reconcile::open(&mut tx, ListingSource::Inventory, location, report.taken_at(), files).await?;
+            for file in 0..files {
+                report.ingest_file(&mut tx, listing.id, layout, file).await?;
+            }
+            (listing, format!("inventory {location} ({files} file(s))"))
+        }
+        None => {
+            let listing =
+                reconcile::open(&mut tx, ListingSource::List, &format!("s3://{bucket}"), chrono::Utc::now(), 0).await?;
+            read::ingest_listing(&s3, bucket, &mut tx, listing.id, layout).await?;
+            (listing, format!("a listing of s3://{bucket}"))
+        }
+    };
+    let findings = reconcile::compare(
+        &mut tx,
+        &s3,
+        bucket,
+        layout,
+        listing,
+        settings.grace,
+        usize::try_from(settings.reconcile.confirm_lost).unwrap_or(usize::MAX),
+    )
+    .await?;
+    let recorded = if args.dry_run {
+        tx.rollback().await?;
+        None
+    } else {
+        let newly = reconcile::record(&mut tx, listing, &findings).await?;
+        tx.commit().await?;
+        Some(newly)
+    };
+
+    let mut text = render(&findings, &read_from, layout);
+    match recorded {
+        None => text.push_str("dry run: nothing was written"),
+        Some(newly) => {
+            let _ = write!(text, "recorded as listing {}: {newly} asset(s) newly found lost", listing.id);
+        }
+    }
+    let mut attention = Vec::new();
+    for shared in &findings.off_pattern {
+        attention.push(format!("prefix {:?} is shared with another writer", shared.prefix));
+    }
+    if !findings.lost.is_empty() {
+        attention.push(format!("{} asset(s) have lost their bytes", findings.lost.len()));
+    }
+    let (unknown_keys, unknown_bytes) = findings.unknown_totals();
+    Ok(Output {
+        text,
+        json: json!({
+            "dry_run": args.dry_run,
+            "listing": listing.id,
+            "read_from": read_from,
+            "taken_at": listing.taken_at,
+            "unknown_keys": unknown_keys,
+            "unknown_bytes": unknown_bytes,
+            "findings": findings,
+            "newly_lost": recorded,
+        }),
+        attention,
+    })
+}
+
+fn render(findings: &Findings, read_from: &str, layout: &shared::reconcile::layout::KeyLayout) -> String {
+    let mut text = format!("read {read_from}: {} key(s), {} bytes, of {layout}\n", findings.keys, findings.bytes);
+    let (keys, bytes) = findings.unknown_totals();
+    let _ = writeln!(text, "bytes no row knows: {keys} key(s), {bytes} bytes");
+    for u in &findings.unknown {
+        let _ = writeln!(
+            text,
+            "  {} workspace {}: {} key(s), {} bytes ({} written within the grace period)",
+            shown(&u.prefix),
+            u.workspace_id,
+            u.keys,
+            u.bytes,
+            u.young
+        );
+        for key in &u.sample {
+            let _ = writeln!(text, "    {key}");
+        }
+    }
+    for o in &findings.off_pattern {
+        let _ = writeln!(
+            text,
+            "REFUSED {}: {} key(s) break the key pattern ({} of them named by rows): another writer shares it, and \
+             nothing in it is ours to remove",
+            shown(&o.prefix),
+            o.keys,
+            o.known
+        );
+        for key in &o.sample {
+            let _ = writeln!(text, "    {key}");
+        }
+    }
+    let _ = writeln!(text, "rows whose bytes are gone: {} asset(s)", findings.lost.len());
+    for lost in &findings.lost {
+        let restorable = match &lost.restorable_version {
+            Some(v) => format!("a kept version {v} can bring it back"),
+            None => "no version kept".to_owned(),
+        };
+        let _ = writeln!(
+            text,
+            "  {}  {:<8} {}  ({restorable})",
+            lost.asset.asset_id, lost.asset.state, lost.asset.storage_key
+        );
+    }
+    if findings.present_after_all > 0 || findings.unconfirmed > 0 {
+        let _ = writeln!(
+            text,
+            "  ({} missing from the listing are in the bucket now; {} not confirmed this run)",
+            findings.present_after_all, findings.unconfirmed
+        );
+    }
+    text
+}
+
+fn shown(prefix: &str) -> String {
+    if prefix.is_empty() { "the bucket".to_owned() } else { format!("prefix {prefix:?}") }
+}

@@ -1,0 +1,246 @@
+//! Reconciliation's throughput at a real bucket's size, beside the per-key lookup one would write first, in one run:
+//!
+//! - reconciliation as it runs: an S3 Inventory report (manifest and gzipped CSV files, as S3 writes them) read
+//!   from local disk, each file decompressed and parsed as it streams, its keys classified and copied into
+//!   `reconcile_keys` in batches of 10 000 (`COPY`), then both anti-joins: the keys no row knows and the rows
+//!   whose keys the report lacks;
+//! - the baseline: one indexed lookup of `stored_objects` per key, over a sample of the same keys.
+//!
+//! The bucket: 1 000 000 keys in 100 workspaces, in ten files; the rows: 1 000 000 assets with their stored
+//! objects. 10 000 keys have no row and 10 000 rows have no key. Printed: the time to read and ingest, to compare,
+//! and both together (twice, so a slow moment of the machine falls on both), keys per second, the baseline's rate,
+//! the ratio, and how long a billion-key bucket takes at this pace.
+//!
+//! Run with `scripts/bench-reconcile` (only Postgres). `BENCH_KEYS` (1000000), `BENCH_DRIFT` (10000, keys without
+//! rows and rows without keys each) and `BENCH_SAMPLE` (20000, the baseline's keys) set the sizes.
+
+// Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
+#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use integration_tests::TestDatabase;
+use shared::reconcile::inventory::{self, Manifest};
+use shared::reconcile::layout::KeyLayout;
+use shared::reconcile::read::Report;
+use shared::reconcile::{self, Findings, ListingSource};
+use sqlx::{AssertSqlSafe, PgPool};
+use uuid::Uuid;
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|n| n.parse().ok()).unwrap_or(default)
+}
+
+const FILES: usize = 10;
+const BUCKET: &str = "bench-assets";
+
+async fn exec(pool: &PgPool, sql: &str) {
+    sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).execute(pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// `rows` assets attached three days ago, each with its stored object keyed `{workspace}/{id}.png`.
+async fn rows(pool: &PgPool, rows: usize) {
+    // Loading, not the application writing: the touch triggers would turn each row into a second write.
+    exec(pool, "ALTER TABLE assets DISABLE TRIGGER USER").await;
+    exec(
+        pool,
+        &format!(
+            "CREATE TABLE numbered AS
+               SELECT n, gen_random_uuid() AS id,
+                      ('00000000-0000-4000-8000-0000000000' || lpad((n % 100)::text, 2, '0'))::uuid AS ws
+                 FROM generate_series(1, {rows}) n;
+             INSERT INTO stored_objects (storage_key, content_hash, byte_size, created_at, updated_at)
+             SELECT ws || '/' || id || '.png', 'sha256:' || n, 1000, now() - interval '3 days',
+                    now() - interval '3 days' FROM numbered;
+             INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at, updated_at)
+             SELECT id, ws, ws || '/' || id || '.png', 'sha256:' || n, 1000, 'attached', now() - interval '3 days',
+                    now() - interval '3 days' FROM numbered;
+             DROP TABLE numbered;"
+        ),
+    )
+    .await;
+    exec(pool, "ALTER TABLE assets ENABLE TRIGGER USER").await;
+    exec(pool, "VACUUM ANALYZE").await;
+}
+
+/// The report: every row's key but `drift` of them, and `drift` keys no row knows, in `FILES` gzipped CSV files
+/// with S3's schema, under `dir`. Returns the manifest's path and the keys it lists.
+async fn report(pool: &PgPool, dir: &Path, drift: usize) -> (String, Vec<String>) {
+    let mut keys: Vec<String> =
+        sqlx::query_scalar("SELECT storage_key FROM stored_objects ORDER BY md5(storage_key) OFFSET $1")
+            .bind(drift as i64)
+            .fetch_all(pool)
+            .await
+            .expect("keys");
+    keys.extend((0..drift).map(|i| format!("00000000-0000-4000-8000-0000000000{:02}/{}.png", i % 100, Uuid::new_v4())));
+    let prefix = format!("inventory/{BUCKET}/all");
+    let mut files = Vec::new();
+    for (i, chunk) in keys.chunks(keys.len().div_ceil(FILES)).enumerate() {
+        let key = format!("{prefix}/data/{i}.csv.gz");
+        let path = dir.join(&key);
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("dir");
+        let mut gz = flate2::write::GzEncoder::new(
+            std::io::BufWriter::new(std::fs::File::create(&path).expect("a file")),
+            flate2::Compression::fast(),
+        );
+        for k in chunk {
+            writeln!(gz, "\"{BUCKET}\",\"{k}\",\"1000\",\"2025-06-01T10:00:00.000Z\",\"\\\"etag\\\"\",\"STANDARD\"")
+                .expect("a row");
+        }
+        gz.finish().expect("gzip").flush().expect("flush");
+        files.push(
+            serde_json::json!({ "key": key, "size": std::fs::metadata(&path).expect("size").len(), "MD5checksum": "" }),
+        );
+    }
+    let manifest = serde_json::json!({
+        "sourceBucket": BUCKET,
+        "destinationBucket": "arn:aws:s3:::bench-inventory",
+        "version": "2016-11-30",
+        "creationTimestamp": chrono::Utc::now().timestamp_millis().to_string(),
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass",
+        "files": files,
+    });
+    let path = dir.join(format!("{prefix}/2026-12-01T00-00Z/manifest.json"));
+    std::fs::create_dir_all(path.parent().expect("a folder")).expect("dir");
+    std::fs::write(&path, manifest.to_string()).expect("manifest");
+    (path.display().to_string(), keys)
+}
+
+/// One reconciliation of the report, rolled back: (read and ingest, compare, findings).
+async fn reconcile_once(
+    pool: &PgPool,
+    s3: &aws_sdk_s3::Client,
+    manifest: &str,
+    layout: &KeyLayout,
+) -> (Duration, Duration, Findings) {
+    let mut tx = pool.begin().await.expect("tx");
+    let started = Instant::now();
+    let report = Report::open(s3, manifest, BUCKET).await.expect("the report");
+    let listing = reconcile::open(&mut tx, ListingSource::Inventory, manifest, report.taken_at(), FILES)
+        .await
+        .expect("a listing");
+    for file in 0..report.manifest.files.len() {
+        report.ingest_file(&mut tx, listing.id, layout, file).await.expect("a file");
+    }
+    let ingest = started.elapsed();
+    let started = Instant::now();
+    // Confirming with the bucket is bounded per run and not part of the comparison's pace.
+    let findings = reconcile::compare(&mut tx, s3, BUCKET, layout, listing, Duration::from_secs(86_400), 0)
+        .await
+        .expect("compare");
+    let compare = started.elapsed();
+    tx.rollback().await.expect("rollback");
+    (ingest, compare, findings)
+}
+
+#[tokio::main]
+async fn main() {
+    let keys = env_number("BENCH_KEYS", 1_000_000);
+    let drift = env_number("BENCH_DRIFT", 10_000);
+    let sample = env_number("BENCH_SAMPLE", 20_000);
+    let db = TestDatabase::new().await;
+    eprintln!("reconcile: loading {keys} assets ...");
+    rows(&db.pool, keys).await;
+    let dir = std::env::temp_dir().join(format!("reconcile-bench-{}", Uuid::new_v4()));
+    let (manifest, listed) = report(&db.pool, &dir, drift).await;
+    let on_disk: u64 = walk_size(&dir);
+    eprintln!("reconcile: report of {} keys written ({on_disk} bytes gzipped)", listed.len());
+    let layout = KeyLayout::new("*", r"(?P<workspace>[0-9a-f-]{36})/[0-9a-f-]{36}\.png").expect("a layout");
+    // Never called: nothing is confirmed with the bucket in this run.
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::Config::builder().behavior_version_latest().build());
+
+    // Where the time of reading goes: decompressing and parsing alone, without Postgres.
+    let parse_only = parse_only(&manifest).await;
+    let first = reconcile_once(&db.pool, &s3, &manifest, &layout).await;
+    let (unknown, _) = first.2.unknown_totals();
+    assert_eq!((unknown as usize, first.2.unconfirmed as usize), (drift, drift), "the drift, both ways");
+
+    // The baseline: one lookup per key, as a loop over the report would ask.
+    let mut conn = db.pool.acquire().await.expect("connection");
+    let started = Instant::now();
+    let mut unknown_in_sample = 0usize;
+    for key in listed.iter().rev().take(sample) {
+        let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM stored_objects WHERE storage_key = $1)")
+            .bind(key)
+            .fetch_one(&mut *conn)
+            .await
+            .expect("lookup");
+        unknown_in_sample += usize::from(!known);
+    }
+    let naive = started.elapsed();
+    drop(conn);
+
+    let second = reconcile_once(&db.pool, &s3, &manifest, &layout).await;
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let total = |r: &(Duration, Duration, Findings)| r.0 + r.1;
+    let best = total(&first).min(total(&second));
+    let rate = listed.len() as f64 / best.as_secs_f64();
+    let naive_rate = sample.min(listed.len()) as f64 / naive.as_secs_f64();
+    println!(
+        "reconcile: {} keys in {FILES} files ({on_disk} bytes gzipped) against {keys} rows; {drift} without rows, \
+         {drift} rows without keys",
+        listed.len()
+    );
+    println!(
+        "reconcile:  decompressing and parsing alone: {:.2} s ({:.0} keys/s)",
+        parse_only.as_secs_f64(),
+        listed.len() as f64 / parse_only.as_secs_f64()
+    );
+    for (run, r) in [("first", &first), ("second", &second)] {
+        println!(
+            "reconcile:  {run}: read and ingest {:.2} s, both anti-joins {:.2} s, together {:.2} s ({:.0} keys/s)",
+            r.0.as_secs_f64(),
+            r.1.as_secs_f64(),
+            total(r).as_secs_f64(),
+            listed.len() as f64 / total(r).as_secs_f64()
+        );
+    }
+    println!(
+        "baseline:   a lookup per key over {} keys: {:.2} s, {naive_rate:.0} keys/s ({unknown_in_sample} unknown); \
+         {:.0} s for the whole report",
+        sample.min(listed.len()),
+        naive.as_secs_f64(),
+        listed.len() as f64 / naive_rate
+    );
+    println!("ratio:      reconciliation is {:.1}x the per-key lookup (best run)", rate / naive_rate);
+    println!(
+        "pace:       a bucket of 1 000 000 000 keys takes {:.1} h of ingest and comparison at this rate",
+        1e9 / rate / 3600.0
+    );
+}
+
+/// Every file of the report decompressed and parsed, the keys dropped.
+async fn parse_only(manifest: &str) -> Duration {
+    let bytes = std::fs::read(manifest).expect("the manifest");
+    let (parsed, columns) = Manifest::parse(&bytes, BUCKET).expect("a manifest");
+    let root = Path::new(manifest).ancestors().find(|d| d.join(&parsed.files[0].key).is_file()).expect("the root");
+    let started = Instant::now();
+    for file in &parsed.files {
+        let body = std::io::BufReader::new(std::fs::File::open(root.join(&file.key)).expect("a file"));
+        inventory::read_file(&file.key, body, columns, 10_000, |_| Ok(())).expect("parsed");
+    }
+    started.elapsed()
+}
+
+fn walk_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(
+                    |e| {
+                        if e.path().is_dir() {
+                            walk_size(&e.path())
+                        } else {
+                            e.metadata().map(|m| m.len()).unwrap_or(0)
+                        }
+                    },
+                )
+                .sum()
+        })
+        .unwrap_or(0)
+}

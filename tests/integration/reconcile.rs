@@ -1,0 +1,314 @@
+//! Reconciliation against LocalStack S3 and a real database: a listing and an inventory report (S3's own manifest
+//! and gzipped CSV files, in S3 and copied to disk) compared with the rows both ways; what no row knows counted
+//! per prefix and workspace, a prefix another writer shares refused, and assets whose bytes are gone reported,
+//! confirmed with the bucket, recorded once, and forgotten when their bytes come back.
+
+use std::io::Write as _;
+
+use chrono::Utc;
+use std::time::{Duration, Instant};
+
+use integration_tests::fixtures::{object_exists, put_bytes, seed, state};
+use integration_tests::{FAILPOINTS, TestContext};
+use shared::reconcile::advance::Stop;
+use shared::reconcile::ingest::Ingested;
+use shared::reconcile::layout::KeyLayout;
+use shared::reconcile::read::{self, Report};
+use shared::reconcile::{self, Findings, Listing, ListingSource};
+use sweep_lambda::Sweeper;
+use uuid::Uuid;
+
+use crate::pipeline::{actions, key};
+
+/// Our keys: a workspace's folder, then any file name.
+pub(crate) const PATTERN: &str = r"(?P<workspace>[0-9a-f-]{36})/[^/]+";
+
+fn layout(ctx: &TestContext, prefixes: &str) -> KeyLayout {
+    let settings = ctx.settings(&[("RECONCILE_PREFIXES", prefixes), ("RECONCILE_KEY_PATTERN", PATTERN)]);
+    settings.reconcile.layout.expect("a layout")
+}
+
+/// Lists the bucket and compares, in `tx`: what the CLI's `reconcile --list` does.
+async fn listing(ctx: &TestContext, tx: &mut sqlx::PgConnection, layout: &KeyLayout) -> (Listing, Ingested, Findings) {
+    let listing = reconcile::open(tx, ListingSource::List, "test", Utc::now(), 0).await.expect("a listing");
+    let ingested = read::ingest_listing(&ctx.s3, &ctx.bucket, tx, listing.id, layout).await.expect("listed");
+    let grace = ctx.settings(&[]).grace;
+    let findings = reconcile::compare(tx, &ctx.s3, &ctx.bucket, layout, listing, grace, 100).await.expect("compared");
+    (listing, ingested, findings)
+}
+
+/// An asset row, `attached` three days, whose bytes were never put in the bucket.
+pub(crate) async fn row_without_bytes(ctx: &TestContext, ws: Uuid, state: &str) -> (Uuid, String) {
+    let key = key(ws);
+    let id = seed(ctx, ws, state, "3 days", &key).await;
+    delete_every_version(ctx, &key).await;
+    (id, key)
+}
+
+async fn delete_every_version(ctx: &TestContext, key: &str) {
+    let versions = ctx.s3.list_object_versions().bucket(&ctx.bucket).prefix(key).send().await.expect("versions");
+    for v in versions.versions() {
+        ctx.s3
+            .delete_object()
+            .bucket(&ctx.bucket)
+            .key(key)
+            .set_version_id(v.version_id().map(str::to_owned))
+            .send()
+            .await
+            .expect("delete a version");
+    }
+}
+
+async fn count(ctx: &TestContext, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned())).fetch_one(ctx.pool()).await.expect(sql)
+}
+
+#[tokio::test]
+async fn a_listing_counts_what_no_row_knows_refuses_a_shared_prefix_and_reports_rows_whose_bytes_are_gone() {
+    let ctx = TestContext::new().await;
+    let (ws, shared_ws) = (Uuid::new_v4(), Uuid::new_v4());
+    let known = seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
+    let orphan = key(ws);
+    put_bytes(&ctx.s3, &ctx.bucket, &orphan, b"orphan bytes").await;
+    put_bytes(&ctx.s3, &ctx.bucket, "exports/report.csv", b"not ours").await;
+    let another_writers = format!("{shared_ws}/backup.tar.gz/part-1");
+    put_bytes(&ctx.s3, &ctx.bucket, &another_writers, b"another system's").await;
+    // Deleted behind the row's back in a versioned bucket: a delete marker hides a kept version.
+    let hidden_key = key(ws);
+    let hidden = seed(&ctx, ws, "attached", "3 days", &hidden_key).await;
+    ctx.s3.delete_object().bucket(&ctx.bucket).key(&hidden_key).send().await.expect("delete behind its back");
+    let (never, _) = row_without_bytes(&ctx, ws, "retired").await;
+    // An upload still pending has not necessarily sent its bytes: not lost.
+    let (pending, _) = row_without_bytes(&ctx, ws, "pending").await;
+    let layout = layout(&ctx, &format!("{ws}/,{shared_ws}/"));
+
+    // A dry run: everything in a transaction rolled back.
+    let mut tx = ctx.pool().begin().await.expect("tx");
+    let (_, ingested, findings) = listing(&ctx, &mut tx, &layout).await;
+    tx.rollback().await.expect("rollback");
+    // A listing reads the managed prefixes only: exports/ is never asked about.
+    assert_eq!(ingested, Ingested { keys: 3, outside: 0 }, "the known, the orphan and the other writer's key");
+    assert_eq!(findings.unknown.len(), 1, "{findings:?}");
+    let unknown = &findings.unknown[0];
+    assert_eq!((unknown.workspace_id, unknown.keys, unknown.bytes, unknown.young), (ws, 1, 12, 1));
+    assert_eq!(unknown.sample, vec![orphan.clone()]);
+    assert_eq!(findings.off_pattern.len(), 1, "{findings:?}");
+    assert_eq!(findings.off_pattern[0].prefix, format!("{shared_ws}/"));
+    assert_eq!(findings.off_pattern[0].sample, vec![another_writers.clone()]);
+    let lost: Vec<(Uuid, bool)> =
+        findings.lost.iter().map(|l| (l.asset.asset_id, l.restorable_version.is_some())).collect();
+    assert_eq!(lost.len(), 2, "{lost:?}");
+    assert!(lost.contains(&(hidden, true)) && lost.contains(&(never, false)), "{lost:?}");
+    assert!(!lost.iter().any(|(id, _)| *id == pending || *id == known));
+    assert_eq!(count(&ctx, "SELECT count(*) FROM reconcile_listings").await, 0, "a dry run writes nothing");
+    assert_eq!(count(&ctx, "SELECT count(*) FROM reconcile_keys").await, 0);
+
+    // Recorded: each lost asset once, with its event; nothing else changes.
+    let mut tx = ctx.pool().begin().await.expect("tx");
+    let (first, _, findings) = listing(&ctx, &mut tx, &layout).await;
+    assert_eq!(reconcile::record(&mut tx, first, &findings).await.expect("recorded"), 2);
+    tx.commit().await.expect("commit");
+    assert_eq!(actions(&ctx, hidden).await, vec!["lost"]);
+    assert_eq!(actions(&ctx, never).await, vec!["lost"]);
+    assert_eq!(count(&ctx, "SELECT count(*) FROM lost_assets").await, 2);
+    assert_eq!(count(&ctx, "SELECT count(*) FROM reconcile_keys").await, 0, "a compared listing's keys go");
+    for id in [known, hidden, never] {
+        assert!(state(&ctx, id).await.is_some(), "a row is never deleted for lost bytes");
+    }
+    assert!(
+        object_exists(&ctx.s3, &ctx.bucket, &orphan).await
+            && object_exists(&ctx.s3, &ctx.bucket, &another_writers).await
+    );
+    assert_eq!(count(&ctx, "SELECT count(*) FROM stored_objects WHERE storage_key LIKE '%.png' AND NOT EXISTS (SELECT 1 FROM assets a WHERE a.storage_key = stored_objects.storage_key)").await, 0);
+
+    // The hidden bytes come back; the next reconciliation forgets that finding and does not repeat the other.
+    put_bytes(&ctx.s3, &ctx.bucket, &hidden_key, b"restored").await;
+    let mut tx = ctx.pool().begin().await.expect("tx");
+    let (second, _, findings) = listing(&ctx, &mut tx, &layout).await;
+    assert_eq!(reconcile::record(&mut tx, second, &findings).await.expect("recorded"), 0);
+    tx.commit().await.expect("commit");
+    let still: Vec<Uuid> =
+        sqlx::query_scalar("SELECT asset_id FROM lost_assets").fetch_all(ctx.pool()).await.expect("lost");
+    assert_eq!(still, vec![never]);
+    assert_eq!(actions(&ctx, never).await, vec!["lost"], "a lost asset is reported once");
+    let recorded: serde_json::Value = sqlx::query_scalar("SELECT findings FROM reconcile_listings WHERE id = $1")
+        .bind(second.id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("findings");
+    assert_eq!(recorded["lost"].as_array().map(Vec::len), Some(1), "{recorded}");
+}
+
+/// One row of a CSV inventory of all versions, as S3 writes it: every field quoted, the key URL-encoded.
+fn row(bucket: &str, encoded_key: &str, latest: bool, delete_marker: bool, size: i64, modified: &str) -> String {
+    format!(
+        "\"{bucket}\",\"{encoded_key}\",\"v1\",\"{latest}\",\"{delete_marker}\",\"{size}\",\"{modified}\",\"etag\"\n"
+    )
+}
+
+/// Writes an inventory report of the test's bucket as S3 does: `files` (CSV rows) gzipped under `{folder}data/`, and
+/// the manifest in `{folder}{scan}/manifest.json`, taken a second from now; with a copy below `local` when given.
+/// Returns the manifest's key.
+async fn put_report(
+    ctx: &TestContext,
+    folder: &str,
+    scan: &str,
+    files: &[String],
+    local: Option<&std::path::Path>,
+) -> String {
+    let b = ctx.bucket.as_str();
+    let mut entries = Vec::new();
+    for (i, text) in files.iter().enumerate() {
+        let file_key = format!("{folder}data/{scan}-{i}.csv.gz");
+        let bytes = gzipped(text);
+        put_bytes(&ctx.s3, b, &file_key, &bytes).await;
+        if let Some(dir) = local {
+            std::fs::create_dir_all(dir.join(format!("{folder}data"))).expect("dir");
+            std::fs::write(dir.join(&file_key), &bytes).expect("a local copy");
+        }
+        entries.push(serde_json::json!({ "key": file_key, "size": bytes.len(), "MD5checksum": "unchecked" }));
+    }
+    let manifest = serde_json::json!({
+        "sourceBucket": b,
+        "destinationBucket": format!("arn:aws:s3:::{b}"),
+        "version": "2016-11-30",
+        "creationTimestamp": (Utc::now().timestamp_millis() + 1000).to_string(),
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag",
+        "files": entries,
+    })
+    .to_string();
+    let manifest_key = format!("{folder}{scan}/manifest.json");
+    put_bytes(&ctx.s3, b, &manifest_key, manifest.as_bytes()).await;
+    if let Some(dir) = local {
+        let path = dir.join(&manifest_key);
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("dir");
+        std::fs::write(&path, &manifest).expect("a local manifest");
+    }
+    manifest_key
+}
+
+fn gzipped(text: &str) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(text.as_bytes()).expect("gzip");
+    encoder.finish().expect("gzip")
+}
+
+#[tokio::test]
+async fn an_inventory_report_split_across_files_is_read_from_s3_and_from_disk_alike() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let known = key(ws);
+    seed(&ctx, ws, "attached", "3 days", &known).await;
+    let (missing_bytes, _) = row_without_bytes(&ctx, ws, "attached").await;
+    let old = "2025-01-01T00:00:00.000Z";
+    let young = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let b = ctx.bucket.as_str();
+    // A space is `+` and a `+` is `%2B` in an inventory's keys.
+    let files = [
+        row(b, &known, true, false, 100, old) + &row(b, &format!("{ws}/an+old+photo%2B1.png"), true, false, 1000, old),
+        row(b, &format!("{ws}/replaced.png"), false, false, 7, old)
+            + &row(b, &format!("{ws}/deleted.png"), true, true, 0, old)
+            + &row(b, "exports/x.csv", true, false, 5, old),
+        row(b, &format!("{ws}/fresh.png"), true, false, 30, &young),
+    ];
+    let dir = std::env::temp_dir().join(format!("inventory-{}", Uuid::new_v4()));
+    let manifest_key = put_report(&ctx, &format!("inventory/{b}/all/"), "2026-12-01T00-00Z", &files, Some(&dir)).await;
+    let local = dir.join(&manifest_key);
+    let layout = layout(&ctx, &format!("{ws}/"));
+    let grace = ctx.settings(&[]).grace;
+
+    for location in [format!("s3://{b}/{manifest_key}"), local.display().to_string()] {
+        let report = Report::open(&ctx.s3, &location, b).await.expect("the report opens");
+        assert_eq!(report.manifest.files.len(), 3);
+        let mut tx = ctx.pool().begin().await.expect("tx");
+        let listing = reconcile::open(&mut tx, ListingSource::Inventory, &location, report.taken_at(), 3)
+            .await
+            .expect("a listing");
+        let mut per_file = Vec::new();
+        for file in 0..3 {
+            per_file.push(report.ingest_file(&mut tx, listing.id, &layout, file).await.expect("a file"));
+        }
+        assert_eq!(
+            per_file,
+            vec![Ingested { keys: 2, outside: 0 }, Ingested { keys: 0, outside: 1 }, Ingested { keys: 1, outside: 0 }],
+            "noncurrent versions and delete markers are not objects"
+        );
+        let findings = reconcile::compare(&mut tx, &ctx.s3, b, &layout, listing, grace, 100).await.expect("compared");
+        tx.rollback().await.expect("rollback");
+        assert_eq!(findings.unknown.len(), 1, "{findings:?}");
+        let unknown = &findings.unknown[0];
+        assert_eq!((unknown.keys, unknown.bytes, unknown.young), (2, 1030, 1), "{unknown:?}");
+        assert_eq!(unknown.sample, vec![format!("{ws}/an old photo+1.png"), format!("{ws}/fresh.png")]);
+        assert!(findings.off_pattern.is_empty(), "{findings:?}");
+        let lost: Vec<Uuid> = findings.lost.iter().map(|l| l.asset.asset_id).collect();
+        assert_eq!(lost, vec![missing_bytes], "{findings:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_sweep_reads_the_newest_report_a_file_at_a_time_resumes_next_pass_and_records_what_it_found() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let known = key(ws);
+    seed(&ctx, ws, "attached", "3 days", &known).await;
+    let (lost, _) = row_without_bytes(&ctx, ws, "released").await;
+    let b = ctx.bucket.clone();
+    let old = "2025-01-01T00:00:00.000Z";
+    let files: Vec<String> = (0..3)
+        .map(|i| {
+            row(&b, &format!("{ws}/orphan-{i}.png"), true, false, 10, old) + &row(&b, &known, true, false, 100, old)
+        })
+        .collect();
+    let folder = format!("inventory/{b}/daily/");
+    // An older report, and the folders S3 writes beside the dated ones: only the newest report is read.
+    put_report(&ctx, &folder, "2026-11-29T00-00Z", &files[..1], None).await;
+    put_bytes(&ctx.s3, &b, &format!("{folder}hive/dt=2026-11-30-00-00/symlink.txt"), b"ignored").await;
+    let newest = put_report(&ctx, &folder, "2026-11-30T00-00Z", &files, None).await;
+    let prefixes = format!("{ws}/");
+    let inventory = format!("s3://{b}/{folder}");
+    let overrides = [
+        ("RECONCILE_PREFIXES", prefixes.as_str()),
+        ("RECONCILE_KEY_PATTERN", PATTERN),
+        ("RECONCILE_INVENTORY", inventory.as_str()),
+        ("RECONCILE_TIME_SHARE_PERCENT", "90"),
+    ];
+    let sweeper =
+        || Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&overrides)).with_storage(ctx.s3.clone());
+
+    // Each file takes 1.5 s: a pass of 2 s has room to start one or two of the three, not all.
+    fail::cfg("reconcile::file", "sleep(1500)").expect("failpoint");
+    let first = sweeper().run_pass(Instant::now() + Duration::from_secs(2)).await.expect("sweep pass");
+    fail::remove("reconcile::file");
+    let progress = first.reconcile.clone().expect("reconciled");
+    assert_eq!(progress.manifest.as_deref(), Some(format!("s3://{b}/{newest}").as_str()));
+    assert_eq!(progress.stopped, Stop::TimeShare, "{progress:?}");
+    assert!((1..3).contains(&progress.files_done), "{progress:?}");
+    assert!(progress.compared.is_none());
+    assert!(actions(&ctx, lost).await.is_empty(), "nothing is recorded before every file is in");
+
+    let second = sweeper().run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass");
+    let resumed = second.reconcile.clone().expect("reconciled");
+    assert_eq!(resumed.stopped, Stop::Compared, "{resumed:?}");
+    assert_eq!((resumed.files_done, resumed.files_total), (3, 3));
+    assert_eq!(progress.files_read + resumed.files_read, 3, "each file is read once across the passes");
+    assert_eq!(progress.keys_read + resumed.keys_read, 6);
+    let compared = resumed.compared.clone().expect("compared");
+    assert_eq!((compared.unknown_keys, compared.unknown_bytes, compared.lost, compared.newly_lost), (3, 30, 1, 1));
+    assert_eq!(actions(&ctx, lost).await, vec!["lost"]);
+    let line = sweep_lambda::record::metrics_line(&second);
+    assert!(line.contains("\"AssetsLost\":1") && line.contains("\"UnknownKeys\":3"), "{line}");
+    let recorded: serde_json::Value = sqlx::query_scalar("SELECT reconcile FROM sweep_runs WHERE id = $1")
+        .bind(second.run_id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("the run row");
+    assert_eq!(recorded["stopped"], "compared", "{recorded}");
+
+    // The same report is not read twice, and the lost asset's row is kept.
+    let third = sweeper().run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass");
+    assert_eq!(third.reconcile.expect("reconciled").stopped, Stop::NoNewReport);
+    assert_eq!(state(&ctx, lost).await.as_deref(), Some("released"), "a lost asset's row is kept");
+}
