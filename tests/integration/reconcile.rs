@@ -273,19 +273,20 @@ async fn the_sweep_reads_the_newest_report_a_file_at_a_time_resumes_next_pass_an
         ("RECONCILE_PREFIXES", prefixes.as_str()),
         ("RECONCILE_KEY_PATTERN", PATTERN),
         ("RECONCILE_INVENTORY", inventory.as_str()),
-        ("RECONCILE_TIME_SHARE_PERCENT", "90"),
+        ("RECONCILE_TIME_SHARE_PERCENT", "1"),
     ];
     let sweeper =
         || Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&overrides)).with_storage(ctx.s3.clone());
 
-    // Each file takes 1.5 s: a pass of 2 s has room to start one or two of the three, not all.
-    fail::cfg("reconcile::file", "sleep(1500)").expect("failpoint");
-    let first = sweeper().run_pass(Instant::now() + Duration::from_secs(2)).await.expect("sweep pass");
+    // 1 % of a 600 s pass is 6 s, and each file takes 4 s: the second file starts before the share runs out, the
+    // third would not.
+    fail::cfg("reconcile::file", "sleep(4000)").expect("failpoint");
+    let first = sweeper().run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass");
     fail::remove("reconcile::file");
     let progress = first.reconcile.clone().expect("reconciled");
     assert_eq!(progress.manifest.as_deref(), Some(format!("s3://{b}/{newest}").as_str()));
     assert_eq!(progress.stopped, Stop::TimeShare, "{progress:?}");
-    assert!((1..3).contains(&progress.files_done), "{progress:?}");
+    assert_eq!((progress.files_read, progress.files_done, progress.files_total), (2, 2, 3), "{progress:?}");
     assert!(progress.compared.is_none());
     assert!(actions(&ctx, lost).await.is_empty(), "nothing is recorded before every file is in");
 
