@@ -14,6 +14,9 @@ CREATE TABLE reconcile_listings (
     keys_read     bigint      NOT NULL DEFAULT 0,
     started_at    timestamptz NOT NULL DEFAULT now(),
     compared_at   timestamptz,
+    -- A report given up unfinished (a newer one superseded it), and why.
+    abandoned_at  timestamptz,
+    abandoned_why text,
     -- What the comparison found: counts and bytes per prefix and workspace, refusals, lost assets.
     findings      jsonb
 );

@@ -401,7 +401,9 @@ impl Settings {
                     }
                 }
             },
-            confirm_lost: reader.parsed("RECONCILE_CONFIRM_LOST", 1_000, 1..=1_000_000u32),
+            // Confirmed while the comparison's transaction waits: 10 000 lookups, 16 at once, stay well inside the
+            // sessions' idle-in-transaction timeout.
+            confirm_lost: reader.parsed("RECONCILE_CONFIRM_LOST", 1_000, 1..=10_000u32),
             inventory: reader.get("RECONCILE_INVENTORY").and_then(|text| match InventoryLocation::parse(&text) {
                 Ok(location) => Some(location),
                 Err(reason) => {

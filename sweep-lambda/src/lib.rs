@@ -293,6 +293,7 @@ impl Sweeper {
             grace: self.settings.grace,
             confirm: usize::try_from(settings.confirm_lost).unwrap_or(usize::MAX),
             until: Instant::now() + left * settings.time_share_percent / 100,
+            deadline: budget_end,
         };
         Some((pace, s3))
     }

@@ -204,8 +204,13 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
         }
         let conditional = &statement["Fn::If"];
         assert_eq!(conditional[0], "WithInventory", "an S3 statement outside the inventory's condition: {text}");
-        let action = conditional[1]["Action"].as_str().unwrap_or_default();
-        assert!(["s3:GetObject", "s3:ListBucket", "s3:ListBucketVersions"].contains(&action), "{text}");
+        let actions = match &conditional[1]["Action"] {
+            Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
+            one => vec![one.as_str().unwrap_or_default()],
+        };
+        for action in actions {
+            assert!(["s3:GetObject", "s3:ListBucket", "s3:ListBucketVersions"].contains(&action), "{text}");
+        }
     }
     assert!(sweep_policy.contains("sqs:GetQueueAttributes"), "the sweep reads the queue's depth: {sweep_policy}");
     // The heartbeat watches completed passes, not invocations: a sweep skipped or refused forever pages someone.

@@ -201,6 +201,8 @@ async fn an_inventory_report_split_across_files_is_read_from_s3_and_from_disk_al
     let known = key(ws);
     seed(&ctx, ws, "attached", "3 days", &known).await;
     let (missing_bytes, _) = row_without_bytes(&ctx, ws, "attached").await;
+    // Written after S3's scan in truth, though its row is older: the report lacks it, the bucket holds it.
+    seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
     let old = "2025-01-01T00:00:00.000Z";
     let young = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let b = ctx.bucket.as_str();
@@ -243,6 +245,7 @@ async fn an_inventory_report_split_across_files_is_read_from_s3_and_from_disk_al
         assert!(findings.off_pattern.is_empty(), "{findings:?}");
         let lost: Vec<Uuid> = findings.lost.iter().map(|l| l.asset.asset_id).collect();
         assert_eq!(lost, vec![missing_bytes], "{findings:?}");
+        assert_eq!(findings.present_after_all, 1, "confirmed present, so not lost: {findings:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -257,11 +260,13 @@ async fn the_sweep_reads_the_newest_report_a_file_at_a_time_resumes_next_pass_an
     let (lost, _) = row_without_bytes(&ctx, ws, "released").await;
     let b = ctx.bucket.clone();
     let old = "2025-01-01T00:00:00.000Z";
-    let files: Vec<String> = (0..3)
-        .map(|i| {
-            row(&b, &format!("{ws}/orphan-{i}.png"), true, false, 10, old) + &row(&b, &known, true, false, 100, old)
-        })
-        .collect();
+    // The first two files hold no key of the managed prefix: a pass that reads only them writes no row.
+    let files: Vec<String> = vec![
+        row(&b, "exports/a.csv", true, false, 5, old),
+        row(&b, "exports/b.csv", true, false, 5, old),
+        (0..3).map(|i| row(&b, &format!("{ws}/orphan-{i}.png"), true, false, 10, old)).collect::<String>()
+            + &row(&b, &known, true, false, 100, old),
+    ];
     let folder = format!("inventory/{b}/daily/");
     // An older report, and the folders S3 writes beside the dated ones: only the newest report is read.
     put_report(&ctx, &folder, "2026-11-29T00-00Z", &files[..1], None).await;
@@ -294,8 +299,8 @@ async fn the_sweep_reads_the_newest_report_a_file_at_a_time_resumes_next_pass_an
     let resumed = second.reconcile.clone().expect("reconciled");
     assert_eq!(resumed.stopped, Stop::Compared, "{resumed:?}");
     assert_eq!((resumed.files_done, resumed.files_total), (3, 3));
-    assert_eq!(progress.files_read + resumed.files_read, 3, "each file is read once across the passes");
-    assert_eq!(progress.keys_read + resumed.keys_read, 6);
+    assert_eq!((progress.keys_read, resumed.files_read), (0, 1), "resumed, not read again: {resumed:?}");
+    assert_eq!(resumed.keys_read, 4);
     let compared = resumed.compared.clone().expect("compared");
     assert_eq!((compared.unknown_keys, compared.unknown_bytes, compared.lost, compared.newly_lost), (3, 30, 1, 1));
     assert_eq!(actions(&ctx, lost).await, vec!["lost"]);
@@ -312,4 +317,76 @@ async fn the_sweep_reads_the_newest_report_a_file_at_a_time_resumes_next_pass_an
     let third = sweeper().run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass");
     assert_eq!(third.reconcile.expect("reconciled").stopped, Stop::NoNewReport);
     assert_eq!(state(&ctx, lost).await.as_deref(), Some("released"), "a lost asset's row is kept");
+}
+
+/// Sweep passes with reconciliation of the inventory reports in `folder`, 1 % of each 600 s pass.
+fn reconciling_sweeper(ctx: &TestContext, overrides: &[(&str, &str)]) -> Sweeper {
+    Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(overrides)).with_storage(ctx.s3.clone())
+}
+
+#[tokio::test]
+async fn a_report_a_crash_emptied_is_read_again_and_one_stuck_unfinished_is_given_up_for_a_newer_one() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let known = key(ws);
+    seed(&ctx, ws, "attached", "3 days", &known).await;
+    let b = ctx.bucket.clone();
+    let old = "2025-01-01T00:00:00.000Z";
+    let files: Vec<String> = (0..3)
+        .map(|i| {
+            row(&b, &format!("{ws}/orphan-{i}.png"), true, false, 10, old) + &row(&b, &known, true, false, 100, old)
+        })
+        .collect();
+    let folder = format!("inventory/{b}/daily/");
+    put_report(&ctx, &folder, "2026-11-28T00-00Z", &files, None).await;
+    let (prefixes, inventory) = (format!("{ws}/"), format!("s3://{b}/{folder}"));
+    let overrides = [
+        ("RECONCILE_PREFIXES", prefixes.as_str()),
+        ("RECONCILE_KEY_PATTERN", PATTERN),
+        ("RECONCILE_INVENTORY", inventory.as_str()),
+        ("RECONCILE_TIME_SHARE_PERCENT", "1"),
+    ];
+    let pass = || async {
+        reconciling_sweeper(&ctx, &overrides)
+            .run_pass(Instant::now() + Duration::from_secs(600))
+            .await
+            .expect("sweep pass")
+    };
+
+    fail::cfg("reconcile::file", "sleep(4000)").expect("failpoint");
+    let first = pass().await.reconcile.expect("reconciled");
+    fail::remove("reconcile::file");
+    assert_eq!((first.files_done, first.keys_read), (2, 4), "{first:?}");
+    // A crash of the database empties the unlogged keys: the report is read again from its first file.
+    sqlx::query("TRUNCATE reconcile_keys").execute(ctx.pool()).await.expect("truncate");
+    let again = pass().await.reconcile.expect("reconciled");
+    assert_eq!((again.files_read, again.stopped), (3, Stop::Compared), "{again:?}");
+    assert_eq!(again.compared.expect("compared").unknown_keys, 3, "no key is lost to the crash");
+
+    // A report whose second file expired before it was read: every pass fails on it, with the reason recorded...
+    let stuck = put_report(&ctx, &folder, "2026-11-29T00-00Z", &files, None).await;
+    let gone = format!("{folder}data/2026-11-29T00-00Z-1.csv.gz");
+    ctx.s3.delete_object().bucket(&b).key(&gone).send().await.expect("expire a data file");
+    for _ in 0..2 {
+        let failed = pass().await;
+        assert!(failed.reconcile.is_none());
+        let error = failed.reconcile_error.expect("the reason");
+        assert!(error.contains(&gone), "{error}");
+    }
+    // ...until a newer report supersedes it: given up, with why, and the newer one read.
+    let newer = put_report(&ctx, &folder, "2026-11-30T00-00Z", &files[..1], None).await;
+    let resumed = pass().await.reconcile.expect("reconciled");
+    assert_eq!(resumed.abandoned.as_deref(), Some(format!("s3://{b}/{stuck}").as_str()), "{resumed:?}");
+    assert_eq!(resumed.manifest.as_deref(), Some(format!("s3://{b}/{newer}").as_str()));
+    assert_eq!(resumed.stopped, Stop::Compared);
+    let why: String = sqlx::query_scalar("SELECT abandoned_why FROM reconcile_listings WHERE location = $1")
+        .bind(format!("s3://{b}/{stuck}"))
+        .fetch_one(ctx.pool())
+        .await
+        .expect("the given-up listing");
+    assert!(why.contains("superseded by"), "{why}");
+    let left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM reconcile_keys").fetch_one(ctx.pool()).await.expect("keys");
+    assert_eq!(left, 0, "a given-up or compared report leaves no keys behind");
 }

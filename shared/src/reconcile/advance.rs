@@ -47,6 +47,9 @@ pub struct Progress {
     /// When compared in this pass: keys no row knows, their bytes, the shared prefixes, assets lost (all, and
     /// newly), and those not confirmed.
     pub compared: Option<Compared>,
+    /// An unfinished report given up in this pass because a newer one superseded it (its manifest's address).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abandoned: Option<String>,
 }
 
 /// A comparison's figures, as the run record keeps them.
@@ -81,26 +84,46 @@ pub struct Pace<'a> {
     pub confirm: usize,
     /// No new file is started after this.
     pub until: Instant,
+    /// The pass's own deadline: no statement runs past it.
+    pub deadline: Instant,
 }
 
 /// Advances reconciliation within `pace`: resumes the unfinished report, or starts on the newest one at the
-/// inventory location if it is new; reads files while time is left; compares when all are in.
+/// inventory location if it is new; reads files while time is left; compares when all are in. An unfinished report
+/// a newer one has superseded is given up: whatever kept it from finishing (its files expired under the inventory
+/// bucket's lifecycle, a row it cannot read), the newer report says the same and more.
 pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> Result<Progress, ReconcileError> {
-    let unfinished = sqlx::query!(
-        "SELECT id, location, taken_at, files_done, files_total,
-                files_done > 0 AND NOT EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = l.id) AS emptied
-           FROM reconcile_listings l
-          WHERE source = 'inventory' AND compared_at IS NULL
-          ORDER BY id DESC LIMIT 1"
+    let newest = newest_manifest(s3, pace.inventory).await?;
+    let mut unfinished = sqlx::query!(
+        r#"SELECT id, location, taken_at, files_done,
+                  keys_read > 0 AND NOT EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = l.id) AS "emptied!"
+             FROM reconcile_listings l
+            WHERE source = 'inventory' AND compared_at IS NULL AND abandoned_at IS NULL
+            ORDER BY id DESC LIMIT 1"#
     )
     .fetch_optional(pool)
     .await?;
+    let mut abandoned = None;
+    if let (Some(row), Some(newest)) = (&unfinished, &newest)
+        && *newest != row.location
+    {
+        sqlx::query!(
+            "UPDATE reconcile_listings SET abandoned_at = now(), abandoned_why = $2 WHERE id = $1",
+            row.id,
+            format!("superseded by {newest} before it was finished"),
+        )
+        .execute(pool)
+        .await?;
+        sqlx::query!("DELETE FROM reconcile_keys WHERE listing_id = $1", row.id).execute(pool).await?;
+        abandoned = Some(row.location.clone());
+        unfinished = None;
+    }
     let (report, listing, mut files_done) = match unfinished {
         Some(row) => {
             let report = Report::open(s3, &row.location, pace.bucket).await?;
             let mut done = row.files_done;
             // reconcile_keys is unlogged: a crash of the database empties it, and the report is read again.
-            if row.emptied == Some(true) {
+            if row.emptied {
                 sqlx::query!("UPDATE reconcile_listings SET files_done = 0, keys_read = 0 WHERE id = $1", row.id)
                     .execute(pool)
                     .await?;
@@ -109,8 +132,8 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
             (report, Listing { id: row.id, taken_at: row.taken_at }, done)
         }
         None => {
-            let Some(manifest) = newest_manifest(s3, pace.inventory).await? else {
-                return Ok(nothing_new(None));
+            let Some(manifest) = newest else {
+                return Ok(nothing_new(None, abandoned));
             };
             let seen = sqlx::query_scalar!(
                 r#"SELECT EXISTS (SELECT 1 FROM reconcile_listings WHERE location = $1) AS "seen!""#,
@@ -119,7 +142,7 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
             .fetch_one(pool)
             .await?;
             if seen {
-                return Ok(nothing_new(Some(manifest)));
+                return Ok(nothing_new(Some(manifest), abandoned));
             }
             let report = Report::open(s3, &manifest, pace.bucket).await?;
             let files = report.manifest.files.len();
@@ -138,6 +161,7 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
         keys_read: 0,
         stopped: Stop::TimeShare,
         compared: None,
+        abandoned,
     };
     while files_done < files_total {
         if Instant::now() >= pace.until {
@@ -145,6 +169,7 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
             return Ok(progress);
         }
         let mut tx = pool.begin().await?;
+        allow_until(&mut tx, pace.deadline).await?;
         let file = usize::try_from(files_done).unwrap_or(usize::MAX);
         let ingested = report.ingest_file(&mut tx, listing.id, pace.layout, file).await?;
         sqlx::query!(
@@ -161,7 +186,12 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
         progress.keys_read += ingested.keys;
     }
     progress.files_done = u32::try_from(files_done).unwrap_or(0);
+    // Every file is in; the comparison takes the next pass's share if this one is spent.
+    if Instant::now() >= pace.until {
+        return Ok(progress);
+    }
     let mut tx = pool.begin().await?;
+    allow_until(&mut tx, pace.deadline).await?;
     let findings = super::compare(&mut tx, s3, pace.bucket, pace.layout, listing, pace.grace, pace.confirm).await?;
     let newly_lost = super::record(&mut tx, listing, &findings).await?;
     tx.commit().await?;
@@ -178,7 +208,18 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
     Ok(progress)
 }
 
-fn nothing_new(manifest: Option<String>) -> Progress {
+/// Lets the statements of the caller's transaction run until the pass's deadline (and at least the 30 s every
+/// session has): a data file of millions of keys, or the comparison of a large bucket, takes longer than a
+/// statement of the application's tables should, and `lock_timeout` still stops one behind an application's lock.
+async fn allow_until(tx: &mut sqlx::PgConnection, deadline: Instant) -> Result<(), sqlx::Error> {
+    let left = deadline.saturating_duration_since(Instant::now()).max(crate::db::STATEMENT_TIMEOUT);
+    sqlx::query!("SELECT set_config('statement_timeout', $1, true)", format!("{}ms", left.as_millis()))
+        .fetch_one(tx)
+        .await?;
+    Ok(())
+}
+
+fn nothing_new(manifest: Option<String>, abandoned: Option<String>) -> Progress {
     Progress {
         manifest,
         listing: None,
@@ -188,6 +229,7 @@ fn nothing_new(manifest: Option<String>) -> Progress {
         keys_read: 0,
         stopped: Stop::NoNewReport,
         compared: None,
+        abandoned,
     }
 }
 

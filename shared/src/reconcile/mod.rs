@@ -20,7 +20,7 @@ pub mod read;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use serde::Serialize;
 use serde_json::json;
 use sqlx::PgConnection;
@@ -177,6 +177,9 @@ pub struct Findings {
     pub lost: Vec<Lost>,
     /// Assets the listing lacks whose bytes the bucket does hold (written or restored since it was taken).
     pub present_after_all: u64,
+    /// Their ids: a finding about them is forgotten.
+    #[serde(skip)]
+    pub present: Vec<Uuid>,
     /// Assets the listing lacks that were not confirmed (more than one run confirms).
     pub unconfirmed: u64,
 }
@@ -257,43 +260,57 @@ pub async fn compare(
             WHERE a.state IN ('attached', 'released', 'retired') AND a.created_at < $2
               AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(a.storage_key, p))
               AND NOT EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = $1 AND k.storage_key = a.storage_key)
-            ORDER BY a.storage_key, a.id"#,
+            ORDER BY (SELECT l.confirmed_at FROM lost_assets l WHERE l.asset_id = a.id) NULLS FIRST, a.storage_key, a.id"#,
         listing.id,
         listing.taken_at,
         &prefixes,
     )
     .fetch_all(&mut *conn)
     .await?;
-    let unconfirmed = missing.len().saturating_sub(confirm) as u64;
-    let looked: Vec<(Missing, Found)> = futures::stream::iter(missing.into_iter().take(confirm))
+    // Those never confirmed come first, then those confirmed longest ago: a cap smaller than what is missing
+    // reaches every asset over a few runs. A lookup that fails leaves its asset unconfirmed, not the run failed.
+    let mut unconfirmed = missing.len().saturating_sub(confirm) as u64;
+    let looked: Vec<(Missing, Result<Found, StorageError>)> = futures::stream::iter(missing.into_iter().take(confirm))
         .map(|asset| async move {
-            let found = objects::inspect(s3, bucket, &asset.storage_key).await?;
-            Ok::<_, StorageError>((asset, found))
+            let found = objects::inspect(s3, bucket, &asset.storage_key).await;
+            (asset, found)
         })
         .buffered(16)
-        .try_collect()
-        .await?;
-    let mut findings =
-        Findings { keys: totals.keys, bytes: totals.bytes, unknown, off_pattern, unconfirmed, ..Findings::default() };
+        .collect()
+        .await;
+    // A prefix another writer shares holds nothing of ours: its keys are reported as refused, not as unknown.
+    let unknown: Vec<Unknown> =
+        unknown.into_iter().filter(|u| !off_pattern.iter().any(|o| o.prefix == u.prefix)).collect();
+    let mut findings = Findings { keys: totals.keys, bytes: totals.bytes, unknown, off_pattern, ..Findings::default() };
     for (asset, found) in looked {
         match found {
-            Found::Present => findings.present_after_all += 1,
-            Found::Hidden { version_id } => findings.lost.push(Lost { asset, restorable_version: Some(version_id) }),
-            Found::Lost => findings.lost.push(Lost { asset, restorable_version: None }),
+            Ok(Found::Present) => findings.present.push(asset.asset_id),
+            Ok(Found::Hidden { version_id }) => {
+                findings.lost.push(Lost { asset, restorable_version: Some(version_id) });
+            }
+            Ok(Found::Lost) => findings.lost.push(Lost { asset, restorable_version: None }),
+            Err(e) => {
+                tracing::warn!(asset_id = %asset.asset_id, error = %e, "could not confirm missing bytes");
+                unconfirmed += 1;
+            }
         }
     }
+    findings.present_after_all = findings.present.len() as u64;
+    findings.unconfirmed = unconfirmed;
     Ok(findings)
 }
 
 /// Records what `listing` found, in the caller's transaction: the findings on the listing's row; each asset newly
-/// found lost in `lost_assets` with its `lost` event; and forgets earlier findings whose bytes are back or whose
-/// asset is gone. Returns how many assets were newly found lost. The listing's keys are removed.
+/// found lost in `lost_assets` with its `lost` event; and forgets earlier findings whose bytes are back (in the
+/// listing, or confirmed present now) or whose asset is gone. Returns how many assets were newly found lost. The listing's keys are removed.
 pub async fn record(conn: &mut PgConnection, listing: Listing, findings: &Findings) -> Result<u64, sqlx::Error> {
     sqlx::query!(
         "DELETE FROM lost_assets l
           WHERE NOT EXISTS (SELECT 1 FROM assets a WHERE a.id = l.asset_id AND a.storage_key = l.storage_key)
-             OR EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = $1 AND k.storage_key = l.storage_key)",
-        listing.id
+             OR EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = $1 AND k.storage_key = l.storage_key)
+             OR l.asset_id = ANY ($2)",
+        listing.id,
+        &findings.present,
     )
     .execute(&mut *conn)
     .await?;
