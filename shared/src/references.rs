@@ -56,6 +56,11 @@ pub struct ReferenceSource {
 }
 
 impl ReferenceSource {
+    /// A source as the catalog shows it; its key columns and indexes are read when the map is checked.
+    fn derived(schema: String, table: String, column: String, kind: SourceKind, column_type: String) -> Self {
+        ReferenceSource { schema, table, column, kind, column_type, key_columns: Vec::new(), value_indexed: false }
+    }
+
     /// `schema.table.column`, quoted as SQL identifiers, for the queries that read this source.
     pub fn quoted_table(&self) -> String {
         format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.table))
@@ -469,15 +474,7 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
         if !readable {
             problems.push(SchemaProblem::unreadable(&schema, &table, &column));
         }
-        sources.push(ReferenceSource {
-            schema,
-            table,
-            column,
-            kind: SourceKind::ForeignKey,
-            column_type,
-            key_columns: Vec::new(),
-            value_indexed: false,
-        });
+        sources.push(ReferenceSource::derived(schema, table, column, SourceKind::ForeignKey, column_type));
     }
 
     if let Some((domain_oid, _)) = domain {
@@ -515,15 +512,7 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
                 problems.push(SchemaProblem::unreadable(&schema, &table, &column));
             }
             let kind = if scalar { SourceKind::Domain } else { SourceKind::DomainArray };
-            sources.push(ReferenceSource {
-                schema,
-                table,
-                column,
-                kind,
-                column_type,
-                key_columns: Vec::new(),
-                value_indexed: false,
-            });
+            sources.push(ReferenceSource::derived(schema, table, column, kind, column_type));
         }
     }
 
@@ -564,15 +553,7 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
         }
         let column_type = data_type.unwrap_or_default();
         let kind = SourceKind::Json { json_path };
-        sources.push(ReferenceSource {
-            schema,
-            table,
-            column,
-            kind,
-            column_type,
-            key_columns: Vec::new(),
-            value_indexed: false,
-        });
+        sources.push(ReferenceSource::derived(schema, table, column, kind, column_type));
     }
 
     let candidates = candidates(conn, &sources, &mut problems).await?;

@@ -6,12 +6,10 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use crate::pipeline::actions;
-use consumer_lambda::Consumer;
 use integration_tests::fixtures::{object_exists, seed, state};
-use integration_tests::{TestContext, TestDatabase, acknowledge, drain, receive_event};
+use integration_tests::{TestContext, TestDatabase, drain};
 use serde_json::{Value, json};
 use shared::{AssetId, CleanupMessage, WorkspaceId};
-use sweep_lambda::Sweeper;
 use uuid::Uuid;
 
 /// The CLI binary of this build: beside this test binary's directory, where `cargo test --workspace` puts it
@@ -50,17 +48,8 @@ fn run_with(db_url: &str, ctx: Option<&TestContext>, env: &[(&str, &str)], args:
 /// One pass of the real sweep, then the real consumer fed until the queue is empty; a message that fails every
 /// delivery ends in the dead-letter queue.
 async fn sweep_and_settle(ctx: &TestContext) {
-    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&[]));
-    sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
-    let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]));
-    while ctx.queue_depth().await > 0 {
-        let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
-        let response = consumer
-            .handle(lambda_runtime::LambdaEvent::new(event.clone(), lambda_runtime::Context::default()))
-            .await
-            .expect("the consumer answers");
-        acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
-    }
+    crate::pipeline::pass(ctx, &[]).await;
+    crate::pipeline::deliver_all(ctx).await;
 }
 
 /// The dead-letter queue's messages: (visible, hidden).

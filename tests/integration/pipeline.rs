@@ -35,7 +35,15 @@ pub(crate) async fn pass(ctx: &TestContext, overrides: &[(&str, &str)]) -> Sweep
 
 /// Delivers every message on the queue to the real consumer; panics if one fails.
 pub(crate) async fn settle_queue(ctx: &TestContext) {
+    let failed = deliver_all(ctx).await;
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// Delivers every message on the queue to the real consumer, as the event source mapping would, until the queue is
+/// empty (a message that fails every delivery ends in the dead-letter queue); returns the ids of failed items.
+pub(crate) async fn deliver_all(ctx: &TestContext) -> Vec<String> {
     let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]));
+    let mut failed = Vec::new();
     while ctx.queue_depth().await > 0 {
         let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
         let response = consumer
@@ -43,8 +51,9 @@ pub(crate) async fn settle_queue(ctx: &TestContext) {
             .await
             .expect("the handler answers");
         acknowledge(&ctx.sqs, &ctx.queue.url, &event, &response).await;
-        assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+        failed.extend(response.batch_item_failures.into_iter().map(|f| f.item_identifier));
     }
+    failed
 }
 
 /// The actions recorded about `id`, oldest first.

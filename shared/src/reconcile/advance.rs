@@ -114,7 +114,7 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
         )
         .execute(pool)
         .await?;
-        sqlx::query!("DELETE FROM reconcile_keys WHERE listing_id = $1", row.id).execute(pool).await?;
+        super::forget_keys(pool, row.id).await?;
         abandoned = Some(row.location.clone());
         unfinished = None;
     }

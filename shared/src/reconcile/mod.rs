@@ -362,8 +362,14 @@ pub async fn record(conn: &mut PgConnection, listing: Listing, findings: &Findin
     )
     .execute(&mut *conn)
     .await?;
-    sqlx::query!("DELETE FROM reconcile_keys WHERE listing_id = $1", listing.id).execute(&mut *conn).await?;
+    forget_keys(conn, listing.id).await?;
     Ok(newly.len() as u64)
+}
+
+/// Removes the keys of listing `listing`, once compared or given up.
+pub(crate) async fn forget_keys(conn: impl sqlx::PgExecutor<'_>, listing: i64) -> Result<(), sqlx::Error> {
+    sqlx::query!("DELETE FROM reconcile_keys WHERE listing_id = $1", listing).execute(conn).await?;
+    Ok(())
 }
 
 /// The newest compared listing, as `status` shows it.
