@@ -2,7 +2,8 @@
 //! `--inventory`, else `ListObjectsV2` over the managed prefixes) into Postgres in bulk and reports the bytes no
 //! row knows, per prefix and workspace, the prefixes another writer shares, and the assets whose bytes are gone
 //! (each confirmed with the bucket). `--dry-run` works in a transaction that is rolled back: it writes nothing.
-//! Without it, the findings are recorded: the lost assets in `lost_assets`, each with its `lost` event.
+//! Without it, the findings are recorded: the lost assets in `lost_assets`, each with its `lost` event, and the
+//! keys no row knows under an approved prefix adopted (a dry run shows what would be).
 
 use std::fmt::Write as _;
 
@@ -56,7 +57,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             (listing, format!("a listing of s3://{bucket}"))
         }
     };
-    let findings = reconcile::compare(
+    let mut findings = reconcile::compare(
         &mut tx,
         &s3,
         bucket,
@@ -66,6 +67,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         usize::try_from(settings.reconcile.confirm_lost).unwrap_or(usize::MAX),
     )
     .await?;
+    // A dry run adopts too, in the transaction it rolls back: it shows what would be adopted.
+    reconcile::adopt::adopt(&mut tx, listing, layout, &mut findings, settings.grace, settings.reconcile.adopt_max)
+        .await?;
     let recorded = if args.dry_run {
         tx.rollback().await?;
         None
@@ -88,6 +92,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     if !findings.lost.is_empty() {
         attention.push(format!("{} asset(s) have lost their bytes", findings.lost.len()));
+    }
+    for prefix in &findings.awaiting_approval {
+        attention.push(format!(
+            "{} holds bytes no row knows and adopts nothing until approved: read this report, then \
+             `asset-sweeper approve --prefix {:?} --by … --reason …`",
+            shown(prefix),
+            if prefix.is_empty() { "*" } else { prefix.as_str() }
+        ));
     }
     let (unknown_keys, unknown_bytes) = findings.unknown_totals();
     Ok(Output {
@@ -136,6 +148,19 @@ fn render(findings: &Findings, read_from: &str, layout: &shared::reconcile::layo
         for key in &o.sample {
             let _ = writeln!(text, "    {key}");
         }
+    }
+    let (adopted, adopted_bytes) = findings.adopted_totals();
+    let _ = writeln!(text, "adopted (pending rows the pipeline settles): {adopted} key(s), {adopted_bytes} bytes");
+    for a in &findings.adopted {
+        let _ =
+            writeln!(text, "  {} workspace {}: {} key(s), {} bytes", shown(&a.prefix), a.workspace_id, a.keys, a.bytes);
+    }
+    for prefix in &findings.awaiting_approval {
+        let _ = writeln!(
+            text,
+            "AWAITING APPROVAL {}: nothing is adopted from it until an operator approves it",
+            shown(prefix)
+        );
     }
     let _ = writeln!(text, "rows whose bytes are gone: {} asset(s)", findings.lost.len());
     for lost in &findings.lost {

@@ -222,6 +222,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for prefix in reconciliation.last.iter().flat_map(|l| &l.shared_prefixes) {
         attention.push(format!("prefix {prefix:?} is shared with another writer (the last reconciliation)"));
     }
+    for prefix in reconciliation.last.iter().flat_map(|l| &l.awaiting_approval) {
+        attention.push(format!(
+            "prefix {prefix:?} holds bytes no row knows and adopts nothing until approved (asset-sweeper approve --prefix)"
+        ));
+    }
+    if reconciliation.named_without_row > 0 {
+        attention.push(format!(
+            "{} adopted object(s) are named by a record but without an asset row: give those records asset rows",
+            reconciliation.named_without_row
+        ));
+    }
     let braked: Vec<(String, String)> = last_finished
         .and_then(|r| r.per_workspace.as_object())
         .map(|ws| {
@@ -367,6 +378,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     for (asset, key) in &reconciliation.lost_sample {
         let _ = writeln!(text, "  lost: {asset} {key}");
+    }
+    if reconciliation.adopted > 0 {
+        let _ = writeln!(
+            text,
+            "adopted: {} object(s) no row knew wait for the pipeline; {} of them named by a record but without an asset row",
+            reconciliation.adopted, reconciliation.named_without_row
+        );
+    }
+    for (key, column) in &reconciliation.named_sample {
+        let _ = writeln!(text, "  named by {column} but without an asset row: {key}");
     }
     match &settle_on {
         Ok(what) => {

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use shared::audit::{AuditAction, Event};
 use shared::lifecycle::{self, AssetState, Decision, Deferral, Facts};
 use shared::objects::{self, StorageError};
+use shared::reconcile::adopt::{self, Hold};
 use shared::references::ReferenceMap;
 use shared::verdict::VerdictError;
 use shared::{AssetId, CleanupMessage, WorkspaceId, recheck};
@@ -138,6 +139,12 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         evidence["record"] = json!(keeping.record);
     }
     let decision = lifecycle::decide(keeping.is_some(), &row, cx.map.proven());
+    // Adopted bytes have an id nobody holds: a record can only name them by key.
+    let hold = match decision {
+        Decision::Delete | Decision::Purge => adopt::hold(&mut tx, asset, &row.storage_key).await?,
+        _ => None,
+    };
+    let decision = lifecycle::held(decision, hold.as_ref());
     let decided = match decision {
         Decision::Keep => {
             keep(&mut tx, asset).await?;
@@ -148,14 +155,20 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::Grace => json!({ "why": why.as_str(), "until": row.grace_ends }),
                 _ => json!({ "why": why.as_str() }),
             };
-            if why == Deferral::Census {
-                evidence["deferred"]["unproven"] = json!(cx.map.unproven);
+            match (why, &hold) {
+                (Deferral::Census, _) => evidence["deferred"]["unproven"] = json!(cx.map.unproven),
+                (Deferral::Named, Some(Hold::Named(column))) => evidence["deferred"]["named_by"] = json!(column),
+                (Deferral::KeyScan, Some(Hold::Unscanned(columns))) => {
+                    evidence["deferred"]["unscanned"] = json!(columns);
+                }
+                _ => {}
             }
             let until = match why {
                 Deferral::Grace => Until::GraceEnd(cx.grace),
                 Deferral::AbandonWindow => Until::AfterCreation(cx.abandon_after),
                 Deferral::Retention => Until::PurgeTime,
-                Deferral::Census => Until::Later(lifecycle::CENSUS_HOLD),
+                Deferral::Census | Deferral::KeyScan => Until::Later(lifecycle::CENSUS_HOLD),
+                Deferral::Named => Until::Later(lifecycle::NAMED_HOLD),
             };
             defer(&mut tx, asset, until).await?;
             Settled::plain(decision.action())

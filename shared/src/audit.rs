@@ -40,6 +40,8 @@ text_enum! {
         Undelete = "undelete",
         /// Nothing referred to it, though nobody had released it: discovery made it due.
         Discovered = "discovered",
+        /// Bytes no row knew, older than the grace period, under an approved prefix: given a `pending` row.
+        Adopted = "adopted",
     }
 }
 

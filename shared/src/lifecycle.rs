@@ -102,7 +102,17 @@ pub enum Deferral {
     /// Deleting or purging, while the census has not proven every column of the schema as it stands
     /// (invariant 13): looked at again after [`CENSUS_HOLD`].
     Census,
+    /// Adopted bytes whose key a record names (a key, path or URL in a text or JSON column): looked at again after
+    /// [`NAMED_HOLD`], kept while the record names it.
+    Named,
+    /// Adopted bytes, while the census's key scan has not covered every text and JSON column as it stands:
+    /// looked at again after [`CENSUS_HOLD`].
+    KeyScan,
 }
+
+/// How long adopted bytes a record names wait before they are looked at again: the record is the application's,
+/// and it changes on its own time.
+pub const NAMED_HOLD: Duration = Duration::from_secs(24 * 3600);
 
 /// How long a delete or purge held back by an unfinished census waits before it is looked at again: a few sweep
 /// passes, each of which reads more of the schema.
@@ -116,6 +126,8 @@ impl Deferral {
             Deferral::AbandonWindow => "abandon_window",
             Deferral::Retention => "retention",
             Deferral::Census => "census",
+            Deferral::Named => "named",
+            Deferral::KeyScan => "key_scan",
         }
     }
 }
@@ -155,6 +167,17 @@ pub fn decide(referenced: bool, facts: &Facts, proven: bool) -> Decision {
     match decision {
         Decision::Delete | Decision::Purge if !proven => Decision::Defer(Deferral::Census),
         decision => decision,
+    }
+}
+
+/// A delete or purge of adopted bytes waits while a record names their key or the key scan has not covered the
+/// schema (`hold`, read under the settle's locks); every other decision stands.
+pub fn held(decision: Decision, hold: Option<&crate::reconcile::adopt::Hold>) -> Decision {
+    use crate::reconcile::adopt::Hold;
+    match (decision, hold) {
+        (Decision::Delete | Decision::Purge, Some(Hold::Named(_))) => Decision::Defer(Deferral::Named),
+        (Decision::Delete | Decision::Purge, Some(Hold::Unscanned(_))) => Decision::Defer(Deferral::KeyScan),
+        (decision, _) => decision,
     }
 }
 
@@ -234,5 +257,17 @@ mod tests {
             Decision::Defer(Deferral::AbandonWindow)
         );
         assert_eq!(decide(true, &facts("pending", false, true, false), false), Decision::Keep);
+    }
+
+    #[test]
+    fn adopted_bytes_wait_while_named_or_unscanned_and_only_their_destruction_waits() {
+        use crate::reconcile::adopt::Hold;
+        let named = Hold::Named("public.pages.body".into());
+        let unscanned = Hold::Unscanned(vec!["public.pages.body".into()]);
+        assert_eq!(held(Decision::Delete, Some(&named)), Decision::Defer(Deferral::Named));
+        assert_eq!(held(Decision::Purge, Some(&unscanned)), Decision::Defer(Deferral::KeyScan));
+        assert_eq!(held(Decision::Delete, None), Decision::Delete);
+        assert_eq!(held(Decision::Retire, Some(&named)), Decision::Retire);
+        assert_eq!(held(Decision::Keep, Some(&unscanned)), Decision::Keep);
     }
 }

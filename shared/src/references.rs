@@ -330,6 +330,9 @@ pub const OWN_TABLES: &[&str] = &[
     "reconcile_listings",
     "reconcile_keys",
     "lost_assets",
+    "reconcile_prefixes",
+    "adopted_assets",
+    "named_keys",
 ];
 
 /// `sqlx::query!` of `$head`, then SQL that is true when this role reads every row of column `a` of table `c` in

@@ -53,6 +53,8 @@ pub struct ReconcileSettings {
     pub layout: Option<crate::reconcile::layout::KeyLayout>,
     /// The most assets one reconciliation confirms gone with a request to the bucket each.
     pub confirm_lost: u32,
+    /// The most keys one reconciliation adopts (the rest wait for the next report).
+    pub adopt_max: u32,
     /// Where S3 Inventory writes the asset bucket's reports; `None`: the sweep does not reconcile.
     pub inventory: Option<InventoryLocation>,
     /// The share, in percent, of what is left of a pass's time budget (after discovery) reconciliation may use.
@@ -404,6 +406,9 @@ impl Settings {
             // Confirmed while the comparison's transaction waits: 10 000 lookups, 16 at once, stay well inside the
             // sessions' idle-in-transaction timeout.
             confirm_lost: reader.parsed("RECONCILE_CONFIRM_LOST", 1_000, 1..=10_000u32),
+            // Each adopted key is an asset row, a stored object and an audit row written in the comparison's
+            // transaction: 100 000 take seconds; a bucket of millions of orphans is adopted over a few reports.
+            adopt_max: reader.parsed("RECONCILE_ADOPT_MAX", 100_000, 1..=1_000_000u32),
             inventory: reader.get("RECONCILE_INVENTORY").and_then(|text| match InventoryLocation::parse(&text) {
                 Ok(location) => Some(location),
                 Err(reason) => {

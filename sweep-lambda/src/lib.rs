@@ -261,7 +261,7 @@ impl Sweeper {
         };
         let derived = references::derive(lock.conn()).await?;
         let targets = census::targets(&derived.sources, &derived.problems, &derived.candidates);
-        let progress = census::advance(lock.conn(), &targets, budget).await?;
+        let progress = census::advance(lock.conn(), &targets, budget, self.settings.reconcile.layout.as_ref()).await?;
         info!(
             cycle = progress.cycle,
             batches = progress.batches,
@@ -292,6 +292,7 @@ impl Sweeper {
             bucket: &self.settings.asset_bucket,
             grace: self.settings.grace,
             confirm: usize::try_from(settings.confirm_lost).unwrap_or(usize::MAX),
+            adopt_max: settings.adopt_max,
             until: Instant::now() + left * settings.time_share_percent / 100,
             deadline: budget_end,
         };

@@ -40,7 +40,7 @@ async fn cycle(conn: &mut sqlx::PgConnection, targets: &[census::Target]) -> (Du
         batch_blocks: 1_024,
         cycle_interval: Duration::ZERO,
     };
-    let progress = census::advance(conn, targets, budget).await.expect("census");
+    let progress = census::advance(conn, targets, budget, None).await.expect("census");
     assert_eq!((progress.stopped, progress.columns_unproven), (Stop::CycleComplete, 0), "{progress:?}");
     (started.elapsed(), progress)
 }
@@ -109,7 +109,7 @@ async fn main() {
         batch_blocks: 1_024,
         cycle_interval: Duration::ZERO,
     };
-    census::advance(&mut conn, &targets, budget).await.expect("census");
+    census::advance(&mut conn, &targets, budget, None).await.expect("census");
     let fixed = fixed_started.elapsed();
     let census_time = (first + second) / 2;
     let (statements, longest) = (progress.batches, Duration::from_millis(progress.longest_batch_ms));

@@ -3,6 +3,7 @@
 // Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
 #![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 
+mod adoption;
 mod census;
 mod cli;
 mod consumer;

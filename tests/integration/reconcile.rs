@@ -140,7 +140,14 @@ async fn a_listing_counts_what_no_row_knows_refuses_a_shared_prefix_and_reports_
 }
 
 /// One row of a CSV inventory of all versions, as S3 writes it: every field quoted, the key URL-encoded.
-fn row(bucket: &str, encoded_key: &str, latest: bool, delete_marker: bool, size: i64, modified: &str) -> String {
+pub(crate) fn row(
+    bucket: &str,
+    encoded_key: &str,
+    latest: bool,
+    delete_marker: bool,
+    size: i64,
+    modified: &str,
+) -> String {
     format!(
         "\"{bucket}\",\"{encoded_key}\",\"v1\",\"{latest}\",\"{delete_marker}\",\"{size}\",\"{modified}\",\"etag\"\n"
     )
@@ -149,7 +156,7 @@ fn row(bucket: &str, encoded_key: &str, latest: bool, delete_marker: bool, size:
 /// Writes an inventory report of the test's bucket as S3 does: `files` (CSV rows) gzipped under `{folder}data/`, and
 /// the manifest in `{folder}{scan}/manifest.json`, taken a second from now; with a copy below `local` when given.
 /// Returns the manifest's key.
-async fn put_report(
+pub(crate) async fn put_report(
     ctx: &TestContext,
     folder: &str,
     scan: &str,

@@ -338,8 +338,9 @@ pub async fn prove_schema(pool: &PgPool) {
         batch_blocks: 1_024,
         cycle_interval: std::time::Duration::ZERO,
     };
-    let progress =
-        shared::census::advance(&mut conn, &targets, budget).await.unwrap_or_else(|e| fail(format!("census: {e}")));
+    let progress = shared::census::advance(&mut conn, &targets, budget, None)
+        .await
+        .unwrap_or_else(|e| fail(format!("census: {e}")));
     if progress.columns_unproven > 0 {
         fail(format!("the census left columns unproven: {progress:?}"));
     }

@@ -8,7 +8,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::scan::{Column, Group, scan};
-use super::{Columns, Target, summary};
+use super::{Columns, Target, named, summary};
+use crate::reconcile::layout::KeyLayout;
 
 /// How far a pass may go.
 #[derive(Debug, Clone, Copy)]
@@ -80,9 +81,15 @@ fn timed_out(error: &sqlx::Error) -> bool {
 
 /// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
 /// runs out or the batch cap is reached. Each batch is its own short statement; nothing is held between them.
-pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget) -> Result<Progress, sqlx::Error> {
+/// With a key `layout` (reconciliation configured), each batch also notes the keys of ours its text names.
+pub async fn advance(
+    conn: &mut PgConnection,
+    targets: &[Target],
+    budget: Budget,
+    layout: Option<&KeyLayout>,
+) -> Result<Progress, sqlx::Error> {
     fail::fail_point!("census::advance", |_| Err(sqlx::Error::Protocol("injected: the census failed".into())));
-    sync(conn, targets).await?;
+    sync(conn, targets, layout).await?;
     let mut batches = 0u64;
     let mut blocks = 0u64;
     let mut columns_finished = 0u64;
@@ -91,7 +98,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
     // Halved for the rest of the pass when a batch outlasts the statement timeout (TOASTed documents can make a
     // few blocks hold far more than their 8 KiB).
     let mut batch_blocks = i64::from(budget.batch_blocks.max(1));
-    let mut work = plan(conn, budget.cycle_interval).await?.into_iter();
+    let mut work = plan(conn, budget.cycle_interval, layout.is_some()).await?.into_iter();
     let mut group = work.next();
     if group.is_some() {
         // The cycle's clock starts only past the rest: reading unproven columns while resting is not a cycle.
@@ -119,7 +126,11 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         }
         let started = Instant::now();
         let found = if current.next_block < end {
-            match scan(conn, current, end).await {
+            let scanned = match (scan(conn, current, end).await, layout) {
+                (Ok(found), Some(layout)) => named::scan(conn, current, end, layout).await.map(|_| found),
+                (scanned, _) => scanned,
+            };
+            match scanned {
                 Ok(found) => found,
                 Err(e) if timed_out(&e) && end - current.next_block > 1 => {
                     batch_blocks = ((end - current.next_block) / 2).max(1);
@@ -137,6 +148,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
         longest = longest.max(took);
         reading += took;
         let finished = end >= current.blocks;
+        let first = current.next_block == 0;
         if record(conn, current, end, finished, &found, took).await? {
             // Rewritten under the scan: read it again from its first block, in its new file.
             let (blocks_then, filenode) = file_now(conn, current.relid).await?;
@@ -144,6 +156,7 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
             batches += 1;
             continue;
         }
+        named::record(conn, current, first, finished, layout).await?;
         batches += 1;
         blocks += u64::try_from(end - current.next_block).unwrap_or(0);
         findings += found.iter().filter(|f| f.is_some()).count() as u64;
@@ -178,8 +191,16 @@ pub async fn advance(conn: &mut PgConnection, targets: &[Target], budget: Budget
 }
 
 /// Adds a row for every column of `targets` on every table holding its rows, resets a row whose type or declared
-/// paths changed, and drops the rows of columns no longer read. One statement.
-async fn sync(conn: &mut PgConnection, targets: &[Target]) -> Result<(), sqlx::Error> {
+/// paths changed, and drops the rows of columns no longer read; a key scan made with another `layout` than
+/// today's covers nothing any more. Two statements.
+async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLayout>) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE census_columns SET keys_proven_at = NULL
+          WHERE keys_proven_at IS NOT NULL AND ($1::text IS NULL OR keys_layout IS DISTINCT FROM $1)",
+        layout.map(KeyLayout::signature),
+    )
+    .execute(&mut *conn)
+    .await?;
     let cols = Columns::of(targets);
     sqlx::query!(
         r#"WITH t AS (
@@ -201,7 +222,7 @@ async fn sync(conn: &mut PgConnection, targets: &[Target]) -> Result<(), sqlx::E
               SET table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,
                   column_name = EXCLUDED.column_name, family = EXCLUDED.family, shape = EXCLUDED.shape,
                   type_oid = EXCLUDED.type_oid, json_paths = EXCLUDED.json_paths, added_at = now(),
-                  next_block = 0, scan_started_at = NULL, done_cycle = 0, proven_at = NULL,
+                  next_block = 0, scan_started_at = NULL, done_cycle = 0, proven_at = NULL, keys_proven_at = NULL,
                   found_asset = NULL, found_at = NULL, found_cycle = NULL
             WHERE (c.type_oid, c.json_paths) IS DISTINCT FROM (EXCLUDED.type_oid, EXCLUDED.json_paths)
                OR (c.table_schema, c.table_name, c.column_name) IS DISTINCT FROM
@@ -220,9 +241,10 @@ async fn sync(conn: &mut PgConnection, targets: &[Target]) -> Result<(), sqlx::E
 
 /// The columns to read in this cycle, in order: never-proven columns first (they hold destruction back), then
 /// table by table; columns of one table whose scans stand at the same block go together. Within `interval` of the
-/// last cycle's end only never-proven columns are read. One statement per pass: each batch then costs only its
-/// reading statement and the update that records it.
-async fn plan(conn: &mut PgConnection, interval: Duration) -> Result<Vec<Group>, sqlx::Error> {
+/// last cycle's end only never-proven columns are read (with `keys`, also text and JSON columns the key scan has
+/// not covered). One statement per pass: each batch then costs only its reading statement and the update that
+/// records it.
+async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result<Vec<Group>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT c.relid, c.next_block,
                   quote_ident(n.nspname) || '.' || quote_ident(t.relname) AS "heap!",
@@ -240,10 +262,12 @@ async fn plan(conn: &mut PgConnection, interval: Duration) -> Result<Vec<Group>,
              JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = c.attnum AND NOT a.attisdropped
             WHERE c.done_cycle < s.cycle
               AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
-                   OR s.last_cycle_completed_at <= now() - $1 * interval '1 second')
+                   OR s.last_cycle_completed_at <= now() - $1 * interval '1 second'
+                   OR ($2 AND c.family <> 'uuid' AND c.keys_proven_at IS NULL))
             GROUP BY c.relid, c.next_block, n.nspname, t.relname
             ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block"#,
         interval.as_secs_f64(),
+        keys,
     )
     .fetch_all(conn)
     .await?;

@@ -15,10 +15,15 @@
 //! table), so a batch costs the same at the start of a table as at its end, and a table without a primary key is
 //! read like any other.
 //!
+//! With reconciliation configured, each batch also reads the text and JSON values for keys of ours a record names
+//! (`named`): an adopted asset, whose id nobody holds, is destroyed only once that scan has covered the schema and
+//! no record names its key.
+//!
 //! Here: what the census reads (`targets`) and what its record says (`standing`, `summary`); `advance` runs one
-//! pass's share; `scan` is one batch's statement.
+//! pass's share; `scan` is one batch's statement, `named` its key scan.
 
 mod advance;
+mod named;
 mod scan;
 
 use serde::Serialize;

@@ -44,7 +44,8 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
     }
     let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let mut finds = Vec::new();
-    // Values searched for uuid-shaped strings, and text values compared with storage keys: gathered from every
+    // Values searched for uuid-shaped strings, and text values compared with storage keys (an adopted asset's key
+    // is a name, not a finding: the key scan keeps it for that record): gathered from every
     // column, so each search and each join with `assets` runs once per batch, not once per column. A hyphenated
     // uuid has four hyphens: a value without them is not searched at all (LIKE costs a fraction of the search).
     let (mut searched, mut keyed) = (Vec::new(), Vec::new());
@@ -96,7 +97,8 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
     }
     if !keyed.is_empty() {
         finds.push(format!(
-            "SELECT x.k, a.id, NULL::text FROM ({}) x JOIN assets a ON a.storage_key = x.v",
+            "SELECT x.k, a.id, NULL::text FROM ({}) x JOIN assets a ON a.storage_key = x.v
+              WHERE NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)",
             keyed.join(" UNION ALL ")
         ));
     }

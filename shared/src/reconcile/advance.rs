@@ -67,6 +67,12 @@ pub struct Compared {
     pub newly_lost: u64,
     /// Assets the report lacks that were not confirmed with the bucket this time.
     pub unconfirmed: u64,
+    /// Keys adopted.
+    pub adopted_keys: i64,
+    /// Their bytes.
+    pub adopted_bytes: i64,
+    /// Prefixes whose keys no row knows wait for an operator's approval.
+    pub awaiting_approval: Vec<String>,
 }
 
 /// Everything one pass's reconciliation needs.
@@ -82,6 +88,8 @@ pub struct Pace<'a> {
     pub grace: Duration,
     /// The most assets confirmed gone per comparison.
     pub confirm: usize,
+    /// The most keys adopted per comparison.
+    pub adopt_max: u32,
     /// No new file is started after this.
     pub until: Instant,
     /// The pass's own deadline: no statement runs past it.
@@ -192,7 +200,8 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
     }
     let mut tx = pool.begin().await?;
     allow_until(&mut tx, pace.deadline).await?;
-    let findings = super::compare(&mut tx, s3, pace.bucket, pace.layout, listing, pace.grace, pace.confirm).await?;
+    let mut findings = super::compare(&mut tx, s3, pace.bucket, pace.layout, listing, pace.grace, pace.confirm).await?;
+    super::adopt::adopt(&mut tx, listing, pace.layout, &mut findings, pace.grace, pace.adopt_max).await?;
     let newly_lost = super::record(&mut tx, listing, &findings).await?;
     tx.commit().await?;
     let (unknown_keys, unknown_bytes) = findings.unknown_totals();
@@ -204,6 +213,9 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
         lost: findings.lost.len() as u64,
         newly_lost,
         unconfirmed: findings.unconfirmed,
+        adopted_keys: findings.adopted_totals().0,
+        adopted_bytes: findings.adopted_totals().1,
+        awaiting_approval: findings.awaiting_approval.clone(),
     });
     Ok(progress)
 }

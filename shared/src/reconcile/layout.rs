@@ -19,8 +19,16 @@ pub const UNOWNED: WorkspaceId = WorkspaceId(Uuid::nil());
 pub struct KeyLayout {
     prefixes: Vec<String>,
     pattern: Regex,
+    /// The pattern anywhere in a text: what finds keys a record names.
+    within: Regex,
+    /// The pattern from a given position on: a key starting where a managed prefix occurs in a text.
+    from: Regex,
     names_workspace: bool,
 }
+
+/// Where a key named in a text may end: URL and markup punctuation a key rarely holds. A match the pattern made
+/// longer than the key (`[^/]+` eats a query string) is tried cut at each of them.
+const KEY_ENDS: &[char] = &['?', '#', '"', '\'', '<', '>', ' ', '\t', '\n', '\r', ')', '(', ',', ';', '&', '\\', '|'];
 
 /// What one key is to reconciliation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +73,41 @@ impl KeyLayout {
             }
             listed
         };
-        let pattern = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| LayoutError::Pattern(e.to_string()))?;
+        let compile = |text: String| Regex::new(&text).map_err(|e| LayoutError::Pattern(e.to_string()));
+        let within = compile(format!("(?:{pattern})"))?;
+        let from = compile(format!("^(?:{pattern})"))?;
+        let pattern = compile(format!("^(?:{pattern})$"))?;
         let names_workspace = pattern.capture_names().any(|n| n == Some("workspace"));
-        Ok(KeyLayout { prefixes: listed, pattern, names_workspace })
+        Ok(KeyLayout { prefixes: listed, pattern, within, from, names_workspace })
+    }
+
+    /// Names this layout for the key scan: a scan made with another layout proves nothing about this one.
+    pub fn signature(&self) -> String {
+        format!("{}\u{1f}{}", self.prefixes.join(","), self.pattern.as_str())
+    }
+
+    /// The keys of ours that `text` names: as a key, a path or inside a URL (percent-encoded or not). Generous
+    /// on purpose: a key named here is kept, so a text is read every way a key could be cut out of it.
+    pub fn named_in(&self, text: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let decoded = text.contains('%').then(|| percent_encoding::percent_decode_str(text).decode_utf8_lossy());
+        for text in std::iter::once(text).chain(decoded.as_deref()) {
+            let mut candidates: Vec<&str> = self.within.find_iter(text).map(|m| m.as_str()).collect();
+            for prefix in self.prefixes.iter().filter(|p| !p.is_empty()) {
+                for (at, _) in text.match_indices(prefix.as_str()) {
+                    candidates.extend(self.from.find(&text[at..]).map(|m| m.as_str()));
+                }
+            }
+            for candidate in candidates {
+                let cuts = candidate.match_indices(KEY_ENDS).map(|(at, _)| &candidate[..at]);
+                for key in std::iter::once(candidate).chain(cuts) {
+                    if matches!(self.classify(key), KeyClass::Ours { .. }) && !found.iter().any(|f| f == key) {
+                        found.push(key.to_owned());
+                    }
+                }
+            }
+        }
+        found
     }
 
     /// The managed prefixes, longest first; `""` is the whole bucket.
@@ -143,6 +183,24 @@ mod tests {
         let key = format!("ab/{}", "0".repeat(64));
         assert_eq!(l.classify(&key), KeyClass::Ours { prefix: "", workspace: UNOWNED });
         assert_eq!(l.classify("README"), KeyClass::OffPattern { prefix: "" });
+    }
+
+    #[test]
+    fn keys_are_found_in_urls_paths_and_documents_however_they_are_cut() {
+        let l = layout();
+        let key = format!("uploads/{WS}/photo.png");
+        let url = format!("<img src=\"https://cdn.example.com/{key}?w=640&h=480\">");
+        assert!(l.named_in(&url).contains(&key), "{:?}", l.named_in(&url));
+        assert_eq!(l.named_in(&key), vec![key.clone()]);
+        let json = format!(r#"{{"hero": {{"src": "/{key}"}}, "n": 2}}"#);
+        assert!(l.named_in(&json).contains(&key), "{:?}", l.named_in(&json));
+        let spaced = format!("uploads/{WS}/my photo.png");
+        let encoded = format!("https://cdn.example.com/uploads/{WS}/my%20photo.png");
+        assert!(l.named_in(&encoded).contains(&spaced), "{:?}", l.named_in(&encoded));
+        assert!(l.named_in("uploads/not-a-workspace/photo.png and exports/x").is_empty());
+        let two = format!("{key}, uploads/{WS}/other.png");
+        let named = l.named_in(&two);
+        assert!(named.contains(&key) && named.contains(&format!("uploads/{WS}/other.png")), "{named:?}");
     }
 
     #[test]

@@ -6,11 +6,14 @@
 //! - [`layout`]: which keys are this product's (managed prefixes, key pattern, the workspace a key names).
 //! - [`inventory`]: S3 Inventory's manifest and gzipped CSV files; [`read`]: the report or a listing, streamed.
 //! - [`ingest`]: `COPY` into `reconcile_keys`.
+//! - [`adopt`]: bytes no row knows, under an approved prefix, become `pending` assets the pipeline settles.
 //! - [`advance`]: a sweep pass's share: the newest inventory report, a file at a time, resumed across passes.
 //!
-//! Nothing here destroys anything. What no row knows is only counted; what is gone is reported, after the bucket
-//! itself confirms it (a report can be two days old), and never deleted.
+//! Nothing here destroys anything. What no row knows is adopted (given a row the consumer settles like any other)
+//! on prefixes an operator approved; what is gone is reported, after the bucket itself confirms it (a report can
+//! be two days old), and never deleted.
 
+pub mod adopt;
 pub mod advance;
 pub mod ingest;
 pub mod inventory;
@@ -182,12 +185,22 @@ pub struct Findings {
     pub present: Vec<Uuid>,
     /// Assets the listing lacks that were not confirmed (more than one run confirms).
     pub unconfirmed: u64,
+    /// Keys adopted, per prefix and workspace.
+    pub adopted: Vec<adopt::Adopted>,
+    /// Prefixes holding keys no row knows (older than the grace period) that nothing is adopted from until an
+    /// operator approves them.
+    pub awaiting_approval: Vec<String>,
 }
 
 impl Findings {
     /// Keys no row knows, and their bytes.
     pub fn unknown_totals(&self) -> (i64, i64) {
         self.unknown.iter().fold((0, 0), |(k, b), u| (k + u.keys, b + u.bytes))
+    }
+
+    /// Keys adopted, and their bytes.
+    pub fn adopted_totals(&self) -> (i64, i64) {
+        self.adopted.iter().fold((0, 0), |(k, b), a| (k + a.keys, b + a.bytes))
     }
 }
 
@@ -389,6 +402,8 @@ pub struct LastListing {
     pub unknown_bytes: i64,
     /// Managed prefixes it found shared with another writer.
     pub shared_prefixes: Vec<String>,
+    /// Managed prefixes whose bytes no row knows wait for an operator's approval.
+    pub awaiting_approval: Vec<String>,
 }
 
 /// Where reconciliation stands: its newest compared listing and the assets whose bytes are gone.
@@ -400,6 +415,12 @@ pub struct Standing {
     pub lost: i64,
     /// The first few of them: (asset, key).
     pub lost_sample: Vec<(Uuid, String)>,
+    /// Adopted assets not yet settled away.
+    pub adopted: i64,
+    /// Of them, those a record names by key: a record without an asset row, the integration gap to fix.
+    pub named_without_row: i64,
+    /// The first few of those: (key, `schema.table.column` naming it).
+    pub named_sample: Vec<(String, String)>,
 }
 
 /// Where reconciliation stands now.
@@ -412,7 +433,11 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
                       AS "unknown_keys!",
                   coalesce((SELECT sum((u->>'bytes')::bigint) FROM jsonb_array_elements(findings->'unknown') u), 0)::bigint
                       AS "unknown_bytes!",
-                  ARRAY(SELECT o->>'prefix' FROM jsonb_array_elements(findings->'off_pattern') o) AS "shared_prefixes!"
+                  ARRAY(SELECT o->>'prefix' FROM jsonb_array_elements(findings->'off_pattern') o) AS "shared_prefixes!",
+                  ARRAY(SELECT p FROM jsonb_array_elements_text(coalesce(findings->'awaiting_approval', '[]')) p
+                         WHERE NOT EXISTS (SELECT 1 FROM reconcile_prefixes r
+                                            WHERE r.prefix = p AND r.approved_at IS NOT NULL))
+                      AS "awaiting_approval!"
              FROM reconcile_listings WHERE compared_at IS NOT NULL
             ORDER BY compared_at DESC, id DESC LIMIT 1"#
     )
@@ -425,9 +450,31 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
     )
     .fetch_all(&mut *conn)
     .await?;
+    let adopted = sqlx::query!(
+        r#"SELECT count(*) AS "adopted!",
+                  count(*) FILTER (WHERE EXISTS (SELECT 1 FROM named_keys n WHERE n.storage_key = d.storage_key))
+                      AS "named!"
+             FROM adopted_assets d JOIN assets a ON a.id = d.asset_id"#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let named_sample = sqlx::query!(
+        r#"SELECT DISTINCT ON (d.storage_key) d.storage_key,
+                  format('%s.%s.%s', c.table_schema, c.table_name, c.column_name) AS "column!"
+             FROM adopted_assets d
+             JOIN assets a ON a.id = d.asset_id
+             JOIN named_keys n ON n.storage_key = d.storage_key
+             JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+            ORDER BY d.storage_key LIMIT 5"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     Ok(Standing {
         last,
         lost: lost.first().map_or(0, |l| l.total),
         lost_sample: lost.into_iter().map(|l| (l.asset_id, l.storage_key)).collect(),
+        adopted: adopted.adopted,
+        named_without_row: adopted.named,
+        named_sample: named_sample.into_iter().map(|n| (n.storage_key, n.column)).collect(),
     })
 }

@@ -1,0 +1,49 @@
+-- Adoption: bytes no row knows become assets the ordinary pipeline settles, on prefixes a person approved, and
+-- never while a record names their key.
+
+-- A managed prefix, as reconciliation has met it. Nothing under it is adopted until an operator approves it
+-- (`asset-sweeper approve --prefix`), after reading what a reconciliation reported of it.
+CREATE TABLE reconcile_prefixes (
+    -- '' is the whole bucket.
+    prefix        text        PRIMARY KEY,
+    first_seen_at timestamptz NOT NULL DEFAULT now(),
+    approved_at   timestamptz,
+    approved_by   text,
+    reason        text,
+    CHECK ((approved_at IS NULL) = (approved_by IS NULL))
+);
+
+-- Each asset row adoption wrote: the consumer destroys one only when no record names its key and the key scan
+-- has covered the schema as it stands. Kept after the asset goes, as the record of what was adopted.
+CREATE TABLE adopted_assets (
+    asset_id     uuid        PRIMARY KEY,
+    storage_key  text        NOT NULL,
+    workspace_id uuid        NOT NULL,
+    listing_id   bigint      NOT NULL,
+    -- When the bucket said the bytes were last written.
+    last_modified timestamptz NOT NULL,
+    adopted_at   timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX adopted_assets_key ON adopted_assets (storage_key);
+
+-- Keys of ours that a record names in a text or JSON column (a key, a path, a URL), as the census's key scan
+-- found them: one row per key and column, dated by the start of the scan that last saw it. A scan that ends
+-- forgets its column's keys it did not see.
+CREATE TABLE named_keys (
+    storage_key text        NOT NULL,
+    relid       oid         NOT NULL,
+    attnum      smallint    NOT NULL,
+    seen_at     timestamptz NOT NULL,
+    PRIMARY KEY (storage_key, relid, attnum)
+);
+CREATE INDEX named_keys_column ON named_keys (relid, attnum, seen_at);
+
+-- The key scan rides on the census's batches. `keys_layout`: the layout (prefixes and pattern) the scan in
+-- progress extracts with, NULL once it changed mid-scan; `keys_proven_at`: when the last complete scan with the
+-- layout configured now began (NULL: not covered, and adopted bytes wait).
+ALTER TABLE census_columns ADD COLUMN keys_layout text, ADD COLUMN keys_proven_at timestamptz;
+
+ALTER TABLE settlement_events DROP CONSTRAINT settlement_events_action_check;
+ALTER TABLE settlement_events ADD CONSTRAINT settlement_events_action_check
+    CHECK (action IN ('keep', 'retire', 'delete', 'purge', 'defer', 'noop', 'reject', 'failed', 'restore',
+                      'integrity', 'lost', 'redrive', 'undelete', 'discovered', 'adopted'));

@@ -1,0 +1,138 @@
+//! The key scan: which of our keys the application's records name as text (a key, a path, a URL in a text or JSON
+//! column). Bytes no row knew have an id nobody holds, so a record can only ever name them by key: an adopted
+//! asset whose key is named here is kept (invariant 13 for adopted bytes). The scan rides on the census's
+//! batches, reading the same block range; a column's scan that ends with one layout throughout covers it, and
+//! forgets the keys of that column it did not see again.
+
+use std::collections::HashSet;
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use sqlx::{AssertSqlSafe, PgConnection};
+
+use super::scan::Group;
+use crate::reconcile::layout::KeyLayout;
+use crate::references::quote_ident;
+
+/// What a URL leaves as it is in a path: a prefix with a space is found in a URL as `%20`.
+const IN_PATH: &AsciiSet = &NON_ALPHANUMERIC.remove(b'/').remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// The strings a text naming one of our keys must contain: each managed prefix, and its percent-encoded form.
+fn prefilter(layout: &KeyLayout) -> Vec<String> {
+    let mut needles = Vec::new();
+    for prefix in layout.prefixes() {
+        let encoded = utf8_percent_encode(prefix, IN_PATH).to_string();
+        if encoded != prefix {
+            needles.push(encoded);
+        }
+        needles.push(prefix.to_owned());
+    }
+    needles
+}
+
+/// Reads the text and JSON columns of blocks `[group.next_block, end)` and notes each key of ours they name, with
+/// its column. Only values holding a managed prefix leave the database. Answers how many (key, column) pairs.
+pub(super) async fn scan(
+    conn: &mut PgConnection,
+    group: &Group,
+    end: i64,
+    layout: &KeyLayout,
+) -> Result<u64, sqlx::Error> {
+    let texts: Vec<(i16, String)> = group
+        .columns
+        .iter()
+        .filter(|c| c.family != "uuid")
+        .map(|c| {
+            let col = format!("r.{}", quote_ident(&c.name));
+            let value = if c.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
+            (c.attnum, format!("SELECT {}::int2 AS a, {value} AS v FROM r", c.attnum))
+        })
+        .collect();
+    if texts.is_empty() {
+        return Ok(0);
+    }
+    let selected: Vec<String> =
+        group.columns.iter().filter(|c| c.family != "uuid").map(|c| quote_ident(&c.name)).collect();
+    // Built here, not checked at compile time: the table and its columns are the application's, known only now.
+    let sql = format!(
+        "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
+         SELECT x.a, x.v FROM ({}) x
+          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)",
+        selected.join(", "),
+        group.heap,
+        texts.into_iter().map(|(_, s)| s).collect::<Vec<_>>().join(" UNION ALL "),
+    );
+    let rows: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
+        .bind(format!("({},0)", group.next_block))
+        .bind(format!("({end},0)"))
+        .bind(prefilter(layout))
+        .persistent(false)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut named: HashSet<(String, i16)> = HashSet::new();
+    for (attnum, value) in rows {
+        named.extend(layout.named_in(&value).into_iter().map(|key| (key, attnum)));
+    }
+    if named.is_empty() {
+        return Ok(0);
+    }
+    let (keys, attnums): (Vec<String>, Vec<i16>) = named.into_iter().unzip();
+    sqlx::query!(
+        "INSERT INTO named_keys (storage_key, relid, attnum, seen_at)
+         SELECT k, $1, a, now() FROM unnest($2::text[], $3::int2[]) AS t(k, a)
+         ON CONFLICT (storage_key, relid, attnum) DO UPDATE SET seen_at = EXCLUDED.seen_at",
+        group.relid,
+        &keys,
+        &attnums,
+    )
+    .execute(conn)
+    .await?;
+    Ok(keys.len() as u64)
+}
+
+/// After a batch ended at the group's cursor (already recorded): a scan's first batch dates the layout it reads
+/// with, a batch with another layout spoils the scan, and a scan that ended (`finished`) with one layout
+/// throughout covers its columns as of its start and forgets their keys it did not see again. `layout` is `None`
+/// when reconciliation is not configured: nothing is covered then.
+pub(super) async fn record(
+    conn: &mut PgConnection,
+    group: &Group,
+    first: bool,
+    finished: bool,
+    layout: Option<&KeyLayout>,
+) -> Result<(), sqlx::Error> {
+    let attnums: Vec<i16> = group.columns.iter().filter(|c| c.family != "uuid").map(|c| c.attnum).collect();
+    if attnums.is_empty() {
+        return Ok(());
+    }
+    let signature = layout.map(KeyLayout::signature);
+    sqlx::query!(
+        "UPDATE census_columns
+            SET keys_layout = CASE WHEN $3 THEN $4 WHEN keys_layout IS DISTINCT FROM $4 THEN NULL ELSE keys_layout END
+          WHERE relid = $1 AND attnum = ANY ($2)",
+        group.relid,
+        &attnums,
+        first,
+        signature,
+    )
+    .execute(&mut *conn)
+    .await?;
+    if !finished {
+        return Ok(());
+    }
+    sqlx::query!(
+        "WITH covered AS (
+             UPDATE census_columns SET keys_proven_at = scan_started_at
+              WHERE relid = $1 AND attnum = ANY ($2) AND keys_layout IS NOT NULL AND keys_layout = $3
+                AND scan_started_at IS NOT NULL
+             RETURNING relid, attnum, scan_started_at
+         )
+         DELETE FROM named_keys n USING covered c
+          WHERE n.relid = c.relid AND n.attnum = c.attnum AND n.seen_at < c.scan_started_at",
+        group.relid,
+        &attnums,
+        signature,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

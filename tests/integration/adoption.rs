@@ -1,0 +1,279 @@
+//! Adoption against LocalStack S3 and a real database, driven by the real sweep and the real consumer: bytes no
+//! row knows, under a prefix an operator approved, become `pending` assets the consumer removes; nothing is
+//! adopted before the approval or under a prefix another writer shares; an orphan a record names by key (a URL in
+//! a text column, a path in a JSON document) is kept and reported; an unnamed one waits while the key scan has not
+//! covered the schema; an upload racing the adoption keeps its bytes.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use integration_tests::TestContext;
+use integration_tests::fixtures::{object_exists, put_bytes, seed, state};
+use serde_json::Value;
+use sweep_lambda::Sweeper;
+use sweep_lambda::record::SweepReport;
+use uuid::Uuid;
+
+use crate::pipeline::{actions, key, owner_tables, settle_queue};
+use crate::reconcile::{PATTERN, put_report, row};
+
+/// Written long before any grace period.
+const OLD: &str = "2025-01-01T00:00:00.000Z";
+
+/// One sweep pass reading the inventory reports in `folder` for `prefixes`.
+async fn pass(ctx: &TestContext, prefixes: &str, folder: &str) -> SweepReport {
+    let inventory = format!("s3://{}/{folder}", ctx.bucket);
+    let overrides = [
+        ("RECONCILE_PREFIXES", prefixes),
+        ("RECONCILE_KEY_PATTERN", PATTERN),
+        ("RECONCILE_INVENTORY", inventory.as_str()),
+    ];
+    Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&overrides))
+        .with_storage(ctx.s3.clone())
+        .run_pass(Instant::now() + Duration::from_secs(600))
+        .await
+        .expect("sweep pass")
+}
+
+/// What an operator's `asset-sweeper approve --prefix` records (the CLI's own test runs the command).
+async fn approve(ctx: &TestContext, prefix: &str) {
+    let approved = sqlx::query(
+        "UPDATE reconcile_prefixes SET approved_at = now(), approved_by = 'test', reason = 'read' WHERE prefix = $1",
+    )
+    .bind(prefix)
+    .execute(ctx.pool())
+    .await
+    .expect("approve");
+    assert_eq!(approved.rows_affected(), 1, "a recorded reconciliation met {prefix:?}");
+}
+
+/// The asset adoption wrote for `key`, if any.
+async fn adopted(ctx: &TestContext, key: &str) -> Option<Uuid> {
+    sqlx::query_scalar("SELECT asset_id FROM adopted_assets WHERE storage_key = $1")
+        .bind(key)
+        .fetch_optional(ctx.pool())
+        .await
+        .expect("adopted_assets")
+}
+
+/// Time passing beyond the grace period since the adoption wrote `keys`' stored objects.
+async fn age_objects(ctx: &TestContext, keys: &[&str]) {
+    sqlx::query("UPDATE stored_objects SET updated_at = now() - interval '2 days' WHERE storage_key = ANY ($1)")
+        .bind(keys.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>())
+        .execute(ctx.pool())
+        .await
+        .expect("age");
+}
+
+async fn last_evidence(ctx: &TestContext, id: Uuid) -> Value {
+    sqlx::query_scalar("SELECT evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
+        .bind(id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("an event")
+}
+
+#[tokio::test]
+async fn orphans_of_an_approved_prefix_are_adopted_and_removed_unless_a_record_names_their_key() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    sqlx::raw_sql("CREATE TABLE posts (id serial PRIMARY KEY, html text)").execute(ctx.pool()).await.expect("posts");
+    let (ws, shared_ws) = (Uuid::new_v4(), Uuid::new_v4());
+    let known = key(ws);
+    let known_id = seed(&ctx, ws, "attached", "3 days", &known).await;
+    sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(known_id).execute(ctx.pool()).await.expect("product");
+    let (in_text, in_json, unnamed, young) = (key(ws), key(ws), key(ws), key(ws));
+    let outside = format!("exports/{}.csv", Uuid::new_v4());
+    let (shared_orphan, another_writers) = (key(shared_ws), format!("{shared_ws}/backup/part-1"));
+    for k in [&in_text, &in_json, &unnamed, &young, &outside, &shared_orphan, &another_writers] {
+        put_bytes(&ctx.s3, &ctx.bucket, k, b"bytes no row knows").await;
+    }
+    // How an application refers to files before it adopts this product: by URL, in HTML and in a document.
+    sqlx::query("INSERT INTO posts (html) VALUES ($1)")
+        .bind(format!("<p><img src=\"https://cdn.example.com/{in_text}?w=640\"></p>"))
+        .execute(ctx.pool())
+        .await
+        .expect("post");
+    sqlx::query("INSERT INTO pages (body) VALUES ($1)")
+        .bind(serde_json::json!({ "blocks": [{ "type": "hero", "src": format!("/{in_json}") }] }))
+        .execute(ctx.pool())
+        .await
+        .expect("page");
+
+    let b = ctx.bucket.clone();
+    let now = Utc::now().format("%Y-%m-%dT%H:%M:%S.000Z").to_string();
+    let files = vec![
+        [&known, &in_text, &in_json, &unnamed, &outside].map(|k| row(&b, k, true, false, 18, OLD)).concat(),
+        row(&b, &young, true, false, 18, &now)
+            + &row(&b, &shared_orphan, true, false, 18, OLD)
+            + &row(&b, &another_writers, true, false, 18, OLD),
+    ];
+    let folder = format!("inventory/{b}/daily/");
+    let prefixes = format!("{ws}/,{shared_ws}/");
+
+    // The first reconciliation of a prefix adopts nothing: it waits for a person.
+    put_report(&ctx, &folder, "2026-11-29T00-00Z", &files, None).await;
+    let first = pass(&ctx, &prefixes, &folder).await.reconcile.expect("reconciled").compared.expect("compared");
+    assert_eq!((first.unknown_keys, first.adopted_keys), (4, 0), "{first:?}");
+    assert_eq!(first.awaiting_approval, vec![format!("{ws}/")], "a shared prefix awaits nothing: it is refused");
+    assert_eq!(first.shared_prefixes, vec![format!("{shared_ws}/")]);
+    assert!(adopted(&ctx, &unnamed).await.is_none());
+
+    // Approved (the shared prefix too, which still adopts nothing), the next report adopts the old orphans.
+    approve(&ctx, &format!("{ws}/")).await;
+    approve(&ctx, &format!("{shared_ws}/")).await;
+    put_report(&ctx, &folder, "2026-11-30T00-00Z", &files, None).await;
+    let adopting = pass(&ctx, &prefixes, &folder).await;
+    let second = adopting.reconcile.clone().expect("reconciled").compared.expect("compared");
+    assert_eq!((second.adopted_keys, second.adopted_bytes), (3, 54), "{second:?}");
+    assert!(second.awaiting_approval.is_empty());
+    // Adopted due now, they are claimed by the same pass.
+    assert_eq!(adopting.enqueued, 3, "{adopting:?}");
+    let (text_id, json_id, unnamed_id) = (
+        adopted(&ctx, &in_text).await.expect("adopted"),
+        adopted(&ctx, &in_json).await.expect("adopted"),
+        adopted(&ctx, &unnamed).await.expect("adopted"),
+    );
+    for k in [&young, &known, &outside, &shared_orphan, &another_writers] {
+        assert!(adopted(&ctx, k).await.is_none(), "{k} is young, known, outside or shared: never adopted");
+    }
+    assert_eq!(actions(&ctx, unnamed_id).await, vec!["adopted"]);
+    assert_eq!(state(&ctx, unnamed_id).await.as_deref(), Some("pending"));
+
+    // Time passes beyond the grace period, and the key scan of `posts` is undone (as for a column it has not
+    // covered yet): the unnamed orphan waits; the named ones are kept, each naming its record.
+    age_objects(&ctx, &[&in_text, &in_json, &unnamed]).await;
+    sqlx::query("UPDATE census_columns SET keys_proven_at = NULL WHERE table_name = 'posts'")
+        .execute(ctx.pool())
+        .await
+        .expect("undo the key scan");
+    settle_queue(&ctx).await;
+    let waiting = last_evidence(&ctx, unnamed_id).await;
+    assert_eq!(waiting["deferred"]["why"], "key_scan", "{waiting}");
+    assert_eq!(waiting["deferred"]["unscanned"], serde_json::json!(["public.posts.html"]), "{waiting}");
+    for (id, column) in [(text_id, "public.posts.html"), (json_id, "public.pages.body")] {
+        let kept = last_evidence(&ctx, id).await;
+        assert_eq!(kept["deferred"]["why"], "named", "{kept}");
+        assert_eq!(kept["deferred"]["named_by"], column, "{kept}");
+    }
+    for k in [&in_text, &in_json, &unnamed] {
+        assert!(object_exists(&ctx.s3, &ctx.bucket, k).await, "{k} waits");
+    }
+
+    // The next pass's census covers `posts` again: the unnamed orphan goes through the consumer's delete.
+    sqlx::query("UPDATE assets SET due_at = now() WHERE id = $1")
+        .bind(unnamed_id)
+        .execute(ctx.pool())
+        .await
+        .expect("due");
+    let removed = pass(&ctx, &prefixes, &folder).await;
+    assert_eq!(removed.enqueued, 1, "{removed:?}");
+    settle_queue(&ctx).await;
+    assert_eq!(actions(&ctx, unnamed_id).await, vec!["adopted", "defer", "delete"]);
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &unnamed).await, "the unnamed orphan's bytes are gone");
+    assert!(state(&ctx, unnamed_id).await.is_none());
+    for k in [&in_text, &in_json, &young, &known, &outside, &shared_orphan, &another_writers] {
+        assert!(object_exists(&ctx.s3, &ctx.bucket, k).await, "{k} is untouched");
+    }
+    let mut conn = ctx.pool().acquire().await.expect("a connection");
+    let standing = shared::reconcile::standing(&mut conn).await.expect("standing");
+    assert_eq!((standing.adopted, standing.named_without_row), (2, 2), "{standing:?}");
+}
+
+#[tokio::test]
+async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let (reused, in_flight) = (key(ws), key(ws));
+    for k in [&reused, &in_flight] {
+        put_bytes(&ctx.s3, &ctx.bucket, k, b"bytes no row knows").await;
+    }
+    let b = ctx.bucket.clone();
+    let files = vec![row(&b, &reused, true, false, 18, OLD) + &row(&b, &in_flight, true, false, 18, OLD)];
+    let folder = format!("inventory/{b}/daily/");
+    let prefix = format!("{ws}/");
+    sqlx::query("INSERT INTO reconcile_prefixes (prefix, approved_at, approved_by) VALUES ($1, now(), 'test')")
+        .bind(&prefix)
+        .execute(ctx.pool())
+        .await
+        .expect("approved");
+    put_report(&ctx, &folder, "2026-11-30T00-00Z", &files, None).await;
+
+    // An upload of `in_flight` has written its rows and not committed when the adoption reaches the key: the
+    // adoption waits for it, and the upload's object wins.
+    let mut upload = ctx.pool().begin().await.expect("the upload's transaction");
+    let upload_id: Uuid = sqlx::query_scalar(
+        "WITH o AS (INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, 'sha256:x', 18)
+                    ON CONFLICT (storage_key) DO NOTHING)
+         INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size) VALUES ($2, $1, 'sha256:x', 18)
+         RETURNING id",
+    )
+    .bind(&in_flight)
+    .bind(ws)
+    .fetch_one(&mut *upload)
+    .await
+    .expect("the upload's rows");
+    let sweep = tokio::spawn({
+        let (ctx_pool, prefix, folder) = (ctx.pool().clone(), prefix.clone(), folder.clone());
+        let (sqs, s3, settings) = (
+            ctx.sqs.clone(),
+            ctx.s3.clone(),
+            ctx.settings(&[
+                ("RECONCILE_PREFIXES", prefix.as_str()),
+                ("RECONCILE_KEY_PATTERN", PATTERN),
+                ("RECONCILE_INVENTORY", format!("s3://{b}/{folder}").as_str()),
+            ]),
+        );
+        async move {
+            Sweeper::new(ctx_pool, sqs, settings)
+                .with_storage(s3)
+                .run_pass(Instant::now() + Duration::from_secs(600))
+                .await
+                .expect("sweep pass")
+        }
+    });
+    let waited = Instant::now();
+    loop {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH candidates AS MATERIALIZED%'",
+        )
+        .fetch_one(ctx.pool())
+        .await
+        .expect("pg_stat_activity");
+        if blocked > 0 {
+            break;
+        }
+        assert!(waited.elapsed() < Duration::from_secs(60), "the adoption never reached the upload's key");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    upload.commit().await.expect("the upload commits");
+    let report = sweep.await.expect("the pass");
+    let compared = report.reconcile.clone().expect("reconciled").compared.expect("compared");
+    assert_eq!(compared.adopted_keys, 1, "only the key no upload holds: {compared:?}");
+    assert!(adopted(&ctx, &in_flight).await.is_none(), "the upload's object is its own");
+    let adopted_id = adopted(&ctx, &reused).await.expect("adopted");
+
+    // Then the application reuses the adopted bytes (the reuse protocol: a row under the existing key). The
+    // adopted asset goes; the bytes stay for the upload's asset.
+    let reuser: Uuid = sqlx::query_scalar(
+        "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state) VALUES ($1, $2, 'sha256:y', 18,
+                'attached') RETURNING id",
+    )
+    .bind(ws)
+    .bind(&reused)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("reuse");
+    sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(reuser).execute(ctx.pool()).await.expect("product");
+    age_objects(&ctx, &[&reused]).await;
+    assert_eq!(report.enqueued, 1, "the adopted asset is claimed by the pass that adopted it");
+    settle_queue(&ctx).await;
+    assert_eq!(actions(&ctx, adopted_id).await, vec!["adopted", "delete"]);
+    assert!(state(&ctx, adopted_id).await.is_none());
+    assert_eq!(state(&ctx, reuser).await.as_deref(), Some("attached"));
+    assert_eq!(state(&ctx, upload_id).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &reused).await, "the reusing asset keeps working bytes");
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &in_flight).await, "the upload keeps its bytes");
+}
