@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use anyhow::Context;
 use serde_json::json;
-use shared::reconcile::read::{self, Report};
-use shared::reconcile::{self, Findings, ListingSource};
+use shared::reconcile::once::{Limits, Source, reconcile};
+use shared::reconcile::{self, Findings};
 
 use crate::{Output, connect};
 
@@ -39,37 +39,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     // more than the 30 s every session gets may be needed for a large bucket; lock_timeout still stops it behind
     // an application's lock.
     sqlx::query!("SELECT set_config('statement_timeout', '15min', true)").fetch_one(&mut *tx).await?;
-    let (listing, read_from) = match &args.inventory {
-        Some(location) => {
-            let report = Report::open(&s3, location, bucket).await?;
-            let files = report.manifest.files.len();
-            let listing =
-                reconcile::open(&mut tx, ListingSource::Inventory, location, report.taken_at(), files).await?;
-            for file in 0..files {
-                report.ingest_file(&mut tx, listing.id, layout, file).await?;
-            }
-            (listing, format!("inventory {location} ({files} file(s))"))
-        }
-        None => {
-            let listing =
-                reconcile::open(&mut tx, ListingSource::List, &format!("s3://{bucket}"), chrono::Utc::now(), 0).await?;
-            read::ingest_listing(&s3, bucket, &mut tx, listing.id, layout).await?;
-            (listing, format!("a listing of s3://{bucket}"))
-        }
+    let source = match &args.inventory {
+        Some(location) => Source::Inventory(location),
+        None => Source::List,
     };
-    let mut findings = reconcile::compare(
-        &mut tx,
-        &s3,
-        bucket,
-        layout,
-        listing,
-        settings.grace,
-        usize::try_from(settings.reconcile.confirm_lost).unwrap_or(usize::MAX),
-    )
-    .await?;
+    let limits = Limits {
+        grace: settings.grace,
+        confirm: usize::try_from(settings.reconcile.confirm_lost).unwrap_or(usize::MAX),
+        adopt_max: settings.reconcile.adopt_max,
+    };
     // A dry run adopts too, in the transaction it rolls back: it shows what would be adopted.
-    reconcile::adopt::adopt(&mut tx, listing, layout, &mut findings, settings.grace, settings.reconcile.adopt_max)
-        .await?;
+    let (listing, read_from, findings) = reconcile(&mut tx, &s3, bucket, layout, source, limits).await?;
     let recorded = if args.dry_run {
         tx.rollback().await?;
         None

@@ -190,8 +190,8 @@ impl Sweeper {
             }
         }
 
-        // It makes nothing due, so it may run after discovery without the brake missing anything; a failure stops
-        // reconciliation only, and the next pass resumes from the last file read.
+        // It makes nothing due (what it adopts waits for the key scan), so it may run after discovery; a failure
+        // stops reconciliation only, and the next pass resumes from the last file read.
         if let Some(pace) = self.reconcile_pace(budget_end) {
             match shared::reconcile::advance::advance(&self.pool, pace.1, pace.0).await {
                 Ok(progress) => {
@@ -206,6 +206,23 @@ impl Sweeper {
                 Err(e) => {
                     warn!(error = %e, "reconciliation failed: the next pass resumes it");
                     report.reconcile_error = Some(e.to_string());
+                }
+            }
+        }
+
+        // Adopted bytes become due once the key scan has read every text and JSON column since their adoption:
+        // before the brake, which counts them.
+        if self.settings.reconcile.layout.is_some() {
+            match shared::reconcile::adopt::schedule(&self.pool).await {
+                Ok(scheduled) => {
+                    report.adopted_due = scheduled;
+                    if scheduled > 0 {
+                        info!(scheduled, "adopted assets made due");
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "adopted assets could not be made due: the next pass tries again");
+                    report.reconcile_error.get_or_insert_with(|| e.to_string());
                 }
             }
         }

@@ -95,6 +95,8 @@ pub struct SweepReport {
     /// Why reconciliation stopped in this pass, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconcile_error: Option<String>,
+    /// Adopted assets made due this pass (the key scan had covered the schema since their adoption).
+    pub adopted_due: u64,
     /// The queue's depth and ceiling, once read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
@@ -124,6 +126,7 @@ impl SweepReport {
             discovery_error: None,
             reconcile: None,
             reconcile_error: None,
+            adopted_due: 0,
             backlog: None,
             error: None,
             duration_ms: 0,
@@ -187,6 +190,9 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     }
     if !report.schema_warnings.is_empty() {
         reason["schema_warnings"] = json!(report.schema_warnings);
+    }
+    if report.adopted_due > 0 {
+        reason["adopted_due"] = json!(report.adopted_due);
     }
     let reason = reason.as_object().is_some_and(|o| !o.is_empty()).then_some(reason);
     sqlx::query!(
@@ -269,6 +275,9 @@ pub fn metrics_line(report: &SweepReport) -> String {
             ("ReconcileKeysRead", report.reconcile.as_ref().map_or(0, |r| r.keys_read)),
             ("AssetsLost", compared(report).map_or(0, |c| c.newly_lost)),
             ("UnknownKeys", compared(report).map_or(0, |c| u64::try_from(c.unknown_keys).unwrap_or(0))),
+            // Keys no row knew given a row this pass, and adopted assets made due once the key scan covered them.
+            ("AssetsAdopted", compared(report).map_or(0, |c| u64::try_from(c.adopted_keys).unwrap_or(0))),
+            ("AdoptedDue", report.adopted_due),
         ],
         &[
             ("RunId", json!(report.run_id)),

@@ -56,7 +56,7 @@ async fn adopted(ctx: &TestContext, key: &str) -> Option<Uuid> {
         .expect("adopted_assets")
 }
 
-/// Time passing beyond the grace period since the adoption wrote `keys`' stored objects.
+/// Time passing beyond the grace period since an upload reused `keys`' stored objects.
 async fn age_objects(ctx: &TestContext, keys: &[&str]) {
     sqlx::query("UPDATE stored_objects SET updated_at = now() - interval '2 days' WHERE storage_key = ANY ($1)")
         .bind(keys.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>())
@@ -127,8 +127,8 @@ async fn orphans_of_an_approved_prefix_are_adopted_and_removed_unless_a_record_n
     let second = adopting.reconcile.clone().expect("reconciled").compared.expect("compared");
     assert_eq!((second.adopted_keys, second.adopted_bytes), (3, 54), "{second:?}");
     assert!(second.awaiting_approval.is_empty());
-    // Adopted due now, they are claimed by the same pass.
-    assert_eq!(adopting.enqueued, 3, "{adopting:?}");
+    // Adopted, they wait for a key scan begun after their adoption: the census of this pass ran before it.
+    assert_eq!((adopting.adopted_due, adopting.enqueued), (0, 0), "{adopting:?}");
     let (text_id, json_id, unnamed_id) = (
         adopted(&ctx, &in_text).await.expect("adopted"),
         adopted(&ctx, &in_json).await.expect("adopted"),
@@ -140,9 +140,12 @@ async fn orphans_of_an_approved_prefix_are_adopted_and_removed_unless_a_record_n
     assert_eq!(actions(&ctx, unnamed_id).await, vec!["adopted"]);
     assert_eq!(state(&ctx, unnamed_id).await.as_deref(), Some("pending"));
 
-    // Time passes beyond the grace period, and the key scan of `posts` is undone (as for a column it has not
-    // covered yet): the unnamed orphan waits; the named ones are kept, each naming its record.
-    age_objects(&ctx, &[&in_text, &in_json, &unnamed]).await;
+    // The next pass's census reads the text and JSON columns again, which makes them due; dated from
+    // LastModified, their grace period is over.
+    let scheduling = pass(&ctx, &prefixes, &folder).await;
+    assert_eq!((scheduling.adopted_due, scheduling.enqueued), (3, 3), "{scheduling:?}");
+    // Should the key scan of `posts` be undone before they settle (as for a column it has not covered yet), the
+    // unnamed orphan waits; the named ones are kept, each naming its record.
     sqlx::query("UPDATE census_columns SET keys_proven_at = NULL WHERE table_name = 'posts'")
         .execute(ctx.pool())
         .await
@@ -268,7 +271,9 @@ async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
     .expect("reuse");
     sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(reuser).execute(ctx.pool()).await.expect("product");
     age_objects(&ctx, &[&reused]).await;
-    assert_eq!(report.enqueued, 1, "the adopted asset is claimed by the pass that adopted it");
+    assert_eq!(report.enqueued, 0, "adopted bytes wait for the key scan");
+    let settling = pass(&ctx, &prefix, &folder).await;
+    assert_eq!((settling.adopted_due, settling.enqueued), (1, 1), "{settling:?}");
     settle_queue(&ctx).await;
     assert_eq!(actions(&ctx, adopted_id).await, vec!["adopted", "delete"]);
     assert!(state(&ctx, adopted_id).await.is_none());

@@ -773,3 +773,55 @@ async fn reconcile_dry_run_writes_nothing_then_a_recorded_lost_asset_makes_statu
     let explained = stdout(&run(&url, Some(&ctx), &["explain", &lost.to_string()]));
     assert!(explained.contains("lost"), "{explained}");
 }
+
+#[tokio::test]
+async fn a_prefix_is_approved_only_after_a_recorded_reconciliation_and_then_the_next_one_adopts() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    let ws = Uuid::new_v4();
+    let orphan = format!("{ws}/written-in-2025.png");
+    integration_tests::fixtures::put_bytes(&ctx.s3, &ctx.bucket, &orphan, b"twelve bytes").await;
+    let rows = vec![crate::reconcile::row(&ctx.bucket, &orphan, true, false, 12, "2025-01-01T00:00:00.000Z")];
+    let folder = format!("inventory/{}/daily/", ctx.bucket);
+    let manifest = crate::reconcile::put_report(&ctx, &folder, "2026-11-30T00-00Z", &rows, None).await;
+    let location = format!("s3://{}/{manifest}", ctx.bucket);
+    let prefix = format!("{ws}/");
+    let layout = [("RECONCILE_PREFIXES", prefix.as_str()), ("RECONCILE_KEY_PATTERN", crate::reconcile::PATTERN)];
+    let reconcile = |dry: bool| {
+        let mut args = vec!["--json", "reconcile", "--inventory", location.as_str()];
+        if dry {
+            args.push("--dry-run");
+        }
+        json_with_code(&run_with(&url, Some(&ctx), &layout, &args))
+    };
+    let approve = ["approve", "--prefix", prefix.as_str(), "--by", "ops@example.com", "--reason", "read the report"];
+    let adopted = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM adopted_assets").fetch_one(ctx.pool()).await.expect("count")
+    };
+
+    let unmet = refusal(&run(&url, Some(&ctx), &approve));
+    assert!(unmet.contains("no recorded reconciliation has met prefix"), "{unmet}");
+    let text = String::from_utf8_lossy(
+        &run_with(&url, Some(&ctx), &layout, &["reconcile", "--inventory", &location, "--dry-run"]).stdout,
+    )
+    .into_owned();
+    assert!(text.contains(&format!("AWAITING APPROVAL prefix {prefix:?}")), "{text}");
+    assert!(refusal(&run(&url, Some(&ctx), &approve)).contains("no recorded"), "a dry run records nothing");
+
+    let (code, recorded) = reconcile(false);
+    assert_eq!(code, Some(1), "a prefix awaiting approval needs a person: {recorded}");
+    assert_eq!(recorded["findings"]["awaiting_approval"], serde_json::json!([prefix]), "{recorded}");
+    assert_eq!(adopted().await, 0, "nothing is adopted on a prefix before its approval");
+
+    let approved = stdout(&run(&url, Some(&ctx), &approve));
+    assert!(approved.contains("approved for adoption") && approved.contains("1 key(s), 12 bytes"), "{approved}");
+    let (_, dry) = reconcile(true);
+    assert_eq!(dry["findings"]["adopted"][0]["keys"], 1, "{dry}");
+    assert_eq!(adopted().await, 0, "a dry run shows what it would adopt and writes nothing");
+    let (_, recorded) = reconcile(false);
+    assert_eq!(recorded["findings"]["adopted"][0]["keys"], 1, "{recorded}");
+    assert_eq!(recorded["findings"]["awaiting_approval"], serde_json::json!([]), "{recorded}");
+    assert_eq!(adopted().await, 1);
+    let page = String::from_utf8_lossy(&run_with(&url, Some(&ctx), &layout, &["status"]).stdout).into_owned();
+    assert!(page.contains("adopted: 1 object(s) no row knew wait for the pipeline"), "{page}");
+}

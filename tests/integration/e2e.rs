@@ -1,13 +1,17 @@
 //! The whole system in LocalStack, through the demo's own path (README, first command): `localstack/deploy`
 //! builds both functions and deploys the template with them, the demo catalog is seeded, the real sweep is
-//! invoked, and LocalStack's own event source mapping feeds the real consumer until the queue is empty.
+//! invoked, and LocalStack's own event source mapping feeds the real consumer until the queue is empty. Beside the
+//! catalog, orphan bytes and a row whose bytes are gone: the deployed sweep reads an inventory report, adopts the
+//! orphans on the prefix an operator approved, the consumer removes the one no record names, and the lost row is
+//! reported.
 //!
 //! LocalStack polls a mapping with one thread, so two consumers never run at once here; their races are
 //! tested at the database level (tests/integration/consumer.rs, soak.rs).
 
+use chrono::Duration;
 use demo::catalog::{self, Expect};
 use demo::report::Report;
-use demo::{Clients, deploy, drive};
+use demo::{Clients, bucket, deploy, drive};
 use integration_tests::TestContext;
 use integration_tests::fixtures::{object_exists, state};
 use shared::message::CleanupMessage;
@@ -26,17 +30,43 @@ async fn the_demo_catalog_settles_through_the_deployed_functions_and_its_poison_
     let clients = Clients::from_env().await;
     let catalog = catalog::seed(ctx.pool(), &clients.s3, &stack.asset_bucket_name).await.expect("seed");
     let due = catalog.due().count() as u64;
+    // The bucket's side: orphans and a lost row, an operator's first reconciliation and approval, a newer report.
+    let bucket = stack.asset_bucket_name.clone();
+    let planted = bucket::plant(ctx.pool(), &clients.s3, &bucket).await.expect("planted");
+    let now = chrono::Utc::now();
+    let first_report = bucket::write_report(&clients.s3, &bucket, &stack.name, &planted, now - Duration::minutes(2))
+        .await
+        .expect("a report");
+    let first =
+        bucket::reconcile_and_approve(ctx.pool(), &clients.s3, &bucket, &first_report).await.expect("reconciled");
+    bucket::write_report(&clients.s3, &bucket, &stack.name, &planted, now - Duration::minutes(1))
+        .await
+        .expect("a newer report");
 
     let pass = drive::invoke_sweep(&clients, &stack).await.expect("the sweep answers");
     assert_eq!((pass["outcome"].as_str(), pass["enqueued"].as_u64()), (Some("ok"), Some(due)), "{pass}");
+    assert_eq!(pass["reconcile"]["compared"]["adopted_keys"].as_i64(), Some(3), "{pass}");
+    // The orphans wait for the key scan of the next pass's census, then go to the consumer.
+    let second = drive::invoke_sweep(&clients, &stack).await.expect("the sweep answers");
+    assert_eq!((second["adopted_due"].as_u64(), second["enqueued"].as_u64()), (Some(3), Some(3)), "{second}");
 
     let mut progress = |line: &str| eprintln!("e2e: {line}");
     drive::wait_for_outcome(ctx.pool(), &clients, &stack, &catalog, &mut progress)
         .await
         .expect("every due asset decided, the queue empty and the dead-letter alarm firing");
+    bucket::wait_until_settled(ctx.pool(), &planted, std::time::Duration::from_secs(300), &mut progress)
+        .await
+        .expect("the adopted orphans settled");
 
     let report = Report::gather(ctx.pool(), &clients, &stack, &catalog).await.expect("report");
     assert_eq!(report.surprises(), Vec::<String>::new(), "\n{report}");
+    let reconciled =
+        bucket::Outcome::gather(ctx.pool(), &clients.s3, &bucket, &planted, first).await.expect("reconciliation");
+    assert_eq!(reconciled.surprises(), Vec::<String>::new(), "\n{reconciled}");
+    for orphan in &reconciled.orphans {
+        let present = object_exists(&clients.s3, &bucket, &orphan.key).await;
+        assert_eq!(present, orphan.named, "an orphan's bytes stay exactly when a record names it: {orphan:?}");
+    }
 
     // The same facts, read from the rows and the bucket here rather than through the report.
     for asset in &catalog.assets {

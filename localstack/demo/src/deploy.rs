@@ -40,13 +40,15 @@ struct Deployed {
     outputs: serde_json::Value,
 }
 
-/// Runs `localstack/deploy` from the repository at `root`; its progress goes to this process's stderr.
+/// Runs `localstack/deploy` from the repository at `root`, with reconciliation of the whole asset bucket turned on
+/// ([`crate::bucket::parameters`]); its progress goes to this process's stderr.
 pub fn deploy(root: &Path, database_url: &str, stack: &str) -> anyhow::Result<Stack> {
     let script = root.join("localstack/deploy");
     let output = Command::new(&script)
         .arg(database_url)
         .arg(stack)
         .args(DEMO_PARAMETERS.iter().map(|(k, v)| format!("{k}={v}")))
+        .args(crate::bucket::parameters(stack).iter().map(|(k, v)| format!("{k}={v}")))
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", script.display()))?;

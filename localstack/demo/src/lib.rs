@@ -4,6 +4,7 @@
 //!
 //! The end-to-end test drives the same steps and asserts on the same report.
 
+pub mod bucket;
 pub mod catalog;
 pub mod deploy;
 pub mod drive;

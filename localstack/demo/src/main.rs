@@ -53,36 +53,61 @@ async fn run() -> anyhow::Result<bool> {
     let started = Instant::now();
     let mut progress = |line: &str| eprintln!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
 
-    progress("1/5 database: applying the asset-sweeper migrations and the demo application's tables");
+    progress("1/6 database: applying the asset-sweeper migrations and the demo application's tables");
     let pool =
         PgPoolOptions::new().max_connections(4).connect(&database_url).await.context("connecting to DATABASE_URL")?;
     shared::db::migrate(&pool).await?;
     catalog::install_owner_tables(&pool).await?;
 
-    progress(&format!("2/5 deploy: both functions and infra/template.yaml into LocalStack as stack {}", args.stack));
+    progress(&format!("2/6 deploy: both functions and infra/template.yaml into LocalStack as stack {}", args.stack));
     let (url, name) = (database_url.clone(), args.stack.clone());
     let stack = tokio::task::spawn_blocking(move || deploy::deploy(&root, &url, &name)).await??;
     progress(&format!("    deployed: sweep {}, consumer {}", stack.sweep_function_name, stack.consumer_function_name));
     let clients = Clients::from_env().await;
 
-    progress("3/5 seed: three workspaces, their records and files, in every situation the sweeper meets");
+    progress("3/6 seed: three workspaces, their records and files, in every situation the sweeper meets");
     let catalog = catalog::seed(&pool, &clients.s3, &stack.asset_bucket_name).await?;
     progress(&format!("    {} assets, {} of them due", catalog.assets.len(), catalog.due().count()));
 
-    progress("4/5 sweep: invoking the deployed sweep function with a scheduled event");
+    progress(
+        "4/6 bucket: orphan bytes and a row whose bytes are gone; an inventory report; an operator's reconciliation",
+    );
+    let bucket = &stack.asset_bucket_name;
+    let planted = demo::bucket::plant(&pool, &clients.s3, bucket).await?;
+    let now = chrono::Utc::now();
+    let first_report =
+        demo::bucket::write_report(&clients.s3, bucket, &stack.name, &planted, now - chrono::Duration::minutes(2))
+            .await?;
+    let first = demo::bucket::reconcile_and_approve(&pool, &clients.s3, bucket, &first_report).await?;
+    progress(&format!(
+        "    {first_report}: {} key(s) no row knows, {} adopted before approval; approved the whole bucket",
+        first.unknown_keys, first.adopted
+    ));
+    demo::bucket::write_report(&clients.s3, bucket, &stack.name, &planted, now - chrono::Duration::minutes(1)).await?;
+
+    progress("5/6 sweep: invoking the deployed sweep function with a scheduled event, twice");
     let pass = drive::invoke_sweep(&clients, &stack).await?;
     let text = |key: &str| pass[key].as_str().map_or_else(|| pass[key].to_string(), str::to_owned);
     progress(&format!("    pass {}: {}, enqueued {}", text("run_id"), text("outcome"), text("enqueued")));
+    // The second pass's census reads every text and JSON column again since the first adopted the orphans.
+    let second = drive::invoke_sweep(&clients, &stack).await?;
+    progress(&format!(
+        "    pass {}: adopted made due {}, enqueued {}",
+        second["run_id"], second["adopted_due"], second["enqueued"]
+    ));
 
-    progress("5/5 settle: LocalStack's event source mapping feeds the deployed consumer until the queue is empty");
+    progress("6/6 settle: LocalStack's event source mapping feeds the deployed consumer until the queue is empty");
     drive::wait_for_outcome(&pool, &clients, &stack, &catalog, &mut progress).await?;
+    demo::bucket::wait_until_settled(&pool, &planted, std::time::Duration::from_secs(300), &mut progress).await?;
 
     let report = Report::gather(&pool, &clients, &stack, &catalog).await?;
+    let reconciled = demo::bucket::Outcome::gather(&pool, &clients.s3, bucket, &planted, first).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let both = serde_json::json!({ "catalog": report, "reconciliation": reconciled });
+        println!("{}", serde_json::to_string_pretty(&both)?);
     } else {
-        println!("{report}");
+        println!("{report}\n{reconciled}");
     }
     progress(&format!("done in {:.0} s", started.elapsed().as_secs_f64()));
-    Ok(report.surprises().is_empty())
+    Ok(report.surprises().is_empty() && reconciled.surprises().is_empty())
 }

@@ -193,7 +193,7 @@ impl Report {
     }
 }
 
-async fn object_exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> anyhow::Result<bool> {
+pub(crate) async fn object_exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> anyhow::Result<bool> {
     match s3.head_object().bucket(bucket).key(key).send().await {
         Ok(_) => Ok(true),
         Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(false),

@@ -242,7 +242,7 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
 /// The columns to read in this cycle, in order: never-proven columns first (they hold destruction back), then
 /// table by table; columns of one table whose scans stand at the same block go together. Within `interval` of the
 /// last cycle's end only never-proven columns are read (with `keys`, also text and JSON columns the key scan has
-/// not covered). One statement per pass: each batch then costs only its reading statement and the update that
+/// not covered, or not since the newest adoption still waiting for it). One statement per pass: each batch then costs only its reading statement and the update that
 /// records it.
 async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result<Vec<Group>, sqlx::Error> {
     let rows = sqlx::query!(
@@ -263,7 +263,11 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
             WHERE c.done_cycle < s.cycle
               AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
                    OR s.last_cycle_completed_at <= now() - $1 * interval '1 second'
-                   OR ($2 AND c.family <> 'uuid' AND c.keys_proven_at IS NULL))
+                   OR ($2 AND c.family <> 'uuid'
+                       AND (c.keys_proven_at IS NULL
+                            OR c.keys_proven_at <= (SELECT max(d.adopted_at) FROM adopted_assets d
+                                                      JOIN assets a ON a.id = d.asset_id
+                                                     WHERE a.due_at = 'infinity'))))
             GROUP BY c.relid, c.next_block, n.nspname, t.relname
             ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block"#,
         interval.as_secs_f64(),

@@ -70,9 +70,13 @@ pub async fn adopt(
     if eligible.is_empty() {
         return Ok(());
     }
-    // One statement: the stored object only where none exists (an upload's own row wins), the asset only for an
-    // object this statement wrote. Dated from the bucket's LastModified; due now, so the next pass claims it (the
-    // insert is a write about the object: its grace floor runs from now).
+    // The sweeper's own write: the rows are dated from the bucket's LastModified, and the insert of the asset
+    // does not restart its object's grace floor as an application's upload reusing the bytes would.
+    sqlx::query!("SELECT set_config('asset_sweeper.actor', 'sweeper', true)").fetch_one(&mut *conn).await?;
+    // One statement: the stored object only where none exists (an upload's own row wins, and one still
+    // uncommitted is waited for), the asset only for an object this statement wrote. Dated from the bucket's
+    // LastModified, so its grace floor ran out with the key's. Due never, until [`schedule`] finds the key scan
+    // has read every text and JSON column since: a record naming the key written before the adoption is seen.
     let rows = sqlx::query!(
         r#"WITH candidates AS MATERIALIZED (
                SELECT DISTINCT ON (k.storage_key) k.storage_key, k.byte_size, k.last_modified, k.prefix, k.workspace_id
@@ -92,7 +96,7 @@ pub async fn adopt(
            rows AS (
                INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at,
                                    updated_at)
-               SELECT c.workspace_id, c.storage_key, $5, c.byte_size, 'pending', now(), c.last_modified,
+               SELECT c.workspace_id, c.storage_key, $5, c.byte_size, 'pending', 'infinity', c.last_modified,
                       c.last_modified
                  FROM candidates c JOIN objects o USING (storage_key)
                RETURNING id, workspace_id, storage_key, byte_size, created_at
@@ -151,18 +155,34 @@ pub async fn adopt(
     Ok(())
 }
 
+/// Makes due the adopted assets waiting for the key scan ([`adopt`] leaves them due never) once it has covered
+/// every text and JSON column since their adoption; answers how many. The sweep runs it after the census and before
+/// the brake, which counts them.
+pub async fn schedule(conn: impl sqlx::PgExecutor<'_>) -> Result<u64, sqlx::Error> {
+    let scheduled = sqlx::query!(
+        "UPDATE assets a SET due_at = now()
+           FROM adopted_assets d
+          WHERE d.asset_id = a.id AND a.state = 'pending' AND a.due_at = 'infinity'
+            AND NOT EXISTS (SELECT 1 FROM census_columns c
+                             WHERE c.family <> 'uuid' AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at))"
+    )
+    .execute(conn)
+    .await?;
+    Ok(scheduled.rows_affected())
+}
+
 /// Why an adopted asset's bytes must wait, though nothing refers to it by id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
     /// A record names its key: `schema.table.column`. The integration gap to fix: a record without an asset row.
     Named(String),
-    /// The key scan has not covered these text and JSON columns as they stand (the first few).
+    /// The key scan has not covered these text and JSON columns as they stand since the adoption (the first few).
     Unscanned(Vec<String>),
 }
 
 /// Whether `asset`, about to be destroyed, was adopted and must wait: read in the settle's transaction, after the
 /// asset and its object are locked. `None` for an asset the application wrote, and for an adopted one no record
-/// names once the key scan has covered every text and JSON column.
+/// names once the key scan has read every text and JSON column, in a scan begun after the adoption.
 pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) -> Result<Option<Hold>, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = $1) AS "adopted!",
@@ -171,7 +191,10 @@ pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) ->
                     WHERE n.storage_key = $2
                     ORDER BY 1 LIMIT 1) AS named_by,
                   ARRAY(SELECT format('%s.%s.%s', c.table_schema, c.table_name, c.column_name)
-                          FROM census_columns c WHERE c.family <> 'uuid' AND c.keys_proven_at IS NULL
+                          FROM census_columns c
+                         WHERE c.family <> 'uuid'
+                           AND (c.keys_proven_at IS NULL
+                                OR c.keys_proven_at <= (SELECT d.adopted_at FROM adopted_assets d WHERE d.asset_id = $1))
                          ORDER BY 1 LIMIT 5) AS "unscanned!""#,
         asset.0,
         storage_key,

@@ -7,6 +7,7 @@
 //! - [`inventory`]: S3 Inventory's manifest and gzipped CSV files; [`read`]: the report or a listing, streamed.
 //! - [`ingest`]: `COPY` into `reconcile_keys`.
 //! - [`adopt`]: bytes no row knows, under an approved prefix, become `pending` assets the pipeline settles.
+//! - [`once`]: a whole reconciliation at once, as an operator (or the demo) runs it.
 //! - [`advance`]: a sweep pass's share: the newest inventory report, a file at a time, resumed across passes.
 //!
 //! Nothing here destroys anything. What no row knows is adopted (given a row the consumer settles like any other)
@@ -18,6 +19,7 @@ pub mod advance;
 pub mod ingest;
 pub mod inventory;
 pub mod layout;
+pub mod once;
 pub mod read;
 
 use std::time::Duration;
