@@ -6,6 +6,8 @@
 CREATE TABLE reconcile_prefixes (
     -- '' is the whole bucket.
     prefix        text        PRIMARY KEY,
+    -- The layout (prefixes and key pattern) it was met with: another one needs a new approval.
+    layout        text        NOT NULL,
     first_seen_at timestamptz NOT NULL DEFAULT now(),
     approved_at   timestamptz,
     approved_by   text,
@@ -22,13 +24,16 @@ CREATE TABLE adopted_assets (
     listing_id   bigint      NOT NULL,
     -- When the bucket said the bytes were last written.
     last_modified timestamptz NOT NULL,
-    adopted_at   timestamptz NOT NULL DEFAULT now()
+    -- The layout that adopted it: only a key scan with this layout can tell whether a record names its key.
+    layout       text        NOT NULL,
+    -- The clock, not the transaction's start: a key scan must begin after this to cover the adoption.
+    adopted_at   timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX adopted_assets_key ON adopted_assets (storage_key);
 
 -- Keys of ours that a record names in a text or JSON column (a key, a path, a URL), as the census's key scan
--- found them: one row per key and column, dated by the start of the scan that last saw it. A scan that ends
--- forgets its column's keys it did not see.
+-- found them: one row per key and column, dated by when a scan last saw it. A scan that ends forgets its column's
+-- keys that neither it nor the scan before it saw (a row an update moved behind a scan is missed by one scan).
 CREATE TABLE named_keys (
     storage_key text        NOT NULL,
     relid       oid         NOT NULL,

@@ -48,7 +48,8 @@ pub struct Planted {
     pub named: String,
     /// The asset whose bytes were deleted behind its back, and its key.
     pub lost: (Uuid, String),
-    /// When the orphans were written, as the report says.
+    /// When the orphans were written, as the report says: longer ago than `ABANDON_AFTER` (7 days), after which a
+    /// `pending` asset nothing refers to is deleted.
     pub written_at: DateTime<Utc>,
 }
 
@@ -75,10 +76,13 @@ pub async fn plant(pool: &PgPool, s3: &aws_sdk_s3::Client, bucket: &str) -> anyh
     let lost_key = format!("{workspace}/{}-product-shot.jpg", Uuid::new_v4());
     put(s3, bucket, &lost_key, b"a product image").await?;
     let mut tx = pool.begin().await?;
-    sqlx::query("INSERT INTO stored_objects (storage_key, content_hash, byte_size, updated_at) VALUES ($1, 'sha256:' || md5($1), 15, now() - interval '3 days')")
-        .bind(&lost_key)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(
+        "INSERT INTO stored_objects (storage_key, content_hash, byte_size, updated_at)
+         VALUES ($1, 'sha256:' || md5($1), 15, now() - interval '3 days')",
+    )
+    .bind(&lost_key)
+    .execute(&mut *tx)
+    .await?;
     let lost: Uuid = sqlx::query_scalar(
         "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, created_at, updated_at)
          VALUES ($1, $2, 'sha256:' || md5($2), 15, 'attached', now() - interval '3 days', now() - interval '3 days')
@@ -96,7 +100,7 @@ pub async fn plant(pool: &PgPool, s3: &aws_sdk_s3::Client, bucket: &str) -> anyh
     tx.commit().await?;
     // Deleted by hand in the console: a delete marker hides the bytes, which a kept version could bring back.
     s3.delete_object().bucket(bucket).key(&lost_key).send().await.context("deleting the product image")?;
-    Ok(Planted { workspace, unnamed, named, lost: (lost, lost_key), written_at: Utc::now() - Duration::days(3) })
+    Ok(Planted { workspace, unnamed, named, lost: (lost, lost_key), written_at: Utc::now() - Duration::days(10) })
 }
 
 async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, body: &[u8]) -> anyhow::Result<()> {

@@ -241,8 +241,8 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
 
 /// The columns to read in this cycle, in order: never-proven columns first (they hold destruction back), then
 /// table by table; columns of one table whose scans stand at the same block go together. Within `interval` of the
-/// last cycle's end only never-proven columns are read (with `keys`, also text and JSON columns the key scan has
-/// not covered, or not since the newest adoption still waiting for it). One statement per pass: each batch then costs only its reading statement and the update that
+/// last cycle's end only never-proven columns are read. With `keys`, text and JSON columns the key scan has not
+/// covered, or not since the newest adoption still waiting for it, are read whether or not this cycle read them. One statement per pass: each batch then costs only its reading statement and the update that
 /// records it.
 async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result<Vec<Group>, sqlx::Error> {
     let rows = sqlx::query!(
@@ -260,14 +260,15 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
              JOIN pg_class t ON t.oid = c.relid
              JOIN pg_namespace n ON n.oid = t.relnamespace
              JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = c.attnum AND NOT a.attisdropped
-            WHERE c.done_cycle < s.cycle
-              AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
-                   OR s.last_cycle_completed_at <= now() - $1 * interval '1 second'
-                   OR ($2 AND c.family <> 'uuid'
-                       AND (c.keys_proven_at IS NULL
-                            OR c.keys_proven_at <= (SELECT max(d.adopted_at) FROM adopted_assets d
-                                                      JOIN assets a ON a.id = d.asset_id
-                                                     WHERE a.due_at = 'infinity'))))
+            WHERE (c.done_cycle < s.cycle
+                   AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
+                        OR s.last_cycle_completed_at <= now() - $1 * interval '1 second'))
+               -- Whether or not read in this cycle: adopted bytes wait for a key scan begun after their adoption.
+               OR ($2 AND c.family <> 'uuid'
+                   AND (c.keys_proven_at IS NULL
+                        OR c.keys_proven_at <= (SELECT max(d.adopted_at) FROM adopted_assets d
+                                                  JOIN assets a ON a.id = d.asset_id
+                                                 WHERE a.due_at = 'infinity')))
             GROUP BY c.relid, c.next_block, n.nspname, t.relname
             ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block"#,
         interval.as_secs_f64(),

@@ -2,7 +2,7 @@
 //! column). Bytes no row knew have an id nobody holds, so a record can only ever name them by key: an adopted
 //! asset whose key is named here is kept (invariant 13 for adopted bytes). The scan rides on the census's
 //! batches, reading the same block range; a column's scan that ends with one layout throughout covers it, and
-//! forgets the keys of that column it did not see again.
+//! forgets the keys of that column two scans in a row did not see.
 
 use std::collections::HashSet;
 
@@ -16,21 +16,30 @@ use crate::references::quote_ident;
 /// What a URL leaves as it is in a path: a prefix with a space is found in a URL as `%20`.
 const IN_PATH: &AsciiSet = &NON_ALPHANUMERIC.remove(b'/').remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 
-/// The strings a text naming one of our keys must contain: each managed prefix, and its percent-encoded form.
+/// The strings a text naming one of our keys must contain, in lowercase (the text is compared lowercased, so
+/// `%2f` and `%2F` alike): each managed prefix as written, percent-encoded as in a path and as a whole (`/` as
+/// `%2F`, in a query string), and with JSON's escaped slashes.
 fn prefilter(layout: &KeyLayout) -> Vec<String> {
     let mut needles = Vec::new();
     for prefix in layout.prefixes() {
-        let encoded = utf8_percent_encode(prefix, IN_PATH).to_string();
-        if encoded != prefix {
-            needles.push(encoded);
+        for needle in [
+            prefix.to_owned(),
+            utf8_percent_encode(prefix, IN_PATH).to_string(),
+            utf8_percent_encode(prefix, NON_ALPHANUMERIC).to_string(),
+            prefix.replace('/', "\\/"),
+        ] {
+            let needle = needle.to_lowercase();
+            if !needles.contains(&needle) {
+                needles.push(needle);
+            }
         }
-        needles.push(prefix.to_owned());
     }
     needles
 }
 
 /// Reads the text and JSON columns of blocks `[group.next_block, end)` and notes each key of ours they name, with
-/// its column. Only values holding a managed prefix leave the database. Answers how many (key, column) pairs.
+/// its column. Only values holding a managed prefix (in any of its spellings: [`prefilter`]) leave the database.
+/// Answers how many (key, column) pairs.
 pub(super) async fn scan(
     conn: &mut PgConnection,
     group: &Group,
@@ -56,7 +65,7 @@ pub(super) async fn scan(
     let sql = format!(
         "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
          SELECT x.a, x.v FROM ({}) x
-          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)",
+          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(lower(x.v), p) > 0)",
         selected.join(", "),
         group.heap,
         texts.into_iter().map(|(_, s)| s).collect::<Vec<_>>().join(" UNION ALL "),
@@ -91,7 +100,8 @@ pub(super) async fn scan(
 
 /// After a batch ended at the group's cursor (already recorded): a scan's first batch dates the layout it reads
 /// with, a batch with another layout spoils the scan, and a scan that ended (`finished`) with one layout
-/// throughout covers its columns as of its start and forgets their keys it did not see again. `layout` is `None`
+/// throughout covers its columns as of its start. It forgets their keys seen by neither it nor the scan before
+/// it: an update can move a row into a block a scan has read, and one scan missing a name must not forget it. `layout` is `None`
 /// when reconciliation is not configured: nothing is covered then.
 pub(super) async fn record(
     conn: &mut PgConnection,
@@ -120,14 +130,19 @@ pub(super) async fn record(
         return Ok(());
     }
     sqlx::query!(
-        "WITH covered AS (
-             UPDATE census_columns SET keys_proven_at = scan_started_at
+        "WITH before AS (
+             SELECT relid, attnum, keys_proven_at FROM census_columns
               WHERE relid = $1 AND attnum = ANY ($2) AND keys_layout IS NOT NULL AND keys_layout = $3
                 AND scan_started_at IS NOT NULL
-             RETURNING relid, attnum, scan_started_at
+         ),
+         covered AS (
+             UPDATE census_columns c SET keys_proven_at = c.scan_started_at
+               FROM before b
+              WHERE c.relid = b.relid AND c.attnum = b.attnum
+             RETURNING c.relid, c.attnum, b.keys_proven_at AS previous
          )
          DELETE FROM named_keys n USING covered c
-          WHERE n.relid = c.relid AND n.attnum = c.attnum AND n.seen_at < c.scan_started_at",
+          WHERE n.relid = c.relid AND n.attnum = c.attnum AND n.seen_at < c.previous",
         group.relid,
         &attnums,
         signature,

@@ -48,12 +48,23 @@ pub async fn adopt(
     max: u32,
 ) -> Result<(), sqlx::Error> {
     let prefixes: Vec<String> = layout.prefixes().into_iter().map(str::to_owned).collect();
-    let approved = sqlx::query_scalar!(
-        "WITH noted AS (
-             INSERT INTO reconcile_prefixes (prefix) SELECT unnest($1::text[]) ON CONFLICT (prefix) DO NOTHING
-         )
-         SELECT prefix FROM reconcile_prefixes WHERE approved_at IS NOT NULL AND prefix = ANY ($1)",
+    let signature = layout.signature();
+    // A prefix met with another layout (a wider pattern adopts more) is met anew: its approval is gone. Read after
+    // the statement, so a prefix this one notes or resets is not approved.
+    sqlx::query!(
+        "INSERT INTO reconcile_prefixes (prefix, layout) SELECT unnest($1::text[]), $2
+         ON CONFLICT (prefix) DO UPDATE
+            SET layout = EXCLUDED.layout, first_seen_at = now(), approved_at = NULL, approved_by = NULL, reason = NULL
+          WHERE reconcile_prefixes.layout IS DISTINCT FROM EXCLUDED.layout",
         &prefixes,
+        signature,
+    )
+    .execute(&mut *conn)
+    .await?;
+    let approved = sqlx::query_scalar!(
+        "SELECT prefix FROM reconcile_prefixes WHERE approved_at IS NOT NULL AND prefix = ANY ($1) AND layout = $2",
+        &prefixes,
+        signature,
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -102,8 +113,8 @@ pub async fn adopt(
                RETURNING id, workspace_id, storage_key, byte_size, created_at
            ),
            noted AS (
-               INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified)
-               SELECT id, storage_key, workspace_id, $1, created_at FROM rows
+               INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+               SELECT id, storage_key, workspace_id, $1, created_at, $6 FROM rows
            )
            SELECT r.id AS "id!", r.workspace_id AS "workspace_id!", r.storage_key AS "storage_key!",
                   r.byte_size AS "byte_size!", r.created_at AS "last_modified!", c.prefix AS "prefix!"
@@ -114,6 +125,7 @@ pub async fn adopt(
         grace.as_secs_f64(),
         i64::from(max),
         ADOPTED_HASH,
+        signature,
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -156,7 +168,8 @@ pub async fn adopt(
 }
 
 /// Makes due the adopted assets waiting for the key scan ([`adopt`] leaves them due never) once it has covered
-/// every text and JSON column since their adoption; answers how many. The sweep runs it after the census and before
+/// every text and JSON column since their adoption, with the layout that adopted them (a key another layout no
+/// longer extracts would never be found named); answers how many. The sweep runs it after the census and before
 /// the brake, which counts them.
 pub async fn schedule(conn: impl sqlx::PgExecutor<'_>) -> Result<u64, sqlx::Error> {
     let scheduled = sqlx::query!(
@@ -164,7 +177,9 @@ pub async fn schedule(conn: impl sqlx::PgExecutor<'_>) -> Result<u64, sqlx::Erro
            FROM adopted_assets d
           WHERE d.asset_id = a.id AND a.state = 'pending' AND a.due_at = 'infinity'
             AND NOT EXISTS (SELECT 1 FROM census_columns c
-                             WHERE c.family <> 'uuid' AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at))"
+                             WHERE c.family <> 'uuid'
+                               AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at
+                                    OR c.keys_layout IS DISTINCT FROM d.layout))"
     )
     .execute(conn)
     .await?;
@@ -181,11 +196,13 @@ pub enum Hold {
 }
 
 /// Whether `asset`, about to be destroyed, was adopted and must wait: read in the settle's transaction, after the
-/// asset and its object are locked. `None` for an asset the application wrote, and for an adopted one no record
-/// names once the key scan has read every text and JSON column, in a scan begun after the adoption.
+/// asset and its object are locked. `None` for an asset the application wrote, for an adopted one whose bytes
+/// another asset shares (only its row goes), and for an adopted one no record names once the key scan has read
+/// every text and JSON column, in a scan begun after the adoption, with the layout that adopted it.
 pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) -> Result<Option<Hold>, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = $1) AS "adopted!",
+                  EXISTS (SELECT 1 FROM assets a WHERE a.storage_key = $2 AND a.id <> $1) AS "shared!",
                   (SELECT format('%s.%s.%s', c.table_schema, c.table_name, c.column_name)
                      FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
                     WHERE n.storage_key = $2
@@ -193,15 +210,18 @@ pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) ->
                   ARRAY(SELECT format('%s.%s.%s', c.table_schema, c.table_name, c.column_name)
                           FROM census_columns c
                          WHERE c.family <> 'uuid'
-                           AND (c.keys_proven_at IS NULL
-                                OR c.keys_proven_at <= (SELECT d.adopted_at FROM adopted_assets d WHERE d.asset_id = $1))
+                           AND EXISTS (SELECT 1 FROM adopted_assets d
+                                        WHERE d.asset_id = $1
+                                          AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at
+                                               OR c.keys_layout IS DISTINCT FROM d.layout))
                          ORDER BY 1 LIMIT 5) AS "unscanned!""#,
         asset.0,
         storage_key,
     )
     .fetch_one(conn)
     .await?;
-    if !row.adopted {
+    // Bytes another asset row shares are not removed: the adopted row alone goes, as for any sharer.
+    if !row.adopted || row.shared {
         return Ok(None);
     }
     if let Some(column) = row.named_by {

@@ -19,16 +19,13 @@ pub const UNOWNED: WorkspaceId = WorkspaceId(Uuid::nil());
 pub struct KeyLayout {
     prefixes: Vec<String>,
     pattern: Regex,
-    /// The pattern anywhere in a text: what finds keys a record names.
-    within: Regex,
-    /// The pattern from a given position on: a key starting where a managed prefix occurs in a text.
+    /// The pattern from a given position on: whether a key of ours can start there.
     from: Regex,
     names_workspace: bool,
 }
 
-/// Where a key named in a text may end: URL and markup punctuation a key rarely holds. A match the pattern made
-/// longer than the key (`[^/]+` eats a query string) is tried cut at each of them.
-const KEY_ENDS: &[char] = &['?', '#', '"', '\'', '<', '>', ' ', '\t', '\n', '\r', ')', '(', ',', ';', '&', '\\', '|'];
+/// The longest key S3 stores, in bytes.
+const KEY_MAX: usize = 1024;
 
 /// What one key is to reconciliation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,11 +71,10 @@ impl KeyLayout {
             listed
         };
         let compile = |text: String| Regex::new(&text).map_err(|e| LayoutError::Pattern(e.to_string()));
-        let within = compile(format!("(?:{pattern})"))?;
         let from = compile(format!("^(?:{pattern})"))?;
         let pattern = compile(format!("^(?:{pattern})$"))?;
         let names_workspace = pattern.capture_names().any(|n| n == Some("workspace"));
-        Ok(KeyLayout { prefixes: listed, pattern, within, from, names_workspace })
+        Ok(KeyLayout { prefixes: listed, pattern, from, names_workspace })
     }
 
     /// Names this layout for the key scan: a scan made with another layout proves nothing about this one.
@@ -86,28 +82,62 @@ impl KeyLayout {
         format!("{}\u{1f}{}", self.prefixes.join(","), self.pattern.as_str())
     }
 
-    /// The keys of ours that `text` names: as a key, a path or inside a URL (percent-encoded or not). Generous
-    /// on purpose: a key named here is kept, so a text is read every way a key could be cut out of it.
+    /// The keys of ours that `text` names: as a key, a path or inside a URL, in JSON or HTML, percent-encoded or
+    /// not. Generous on purpose (a key named here is kept): from every place a key of ours could start — each
+    /// occurrence of a managed prefix, or for the whole bucket the text's start and every place after a character
+    /// that is neither a letter nor a digit — every end up to S3's 1024 bytes that falls before such a character
+    /// is tried, and each that is a whole key of ours counts. The text is read as written, with JSON's escaped
+    /// slashes undone, and percent-decoded.
     pub fn named_in(&self, text: &str) -> Vec<String> {
+        let mut readings: Vec<std::borrow::Cow<'_, str>> = vec![text.into()];
+        if text.contains('\\') {
+            readings.push(text.replace("\\/", "/").replace("\\u002f", "/").replace("\\u002F", "/").into());
+        }
+        let decoded: Vec<std::borrow::Cow<'_, str>> = readings
+            .iter()
+            .filter(|r| r.contains('%'))
+            .map(|r| percent_encoding::percent_decode_str(r).decode_utf8_lossy().into_owned().into())
+            .collect();
+        readings.extend(decoded);
         let mut found = Vec::new();
-        let decoded = text.contains('%').then(|| percent_encoding::percent_decode_str(text).decode_utf8_lossy());
-        for text in std::iter::once(text).chain(decoded.as_deref()) {
-            let mut candidates: Vec<&str> = self.within.find_iter(text).map(|m| m.as_str()).collect();
-            for prefix in self.prefixes.iter().filter(|p| !p.is_empty()) {
-                for (at, _) in text.match_indices(prefix.as_str()) {
-                    candidates.extend(self.from.find(&text[at..]).map(|m| m.as_str()));
-                }
+        for reading in &readings {
+            self.keys_in(reading, &mut found);
+        }
+        found
+    }
+
+    fn keys_in(&self, text: &str, found: &mut Vec<String>) {
+        let boundary = |c: char| !c.is_alphanumeric();
+        let mut starts: Vec<usize> = Vec::new();
+        for prefix in &self.prefixes {
+            if prefix.is_empty() {
+                starts.push(0);
+                starts.extend(text.char_indices().filter(|(_, c)| boundary(*c)).map(|(i, c)| i + c.len_utf8()));
+            } else {
+                starts.extend(text.match_indices(prefix.as_str()).map(|(i, _)| i));
             }
-            for candidate in candidates {
-                let cuts = candidate.match_indices(KEY_ENDS).map(|(at, _)| &candidate[..at]);
-                for key in std::iter::once(candidate).chain(cuts) {
-                    if matches!(self.classify(key), KeyClass::Ours { .. }) && !found.iter().any(|f| f == key) {
-                        found.push(key.to_owned());
-                    }
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        for start in starts {
+            let rest = &text[start..];
+            // No key of ours starts here at all: most places, rejected in one anchored search.
+            if !self.from.is_match(rest) {
+                continue;
+            }
+            let mut limit = rest.len().min(KEY_MAX);
+            while !rest.is_char_boundary(limit) {
+                limit -= 1;
+            }
+            let window = &rest[..limit];
+            let ends = window.char_indices().filter(|(_, c)| boundary(*c)).map(|(i, _)| i).chain([window.len()]);
+            for end in ends.filter(|e| *e > 0) {
+                let key = &window[..end];
+                if matches!(self.classify(key), KeyClass::Ours { .. }) && !found.iter().any(|f| f == key) {
+                    found.push(key.to_owned());
                 }
             }
         }
-        found
     }
 
     /// The managed prefixes, longest first; `""` is the whole bucket.
@@ -191,7 +221,7 @@ mod tests {
         let key = format!("uploads/{WS}/photo.png");
         let url = format!("<img src=\"https://cdn.example.com/{key}?w=640&h=480\">");
         assert!(l.named_in(&url).contains(&key), "{:?}", l.named_in(&url));
-        assert_eq!(l.named_in(&key), vec![key.clone()]);
+        assert!(l.named_in(&key).contains(&key));
         let json = format!(r#"{{"hero": {{"src": "/{key}"}}, "n": 2}}"#);
         assert!(l.named_in(&json).contains(&key), "{:?}", l.named_in(&json));
         let spaced = format!("uploads/{WS}/my photo.png");
@@ -201,6 +231,27 @@ mod tests {
         let two = format!("{key}, uploads/{WS}/other.png");
         let named = l.named_in(&two);
         assert!(named.contains(&key) && named.contains(&format!("uploads/{WS}/other.png")), "{named:?}");
+        // Ends no list of punctuation foresees, escaped slashes, and a key encoded whole in a query string.
+        for text in [
+            format!("see {key}."),
+            format!("[{key}]"),
+            format!("`{key}`"),
+            format!(r#"{{"src":"uploads\/{WS}\/photo.png"}}"#),
+            format!("/_next/image?url=%2Fuploads%2F{WS}%2Fphoto.png&w=640"),
+        ] {
+            assert!(l.named_in(&text).contains(&key), "{text}: {:?}", l.named_in(&text));
+        }
+    }
+
+    #[test]
+    fn the_whole_bucket_finds_every_key_of_a_line() {
+        let l = KeyLayout::new("*", r"(?P<workspace>[0-9a-f-]{36})/.+").expect("a layout");
+        let other = "1c6f9a7e-3c1d-4f5e-9a2b-7c8d9e0f1a2b";
+        let text = format!(r#"["{WS}/a.png","{other}/b.png"] and {WS}/c d.png."#);
+        let named = l.named_in(&text);
+        for key in [format!("{WS}/a.png"), format!("{other}/b.png"), format!("{WS}/c d.png")] {
+            assert!(named.contains(&key), "{key}: {named:?}");
+        }
     }
 
     #[test]
