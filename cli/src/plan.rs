@@ -69,6 +69,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         let found = shared::recheck::recheck(&mut tx, &map, asset).await?;
         let keeping = found.keeping();
         let decision = lifecycle::decide(keeping.is_some(), &facts, map.proven());
+        let (decision, _) = shared::reconcile::adopt::weigh(&mut tx, asset, &facts.storage_key, decision).await?;
         let action = decision.action();
         let (detail, freed) = match decision {
             Decision::Keep => {

@@ -140,11 +140,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     }
     let decision = lifecycle::decide(keeping.is_some(), &row, cx.map.proven());
     // Adopted bytes have an id nobody holds: a record can only name them by key.
-    let hold = match decision {
-        Decision::Delete | Decision::Purge => adopt::hold(&mut tx, asset, &row.storage_key).await?,
-        _ => None,
-    };
-    let decision = lifecycle::held(decision, hold.as_ref());
+    let (decision, hold) = adopt::weigh(&mut tx, asset, &row.storage_key, decision).await?;
     let decided = match decision {
         Decision::Keep => {
             keep(&mut tx, asset).await?;

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::layout::KeyLayout;
 use super::{Findings, Listing};
 use crate::audit::{AuditAction, Event};
+use crate::lifecycle::{self, Decision};
 use crate::{AssetId, WorkspaceId};
 
 /// Keys adopted from one prefix into one workspace.
@@ -184,6 +185,21 @@ pub async fn schedule(conn: impl sqlx::PgExecutor<'_>) -> Result<u64, sqlx::Erro
     .execute(conn)
     .await?;
     Ok(scheduled.rows_affected())
+}
+
+/// `decision` as an adopted asset's holds leave it: a delete or purge waits while [`hold`] says so. What the settle
+/// acts on and the plan shows.
+pub async fn weigh(
+    conn: &mut PgConnection,
+    asset: AssetId,
+    storage_key: &str,
+    decision: Decision,
+) -> Result<(Decision, Option<Hold>), sqlx::Error> {
+    let hold = match decision {
+        Decision::Delete | Decision::Purge => hold(conn, asset, storage_key).await?,
+        _ => None,
+    };
+    Ok((lifecycle::held(decision, hold.as_ref()), hold))
 }
 
 /// Why an adopted asset's bytes must wait, though nothing refers to it by id.
