@@ -12,8 +12,8 @@ pub(crate) struct Args {
     /// The workspace's id.
     #[arg(required_unless_present = "prefix", conflicts_with = "prefix")]
     workspace: Option<String>,
-    /// A managed prefix (`*` for the whole bucket) whose bytes no row knows may be adopted from now on, after a
-    /// recorded reconciliation reported them. Lasts until the prefix's row is removed.
+    /// A managed prefix (`*` for the whole bucket) whose bytes no row knows may be adopted from now on, read with
+    /// `reconcile --dry-run` first. Lasts until a reconciliation meets the prefix with another layout.
     #[arg(long)]
     prefix: Option<String>,
     /// Who approves (recorded).
@@ -73,47 +73,66 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     })
 }
 
-/// Approves adoption under `prefix`: only one a recorded reconciliation has met (its report is what the operator
-/// read), and the approval says what that report found there.
+/// Approves adoption under `prefix`, a managed prefix of the layout configured now: the layout the operator's
+/// dry run read with. A reconciliation with another layout later meets the prefix anew and needs a new approval.
 async fn prefix_approval(prefix: &str, by: &str, reason: &str) -> anyhow::Result<Output> {
+    let (settings, pool, _) = connect::everything().await?;
+    let layout = settings.reconcile.layout.as_ref().context(
+        "nothing to approve: set RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN as the sweep has them (docs/operating.md)",
+    )?;
     let stored = if prefix.trim() == "*" { "" } else { prefix };
-    let pool = connect::database().await?;
+    if !layout.prefixes().contains(&stored) {
+        bail!("{prefix:?} is not a managed prefix: RECONCILE_PREFIXES names {:?} (`*` is the whole bucket)", {
+            let names: Vec<&str> = layout.prefixes().into_iter().map(|p| if p.is_empty() { "*" } else { p }).collect();
+            names
+        });
+    }
     let approved = sqlx::query!(
-        r#"UPDATE reconcile_prefixes SET approved_at = now(), approved_by = $2, reason = $3 WHERE prefix = $1
-           RETURNING to_char(approved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "approved_at!",
-                     (SELECT coalesce(sum((u->>'keys')::bigint), 0) FROM reconcile_listings l,
-                             jsonb_array_elements(l.findings->'unknown') u
-                       WHERE l.id = (SELECT max(id) FROM reconcile_listings WHERE compared_at IS NOT NULL)
-                         AND u->>'prefix' = $1)::bigint AS "keys!",
-                     (SELECT coalesce(sum((u->>'bytes')::bigint), 0) FROM reconcile_listings l,
-                             jsonb_array_elements(l.findings->'unknown') u
-                       WHERE l.id = (SELECT max(id) FROM reconcile_listings WHERE compared_at IS NOT NULL)
-                         AND u->>'prefix' = $1)::bigint AS "bytes!""#,
+        r#"INSERT INTO reconcile_prefixes AS r (prefix, layout, approved_at, approved_by, reason)
+           VALUES ($1, $2, now(), $3, $4)
+           ON CONFLICT (prefix) DO UPDATE
+              SET layout = EXCLUDED.layout, approved_at = now(), approved_by = EXCLUDED.approved_by,
+                  reason = EXCLUDED.reason,
+                  first_seen_at = CASE WHEN r.layout = EXCLUDED.layout THEN r.first_seen_at ELSE now() END
+           RETURNING to_char(approved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "approved_at!""#,
         stored,
+        layout.signature(),
         by,
         reason,
     )
-    .fetch_optional(&pool)
+    .fetch_one(&pool)
     .await?;
-    let Some(approved) = approved else {
-        bail!(
-            "no recorded reconciliation has met prefix {prefix:?}: run `asset-sweeper reconcile` (it records what \
-             it found) and read its report first"
-        );
+    // What the newest recorded reconciliation found there, if one has: what the approval lets be adopted.
+    let found = sqlx::query!(
+        r#"SELECT coalesce(sum((u->>'keys')::bigint), 0)::bigint AS "keys!",
+                  coalesce(sum((u->>'bytes')::bigint), 0)::bigint AS "bytes!",
+                  max(l.compared_at)::text AS compared_at
+             FROM reconcile_listings l, jsonb_array_elements(l.findings->'unknown') u
+            WHERE l.id = (SELECT max(id) FROM reconcile_listings WHERE compared_at IS NOT NULL)
+              AND u->>'prefix' = $1"#,
+        stored,
+    )
+    .fetch_one(&pool)
+    .await?;
+    let last = match &found.compared_at {
+        Some(at) => format!(
+            "the reconciliation recorded {at} found {} key(s), {} bytes no row knows there",
+            found.keys, found.bytes
+        ),
+        None => "no recorded reconciliation has reported on it yet: what your dry run showed".to_owned(),
     };
     Ok(Output {
         text: format!(
-            "prefix {prefix:?} is approved for adoption (by {by}: {reason}); the last reconciliation found {} \
-             key(s), {} bytes no row knows there: the next one adopts those older than the grace period",
-            approved.keys, approved.bytes
+            "prefix {prefix:?} is approved for adoption (by {by}: {reason}); {last}; the next reconciliation adopts \
+             those written before the grace period"
         ),
         json: json!({
             "prefix": stored,
             "approved_by": by,
             "reason": reason,
             "approved_at": approved.approved_at,
-            "unknown_keys": approved.keys,
-            "unknown_bytes": approved.bytes,
+            "unknown_keys": found.keys,
+            "unknown_bytes": found.bytes,
         }),
         attention: Vec::new(),
     })

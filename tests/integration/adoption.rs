@@ -196,11 +196,15 @@ async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
     let files = vec![row(&b, &reused, true, false, 18, OLD) + &row(&b, &in_flight, true, false, 18, OLD)];
     let folder = format!("inventory/{b}/daily/");
     let prefix = format!("{ws}/");
-    sqlx::query("INSERT INTO reconcile_prefixes (prefix, approved_at, approved_by) VALUES ($1, now(), 'test')")
-        .bind(&prefix)
-        .execute(ctx.pool())
-        .await
-        .expect("approved");
+    let signature = shared::reconcile::layout::KeyLayout::new(&prefix, PATTERN).expect("a layout").signature();
+    sqlx::query(
+        "INSERT INTO reconcile_prefixes (prefix, layout, approved_at, approved_by) VALUES ($1, $2, now(), 'test')",
+    )
+    .bind(&prefix)
+    .bind(signature)
+    .execute(ctx.pool())
+    .await
+    .expect("approved");
     put_report(&ctx, &folder, "2026-11-30T00-00Z", &files, None).await;
 
     // An upload of `in_flight` has written its rows and not committed when the adoption reaches the key: the

@@ -775,7 +775,7 @@ async fn reconcile_dry_run_writes_nothing_then_a_recorded_lost_asset_makes_statu
 }
 
 #[tokio::test]
-async fn a_prefix_is_approved_only_after_a_recorded_reconciliation_and_then_the_next_one_adopts() {
+async fn a_prefix_is_approved_only_if_managed_and_nothing_is_adopted_before_then_the_next_reconciliation_adopts() {
     let ctx = TestContext::new().await;
     let url = ctx.db.url.clone();
     let ws = Uuid::new_v4();
@@ -799,21 +799,23 @@ async fn a_prefix_is_approved_only_after_a_recorded_reconciliation_and_then_the_
         sqlx::query_scalar::<_, i64>("SELECT count(*) FROM adopted_assets").fetch_one(ctx.pool()).await.expect("count")
     };
 
-    let unmet = refusal(&run(&url, Some(&ctx), &approve));
-    assert!(unmet.contains("no recorded reconciliation has met prefix"), "{unmet}");
+    let unset = refusal(&run(&url, Some(&ctx), &approve));
+    assert!(unset.contains("nothing to approve: set RECONCILE_PREFIXES"), "{unset}");
+    let elsewhere = ["approve", "--prefix", "exports/", "--by", "ops@example.com", "--reason", "read the report"];
+    let unmanaged = refusal(&run_with(&url, Some(&ctx), &layout, &elsewhere));
+    assert!(unmanaged.contains("\"exports/\" is not a managed prefix"), "{unmanaged}");
     let text = String::from_utf8_lossy(
         &run_with(&url, Some(&ctx), &layout, &["reconcile", "--inventory", &location, "--dry-run"]).stdout,
     )
     .into_owned();
     assert!(text.contains(&format!("AWAITING APPROVAL prefix {prefix:?}")), "{text}");
-    assert!(refusal(&run(&url, Some(&ctx), &approve)).contains("no recorded"), "a dry run records nothing");
 
     let (code, recorded) = reconcile(false);
     assert_eq!(code, Some(1), "a prefix awaiting approval needs a person: {recorded}");
     assert_eq!(recorded["findings"]["awaiting_approval"], serde_json::json!([prefix]), "{recorded}");
     assert_eq!(adopted().await, 0, "nothing is adopted on a prefix before its approval");
 
-    let approved = stdout(&run(&url, Some(&ctx), &approve));
+    let approved = stdout(&run_with(&url, Some(&ctx), &layout, &approve));
     assert!(approved.contains("approved for adoption") && approved.contains("1 key(s), 12 bytes"), "{approved}");
     let (_, dry) = reconcile(true);
     assert_eq!(dry["findings"]["adopted"][0]["keys"], 1, "{dry}");
