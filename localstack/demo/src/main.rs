@@ -93,7 +93,9 @@ async fn run() -> anyhow::Result<bool> {
     let second = drive::invoke_sweep(&clients, &stack).await?;
     progress(&format!(
         "    pass {}: adopted made due {}, enqueued {}",
-        second["run_id"], second["adopted_due"], second["enqueued"]
+        second["run_id"].as_str().unwrap_or_default(),
+        second["adopted_due"],
+        second["enqueued"]
     ));
 
     progress("6/6 settle: LocalStack's event source mapping feeds the deployed consumer until the queue is empty");

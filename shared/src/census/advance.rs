@@ -191,7 +191,8 @@ pub async fn advance(
 }
 
 /// Adds a row for every column of `targets` on every table holding its rows, resets a row whose type or declared
-/// paths changed, and drops the rows of columns no longer read; a key scan made with another `layout` than
+/// paths changed, and drops the rows of columns no longer read (and the keys they named); a key scan made with
+/// another `layout` than
 /// today's covers nothing any more. Two statements.
 async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLayout>) -> Result<(), sqlx::Error> {
     sqlx::query!(
@@ -214,6 +215,11 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
            gone AS (
                DELETE FROM census_columns c
                 WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.relid = c.relid AND t.attnum = c.attnum)
+               RETURNING c.relid, c.attnum
+           ),
+           -- A column no longer read names no key.
+           unnamed AS (
+               DELETE FROM named_keys n USING gone g WHERE n.relid = g.relid AND n.attnum = g.attnum
            )
            INSERT INTO census_columns AS c (relid, attnum, type_oid, json_paths, table_schema, table_name,
                                             column_name, family, shape)

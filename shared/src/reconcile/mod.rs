@@ -454,8 +454,9 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
     .await?;
     let adopted = sqlx::query!(
         r#"SELECT count(*) AS "adopted!",
-                  count(*) FILTER (WHERE EXISTS (SELECT 1 FROM named_keys n WHERE n.storage_key = d.storage_key))
-                      AS "named!"
+                  count(*) FILTER (WHERE EXISTS (
+                      SELECT 1 FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+                       WHERE n.storage_key = d.storage_key)) AS "named!"
              FROM adopted_assets d JOIN assets a ON a.id = d.asset_id"#
     )
     .fetch_one(&mut *conn)
