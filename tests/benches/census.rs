@@ -33,8 +33,12 @@ fn env_number(name: &str, default: usize) -> usize {
 /// The default share of a pass the census may use: 25 % of a 900 s sweep less its 60 s reserve.
 const SHARE_PER_PASS: Duration = Duration::from_secs(210);
 
-/// One census cycle as a pass runs it, with no limit of time or batches.
-async fn cycle(conn: &mut sqlx::PgConnection, targets: &[census::Target]) -> (Duration, census::Progress) {
+/// One census cycle as a pass runs it, with no limit of time or batches; with `keys`, the key scan too.
+async fn cycle_with(
+    conn: &mut sqlx::PgConnection,
+    targets: &[census::Target],
+    keys: Option<&shared::reconcile::layout::KeyLayout>,
+) -> (Duration, census::Progress) {
     let started = Instant::now();
     let budget = Budget {
         until: Instant::now() + Duration::from_secs(3600),
@@ -42,9 +46,14 @@ async fn cycle(conn: &mut sqlx::PgConnection, targets: &[census::Target]) -> (Du
         batch_blocks: 1_024,
         cycle_interval: Duration::ZERO,
     };
-    let progress = census::advance(conn, targets, budget, None).await.expect("census");
+    let progress = census::advance(conn, targets, budget, keys).await.expect("census");
     assert_eq!((progress.stopped, progress.columns_unproven), (Stop::CycleComplete, 0), "{progress:?}");
     (started.elapsed(), progress)
+}
+
+/// One census cycle as a pass runs it without reconciliation.
+async fn cycle(conn: &mut sqlx::PgConnection, targets: &[census::Target]) -> (Duration, census::Progress) {
+    cycle_with(conn, targets, None).await
 }
 
 #[tokio::main]
@@ -115,16 +124,7 @@ async fn main() {
     }
     let layout = shared::reconcile::layout::KeyLayout::new("uploads/", r"uploads/(?P<workspace>[0-9a-f-]{36})/[^/]+")
         .expect("a layout");
-    let keyed_started = Instant::now();
-    let budget = Budget {
-        until: Instant::now() + Duration::from_secs(3600),
-        max_batches: u32::MAX,
-        batch_blocks: 1_024,
-        cycle_interval: Duration::ZERO,
-    };
-    let keyed_progress = census::advance(&mut conn, &targets, budget, Some(&layout)).await.expect("census");
-    let keyed = keyed_started.elapsed();
-    assert_eq!(keyed_progress.stopped, Stop::CycleComplete);
+    let (keyed, _) = cycle_with(&mut conn, &targets, Some(&layout)).await;
     let named: i64 = sqlx::query_scalar("SELECT count(*) FROM named_keys").fetch_one(&mut *conn).await.expect("named");
     assert!(named as usize >= tables * (rows / 100), "every URL's key is found: {named}");
     let (plain, _) = cycle(&mut conn, &targets).await;
