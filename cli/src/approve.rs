@@ -106,7 +106,7 @@ async fn prefix_approval(prefix: &str, by: &str, reason: &str) -> anyhow::Result
     let found = sqlx::query!(
         r#"SELECT coalesce(sum((u->>'keys')::bigint), 0)::bigint AS "keys!",
                   coalesce(sum((u->>'bytes')::bigint), 0)::bigint AS "bytes!",
-                  max(l.compared_at)::text AS compared_at
+                  (SELECT max(compared_at) FROM reconcile_listings)::text AS compared_at
              FROM reconcile_listings l, jsonb_array_elements(l.findings->'unknown') u
             WHERE l.id = (SELECT max(id) FROM reconcile_listings WHERE compared_at IS NOT NULL)
               AND u->>'prefix' = $1"#,

@@ -16,25 +16,53 @@ use crate::references::quote_ident;
 /// What a URL leaves as it is in a path: a prefix with a space is found in a URL as `%20`.
 const IN_PATH: &AsciiSet = &NON_ALPHANUMERIC.remove(b'/').remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 
-/// The strings a text naming one of our keys must contain, in lowercase (the text is compared lowercased, so
-/// `%2f` and `%2F` alike): each managed prefix as written, percent-encoded as in a path and as a whole (`/` as
-/// `%2F`, in a query string), and with JSON's escaped slashes.
+/// The strings a text naming one of our keys must contain, compared as written: each managed prefix as written,
+/// with `+` for its spaces, percent-encoded as in a path and as a whole (`/` as `%2F`, in a query string) in both
+/// cases of hex, and with JSON's escaped slashes (`\/`, `\u002f`). A text that spells the prefix otherwise (an
+/// encoder escaping letters, `\u` escapes of its other characters) is not read for keys.
 fn prefilter(layout: &KeyLayout) -> Vec<String> {
-    let mut needles = Vec::new();
+    let mut needles: Vec<String> = Vec::new();
     for prefix in layout.prefixes() {
-        for needle in [
-            prefix.to_owned(),
+        let encoded = [
             utf8_percent_encode(prefix, IN_PATH).to_string(),
             utf8_percent_encode(prefix, NON_ALPHANUMERIC).to_string(),
+        ];
+        let mut spellings = vec![
+            prefix.to_owned(),
+            prefix.replace(' ', "+"),
             prefix.replace('/', "\\/"),
-        ] {
-            let needle = needle.to_lowercase();
+            prefix.replace('/', "\\u002f"),
+            prefix.replace('/', "\\u002F"),
+        ];
+        for e in encoded {
+            spellings.push(lower_hex(&e));
+            spellings.push(e);
+        }
+        for needle in spellings {
             if !needles.contains(&needle) {
                 needles.push(needle);
             }
         }
     }
     needles
+}
+
+/// `encoded` with its percent escapes' hex digits in lowercase.
+fn lower_hex(encoded: &str) -> String {
+    let mut out = String::with_capacity(encoded.len());
+    let mut left = 0;
+    for c in encoded.chars() {
+        if c == '%' {
+            left = 2;
+            out.push(c);
+        } else if left > 0 {
+            left -= 1;
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Reads the text and JSON columns of blocks `[group.next_block, end)` and notes each key of ours they name, with
@@ -65,7 +93,7 @@ pub(super) async fn scan(
     let sql = format!(
         "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
          SELECT x.a, x.v FROM ({}) x
-          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(lower(x.v), p) > 0)",
+          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)",
         selected.join(", "),
         group.heap,
         texts.into_iter().map(|(_, s)| s).collect::<Vec<_>>().join(" UNION ALL "),
@@ -150,4 +178,26 @@ pub(super) async fn record(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_is_searched_for_in_every_spelling_a_url_or_document_gives_it() {
+        let layout = KeyLayout::new("Fotos/My Uploads/", r"Fotos/My Uploads/.+").expect("a layout");
+        let needles = prefilter(&layout);
+        for spelling in [
+            "Fotos/My Uploads/",
+            "Fotos/My+Uploads/",
+            "Fotos/My%20Uploads/",
+            "Fotos%2FMy%20Uploads%2F",
+            "Fotos%2fMy%20Uploads%2f",
+            "Fotos\\/My Uploads\\/",
+            "Fotos\\u002fMy Uploads\\u002f",
+        ] {
+            assert!(needles.iter().any(|n| n == spelling), "{spelling}: {needles:?}");
+        }
+    }
 }

@@ -218,7 +218,6 @@ pub enum Hold {
 pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) -> Result<Option<Hold>, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = $1) AS "adopted!",
-                  EXISTS (SELECT 1 FROM assets a WHERE a.storage_key = $2 AND a.id <> $1) AS "shared!",
                   (SELECT format('%s.%s.%s', c.table_schema, c.table_name, c.column_name)
                      FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
                     WHERE n.storage_key = $2
@@ -234,10 +233,21 @@ pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) ->
         asset.0,
         storage_key,
     )
+    .fetch_one(&mut *conn)
+    .await?;
+    if !row.adopted {
+        return Ok(None);
+    }
+    // Bytes another asset row shares are not removed: the adopted row alone goes, as for any sharer. The sharers are
+    // locked, so none can go before the settle counts them again and removes the row only.
+    let shared = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "shared!" FROM (SELECT 1 FROM assets WHERE storage_key = $2 AND id <> $1 FOR KEY SHARE) s"#,
+        asset.0,
+        storage_key,
+    )
     .fetch_one(conn)
     .await?;
-    // Bytes another asset row shares are not removed: the adopted row alone goes, as for any sharer.
-    if !row.adopted || row.shared {
+    if shared > 0 {
         return Ok(None);
     }
     if let Some(column) = row.named_by {

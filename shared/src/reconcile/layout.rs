@@ -71,7 +71,17 @@ impl KeyLayout {
             listed
         };
         let compile = |text: String| Regex::new(&text).map_err(|e| LayoutError::Pattern(e.to_string()));
-        let from = compile(format!("^(?:{pattern})"))?;
+        // The pattern matches whole keys; a key named in a text is found by asking, at each place, whether a key of
+        // ours can start there (`from`), which an assertion about what follows the key would answer wrongly.
+        let body = pattern.strip_suffix("\\z").or_else(|| pattern.strip_suffix('$')).unwrap_or(pattern);
+        let body = if body.ends_with('\\') { pattern } else { body };
+        if let Some(assertion) = lookaround(body) {
+            return Err(LayoutError::Pattern(format!(
+                "{assertion} asserts what surrounds a key: the pattern is matched against whole keys already, and \
+                 keys named inside texts could not be found with it"
+            )));
+        }
+        let from = compile(format!("^(?:{body})"))?;
         let pattern = compile(format!("^(?:{pattern})$"))?;
         let names_workspace = pattern.capture_names().any(|n| n == Some("workspace"));
         Ok(KeyLayout { prefixes: listed, pattern, from, names_workspace })
@@ -84,14 +94,18 @@ impl KeyLayout {
 
     /// The keys of ours that `text` names: as a key, a path or inside a URL, in JSON or HTML, percent-encoded or
     /// not. Generous on purpose (a key named here is kept): from every place a key of ours could start — each
-    /// occurrence of a managed prefix, or for the whole bucket the text's start and every place after a character
-    /// that is neither a letter nor a digit — every end up to S3's 1024 bytes that falls before such a character
-    /// is tried, and each that is a whole key of ours counts. The text is read as written, with JSON's escaped
-    /// slashes undone, and percent-decoded.
+    /// occurrence of a managed prefix, overlapping ones too, or for the whole bucket every character — every end up
+    /// to S3's 1024 bytes is tried, and each that is a whole key of ours counts. The text is read as written, with
+    /// JSON's escapes undone, with `+` as a space, and percent-decoded.
     pub fn named_in(&self, text: &str) -> Vec<String> {
         let mut readings: Vec<std::borrow::Cow<'_, str>> = vec![text.into()];
         if text.contains('\\') {
-            readings.push(text.replace("\\/", "/").replace("\\u002f", "/").replace("\\u002F", "/").into());
+            readings.push(json_unescaped(text).into());
+        }
+        if text.contains('+') {
+            // A space in a form-encoded query string.
+            let spaced: Vec<String> = readings.iter().map(|r| r.replace('+', " ")).collect();
+            readings.extend(spaced.into_iter().map(Into::into));
         }
         let decoded: Vec<std::borrow::Cow<'_, str>> = readings
             .iter()
@@ -107,14 +121,17 @@ impl KeyLayout {
     }
 
     fn keys_in(&self, text: &str, found: &mut Vec<String>) {
-        let boundary = |c: char| !c.is_alphanumeric();
         let mut starts: Vec<usize> = Vec::new();
         for prefix in &self.prefixes {
             if prefix.is_empty() {
-                starts.push(0);
-                starts.extend(text.char_indices().filter(|(_, c)| boundary(*c)).map(|(i, c)| i + c.len_utf8()));
+                starts.extend(text.char_indices().map(|(i, _)| i));
             } else {
-                starts.extend(text.match_indices(prefix.as_str()).map(|(i, _)| i));
+                // Overlapping occurrences too: `x/x/` occurs twice in `x/x/x/`.
+                let mut from = 0;
+                while let Some(at) = text.get(from..).and_then(|rest| rest.find(prefix.as_str())) {
+                    starts.push(from + at);
+                    from += at + text[from + at..].chars().next().map_or(1, char::len_utf8);
+                }
             }
         }
         starts.sort_unstable();
@@ -130,7 +147,8 @@ impl KeyLayout {
                 limit -= 1;
             }
             let window = &rest[..limit];
-            let ends = window.char_indices().filter(|(_, c)| boundary(*c)).map(|(i, _)| i).chain([window.len()]);
+            // Every end: a key may stop before any character, a letter of a language written without spaces too.
+            let ends = window.char_indices().map(|(i, _)| i).chain([window.len()]);
             for end in ends.filter(|e| *e > 0) {
                 let key = &window[..end];
                 if matches!(self.classify(key), KeyClass::Ours { .. }) && !found.iter().any(|f| f == key) {
@@ -163,6 +181,74 @@ impl KeyLayout {
             _ => KeyClass::OffPattern { prefix },
         }
     }
+}
+
+/// `text` with JSON's string escapes undone (`\/`, `\uXXXX` with surrogate pairs, `\n` and the rest); an escape
+/// that is not one is kept as written.
+fn json_unescaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut units: Vec<u16> = Vec::new();
+    let flush = |units: &mut Vec<u16>, out: &mut String| {
+        out.extend(char::decode_utf16(units.drain(..)).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)));
+    };
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            flush(&mut units, &mut out);
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                match u16::from_str_radix(&hex, 16) {
+                    Ok(unit) if hex.len() == 4 => units.push(unit),
+                    _ => {
+                        flush(&mut units, &mut out);
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                    }
+                }
+            }
+            Some(e) => {
+                flush(&mut units, &mut out);
+                out.push(match e {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    'b' => '\u{8}',
+                    'f' => '\u{c}',
+                    other => other,
+                });
+            }
+            None => {
+                flush(&mut units, &mut out);
+                out.push('\\');
+            }
+        }
+    }
+    flush(&mut units, &mut out);
+    out
+}
+
+/// The first assertion in `pattern` about the text around a match (`$`, `\z`, `\b`, `\B`, `\<`, `\>`), outside
+/// character classes, if any.
+fn lookaround(pattern: &str) -> Option<String> {
+    let mut chars = pattern.chars();
+    let mut class = 0usize;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e @ ('z' | 'b' | 'B' | '<' | '>')) if class == 0 => return Some(format!("\\{e}")),
+                _ => {}
+            },
+            '[' => class += 1,
+            ']' if class > 0 => class -= 1,
+            '$' if class == 0 => return Some("$".to_owned()),
+            _ => {}
+        }
+    }
+    None
 }
 
 impl fmt::Display for KeyLayout {
@@ -241,6 +327,38 @@ mod tests {
         ] {
             assert!(l.named_in(&text).contains(&key), "{text}: {:?}", l.named_in(&text));
         }
+    }
+
+    #[test]
+    fn keys_between_letters_behind_json_escapes_and_overlapping_prefixes_are_found() {
+        let l = layout();
+        let key = format!("uploads/{WS}/写真.png");
+        for text in [
+            format!("写真は{key}を参照"),
+            format!(r#"{{"src": "uploads/{WS}/\u5199\u771f.png"}}"#),
+            format!("/img?key=uploads%2F{WS}%2F%E5%86%99%E7%9C%9F.png"),
+        ] {
+            assert!(l.named_in(&text).contains(&key), "{text}: {:?}", l.named_in(&text));
+        }
+        let spaced = KeyLayout::new("uploads/", r"uploads/(?P<workspace>[0-9a-f-]{36})/.+").expect("a layout");
+        let text = format!("/img?key=uploads%2F{WS}%2Fmy+photo.png");
+        assert!(spaced.named_in(&text).contains(&format!("uploads/{WS}/my photo.png")), "{text}");
+        let nested = KeyLayout::new("x/x/", r"x/x/.+").expect("a layout");
+        assert!(nested.named_in("x/x/x/a").contains(&"x/x/a".to_owned()));
+    }
+
+    #[test]
+    fn a_pattern_asserting_what_surrounds_a_key_is_refused_and_a_final_anchor_is_allowed() {
+        for pattern in [r"a/\b.+", r"a/.+$x", r"a/(\z)", r"a/.+\>"] {
+            assert!(matches!(KeyLayout::new("a/", pattern), Err(LayoutError::Pattern(_))), "{pattern}");
+        }
+        for pattern in [r"a/[$]+", r"^a/.+$", r"a/.+\z"] {
+            assert!(KeyLayout::new("a/", pattern).is_ok(), "{pattern}");
+        }
+        let dollar = KeyLayout::new("a/", r"a/\$\d+").expect("an escaped dollar is a character");
+        assert!(dollar.named_in("see a/$1 here").contains(&"a/$1".to_owned()));
+        let anchored = KeyLayout::new("a/", r"^a/[a-z]+\.png$").expect("a layout");
+        assert!(anchored.named_in("a/x.png and a/y.png").contains(&"a/x.png".to_owned()));
     }
 
     #[test]
