@@ -151,7 +151,11 @@ impl KeyLayout {
             let ends = window.char_indices().map(|(i, _)| i).chain([window.len()]);
             for end in ends.filter(|e| *e > 0) {
                 let key = &window[..end];
-                if matches!(self.classify(key), KeyClass::Ours { .. }) && !found.iter().any(|f| f == key) {
+                // The match alone first: most ends are no key, and a search without captures is the fast one.
+                if self.pattern.is_match(key)
+                    && matches!(self.classify(key), KeyClass::Ours { .. })
+                    && !found.iter().any(|f| f == key)
+                {
                     found.push(key.to_owned());
                 }
             }
