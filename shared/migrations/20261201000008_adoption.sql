@@ -52,3 +52,16 @@ ALTER TABLE settlement_events DROP CONSTRAINT settlement_events_action_check;
 ALTER TABLE settlement_events ADD CONSTRAINT settlement_events_action_check
     CHECK (action IN ('keep', 'retire', 'delete', 'purge', 'defer', 'noop', 'reject', 'failed', 'restore',
                       'integrity', 'lost', 'redrive', 'undelete', 'discovered', 'adopted'));
+
+-- Whether column `c` leaves adopted asset `d` unscanned for keys: a text or JSON column not key-scanned at all,
+-- not in a scan begun after the adoption, or not with the layout that adopted it. One home for the test the
+-- sweep makes adopted assets due by and the consumer holds them by.
+CREATE FUNCTION asset_sweeper_keys_unscanned(c census_columns, d adopted_assets) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN c.family <> 'uuid'
+           AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at OR c.keys_layout IS DISTINCT FROM d.layout);
+
+-- A census column as the schema check names it: `schema.table.column`.
+CREATE FUNCTION asset_sweeper_column_name(c census_columns) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN format('%s.%s.%s', c.table_schema, c.table_name, c.column_name);

@@ -177,10 +177,7 @@ pub async fn schedule(conn: impl sqlx::PgExecutor<'_>) -> Result<u64, sqlx::Erro
         "UPDATE assets a SET due_at = now()
            FROM adopted_assets d
           WHERE d.asset_id = a.id AND a.state = 'pending' AND a.due_at = 'infinity'
-            AND NOT EXISTS (SELECT 1 FROM census_columns c
-                             WHERE c.family <> 'uuid'
-                               AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at
-                                    OR c.keys_layout IS DISTINCT FROM d.layout))"
+            AND NOT EXISTS (SELECT 1 FROM census_columns c WHERE asset_sweeper_keys_unscanned(c, d))"
     )
     .execute(conn)
     .await?;
@@ -218,17 +215,13 @@ pub enum Hold {
 pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) -> Result<Option<Hold>, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = $1) AS "adopted!",
-                  (SELECT format('%s.%s.%s', c.table_schema, c.table_name, c.column_name)
+                  (SELECT asset_sweeper_column_name(c)
                      FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
                     WHERE n.storage_key = $2
                     ORDER BY 1 LIMIT 1) AS named_by,
-                  ARRAY(SELECT format('%s.%s.%s', c.table_schema, c.table_name, c.column_name)
-                          FROM census_columns c
-                         WHERE c.family <> 'uuid'
-                           AND EXISTS (SELECT 1 FROM adopted_assets d
-                                        WHERE d.asset_id = $1
-                                          AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at
-                                               OR c.keys_layout IS DISTINCT FROM d.layout))
+                  ARRAY(SELECT asset_sweeper_column_name(c)
+                          FROM census_columns c JOIN adopted_assets d ON d.asset_id = $1
+                         WHERE asset_sweeper_keys_unscanned(c, d)
                          ORDER BY 1 LIMIT 5) AS "unscanned!""#,
         asset.0,
         storage_key,

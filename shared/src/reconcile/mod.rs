@@ -463,7 +463,7 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
     .await?;
     let named_sample = sqlx::query!(
         r#"SELECT DISTINCT ON (d.storage_key) d.storage_key,
-                  format('%s.%s.%s', c.table_schema, c.table_name, c.column_name) AS "column!"
+                  asset_sweeper_column_name(c) AS "column!"
              FROM adopted_assets d
              JOIN assets a ON a.id = d.asset_id
              JOIN named_keys n ON n.storage_key = d.storage_key
