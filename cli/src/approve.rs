@@ -1,5 +1,5 @@
-//! `approve`: an operator's release of a braked workspace (invariant 11), or of a managed prefix for adoption
-//! (invariant 14), recorded with who and why.
+//! `approve`: an operator's release of a braked workspace (invariant 11) or retention rule, or of a managed prefix
+//! for adoption (invariant 14), recorded with who and why.
 
 use anyhow::{Context, bail};
 use serde_json::json;
@@ -10,8 +10,12 @@ use crate::{Output, connect};
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// The workspace's id.
-    #[arg(required_unless_present = "prefix", conflicts_with = "prefix")]
+    #[arg(required_unless_present_any = ["prefix", "rule"], conflicts_with_all = ["prefix", "rule"])]
     workspace: Option<String>,
+    /// A retention rule (its id, as `plan` lists it) the rule brake holds: it may delete more than its share of
+    /// its table in the passes of the next hours. Changing the rule drops the approval.
+    #[arg(long, conflicts_with = "prefix")]
+    rule: Option<i64>,
     /// A managed prefix (`*` for the whole bucket) whose bytes no row knows may be adopted from now on, read with
     /// `reconcile --dry-run` first. Lasts until a reconciliation meets the prefix with another layout.
     #[arg(long)]
@@ -30,6 +34,10 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     if args.by.trim().is_empty() || args.reason.trim().is_empty() {
         bail!("--by and --reason must say who approves and why");
+    }
+    if let Some(rule) = args.rule {
+        let pool = connect::database().await?;
+        return crate::retention::approve(&pool, rule, args.by.trim(), args.reason.trim(), args.hours).await;
     }
     if let Some(prefix) = &args.prefix {
         return prefix_approval(prefix, args.by.trim(), args.reason.trim()).await;

@@ -13,9 +13,11 @@ mod reconcile;
 mod redrive;
 mod references;
 mod restore;
+mod retention;
 mod status;
 mod undelete;
 mod undo;
+mod usage;
 
 use std::process::ExitCode;
 
@@ -58,8 +60,11 @@ enum Command {
     Undelete(undelete::Args),
     /// Apply the asset-sweeper migrations (needs only DATABASE_URL or DATABASE_SECRET_ARN).
     Migrate,
-    /// Release a braked workspace for the passes of the next hours, recorded with who and why.
+    /// Release a braked workspace or retention rule for the passes of the next hours, or a prefix for adoption,
+    /// recorded with who and why.
     Approve(approve::Args),
+    /// A workspace's storage against its quota: held, stored, waiting for removal and headroom.
+    Usage(usage::Args),
     /// Bring a retired asset back to `attached`, its bytes checked (and brought back from a kept version).
     Restore(restore::Args),
     /// The reference guards on the application's non-foreign-key sources.
@@ -105,6 +110,7 @@ async fn main() -> ExitCode {
         Command::Undelete(args) => undelete::run(args).await,
         Command::Migrate => migrate::run().await,
         Command::Approve(args) => approve::run(args).await,
+        Command::Usage(args) => usage::run(args).await,
         Command::Restore(args) => restore::run(args).await,
         Command::Guards { command } => guards::run(command).await,
     };

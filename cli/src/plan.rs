@@ -1,6 +1,6 @@
 //! `plan`: a dry run of the next pass. What the brake would hold back, what would be claimed, and for each asset
 //! what settlement would decide now — keep (and by which record), defer, retire, delete, purge — with the bytes
-//! that would be freed. Reads in a read-only transaction that is rolled back: it changes nothing.
+//! that would be freed; and first, what each retention rule would delete. Reads in a read-only transaction that is rolled back: it changes nothing.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,13 +22,15 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let limit = args.limit.unwrap_or(settings.sweep.max_per_pass);
+    // The pass's first step, whatever the schema check then says.
+    let (records_text, records) = crate::retention::preview(&pool, &settings).await?;
     let (mut tx, map) = connect::checked_read_only(&pool, &settings).await?;
     let map = match map {
         Ok(map) => map,
         Err(refusal) => {
             return Ok(Output {
-                text: format!("the next pass would be refused and claim nothing: {refusal}"),
-                json: json!({ "refused": refusal.problems, "assets": [] }),
+                text: format!("{records_text}the next pass would be refused and claim nothing: {refusal}"),
+                json: json!({ "records": records, "refused": refusal.problems, "assets": [] }),
                 attention: Vec::new(),
             });
         }
@@ -114,8 +116,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         let _ = writeln!(head, "  held by the brake: workspace {ws}: {why} (asset-sweeper approve {ws} to release)");
     }
     Ok(Output {
-        text: format!("{head}{text}").trim_end().to_owned(),
+        text: format!("{records_text}{head}{text}").trim_end().to_owned(),
         json: json!({
+            "records": records,
             "claimed": assets.len(),
             "bytes_freed": bytes_freed,
             "by_decision": totals.iter().map(|(a, (n, b))| (a.to_string(), json!({ "assets": n, "bytes_freed": b }))).collect::<serde_json::Map<_, _>>(),

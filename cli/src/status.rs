@@ -1,6 +1,6 @@
 //! `status`: the health page. Exits 1 when something needs a person — the dead-letter queue holds messages, the
 //! last pass was refused, braked or failed, no good pass ran within the expected interval, or the schema check
-//! refuses now, or reconciliation found assets whose bytes are gone or a prefix shared with another writer — so it can
+//! refuses now, a retention rule failed or is held by its brake, or reconciliation found assets whose bytes are gone or a prefix shared with another writer — so it can
 //! back a monitor.
 
 use std::fmt::Write as _;
@@ -185,6 +185,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             shared::reconcile::standing(&mut conn).await?,
         )
     };
+    let (records_text, records, records_attention) = crate::retention::last_pass(&pool).await?;
     let sqs = shared::aws::sqs_client(&sdk);
     let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
 
@@ -233,6 +234,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             reconciliation.named_without_row
         ));
     }
+    attention.extend(records_attention);
     let braked: Vec<(String, String)> = last_finished
         .and_then(|r| r.per_workspace.as_object())
         .map(|ws| {
@@ -317,6 +319,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for (ws, by, reason, until) in &approvals {
         let _ = writeln!(text, "  approved: {ws} by {by} until {until}: {reason}");
     }
+    text.push_str(&records_text);
     match &schema {
         Ok(n) => {
             let _ = writeln!(text, "schema check: valid ({n} source(s))");
@@ -426,6 +429,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "approvals": approvals.iter().map(|(ws, by, reason, until)| json!({ "workspace_id": ws, "approved_by": by, "reason": reason, "expires_at": until })).collect::<Vec<_>>(),
         },
         "schema": match &schema { Ok(n) => json!({ "verdict": "valid", "sources": n }), Err(r) => json!({ "verdict": "refused", "reason": r }) },
+        "records": records,
         "census": census,
         "discovery": json!({ "enabled": settings.discovery.enabled, "standing": discovery }),
         "reconciliation": json!({ "configured": settings.reconcile.layout.is_some(), "standing": reconciliation }),

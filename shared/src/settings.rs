@@ -44,6 +44,20 @@ pub struct Settings {
     pub discovery: DiscoverySettings,
     /// Which keys of the bucket reconciliation compares with the rows.
     pub reconcile: ReconcileSettings,
+    /// How the records step applies the application's retention rules.
+    pub records: RecordsSettings,
+}
+
+/// The records step: the application's retention rules, applied first in every pass.
+#[derive(Debug, Clone)]
+pub struct RecordsSettings {
+    /// The application's time zone (a Postgres time zone name): the day a pass belongs to, which every rule's
+    /// cutoff counts back from.
+    pub time_zone: String,
+    /// The share, in percent, of a pass's time budget the step may use before the rest of the pass.
+    pub time_share_percent: u32,
+    /// A rule that would delete more than this share of its table, in percent, waits for an operator's approval.
+    pub brake_share_percent: u32,
 }
 
 /// Reconciliation: which keys of the bucket are this product's, compared with the rows both ways.
@@ -427,6 +441,11 @@ impl Settings {
                 "needs RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN: which keys are ours",
             );
         }
+        let records = RecordsSettings {
+            time_zone: reader.get("RECORDS_TIME_ZONE").unwrap_or_else(|| "UTC".to_owned()),
+            time_share_percent: reader.parsed("RECORDS_TIME_SHARE_PERCENT", 20, 1..=90u32),
+            brake_share_percent: reader.parsed("RECORDS_BRAKE_SHARE_PERCENT", 50, 1..=100u32),
+        };
         let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
         // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.
         let default_ceiling = queue.lease().as_secs() / 2 * 2 * ASSUMED_SETTLES_PER_SECOND;
@@ -462,6 +481,7 @@ impl Settings {
                 census,
                 discovery,
                 reconcile,
+                records,
             }),
             _ => Err(SettingsError { problems: reader.problems }),
         }

@@ -1,7 +1,8 @@
 //! The scheduled half of the pair: one pass claims due assets fairly across workspaces, under a per-pass cap
 //! and a time budget, and enqueues one cleanup message per asset.
 //!
-//! A pass, in order: record the run; take the sweep lock or record `skipped`; advance the census within its share
+//! A pass, in order: record the run; take the sweep lock or record `skipped`; delete the records the application's
+//! retention rules say have expired, within its share of the time; advance the census within its share
 //! of the time (invariant 13); check the reference map and record the verdict the consumer settles on, or record
 //! `refused` (invariant 4); discover, within its share of the time, the unscheduled assets no source refers to
 //! and make them due (invariant 12); apply the blast-radius brake per
@@ -143,6 +144,35 @@ impl Sweeper {
         report: &mut SweepReport,
         budget_end: Instant,
     ) -> Result<(), sqlx::Error> {
+        // Records first, then files: the assets the expired records were the last reference to are unreferenced
+        // when discovery asks in this same pass. A failure stops this step only.
+        let pace = shared::records::Pace {
+            time_zone: &self.settings.records.time_zone,
+            until: Instant::now()
+                + budget_end.saturating_duration_since(Instant::now()) * self.settings.records.time_share_percent / 100,
+            brake_share_percent: self.settings.records.brake_share_percent,
+        };
+        match shared::records::advance(&self.pool, report.run_id, pace).await {
+            Ok(records) => {
+                info!(
+                    deleted = records.deleted,
+                    rules = records.rules.len(),
+                    failed = records.failed(),
+                    held = records.held(),
+                    "retention rules applied"
+                );
+                for rule in records.rules.iter().filter(|r| r.error.is_some()) {
+                    warn!(rule = rule.rule_id, table = %rule.table, deleted = rule.deleted,
+                          error = rule.error.as_deref().unwrap_or(""), "a retention rule stopped on an error");
+                }
+                report.records = Some(records);
+            }
+            Err(e) => {
+                warn!(error = %e, "the records step could not run: expired records wait for the next pass");
+                report.records_error = Some(e.to_string());
+            }
+        }
+
         // The census failing does not stop the pass: its columns stay unproven, so deletes and purges keep
         // waiting, while the check, the brake and the claim go on.
         match self.census(lock, budget_end).await {

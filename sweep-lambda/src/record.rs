@@ -77,6 +77,12 @@ pub struct SweepReport {
     /// Problems a setting let through (an unindexed source under `UNINDEXED_SOURCES=warn`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub schema_warnings: Vec<shared::references::SchemaProblem>,
+    /// What the records step did in this pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records: Option<shared::records::Progress>,
+    /// Why the records step could not run in this pass, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records_error: Option<String>,
     /// What the census did in this pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub census: Option<shared::census::Progress>,
@@ -120,6 +126,8 @@ impl SweepReport {
             reason: None,
             schema_verdict: None,
             schema_warnings: Vec::new(),
+            records: None,
+            records_error: None,
             census: None,
             census_error: None,
             discovery: None,
@@ -198,7 +206,8 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     sqlx::query!(
         "UPDATE sweep_runs
             SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
-                duration_ms = $7, reason = $8, error = $9, census = $10, discovery = $11, reconcile = $12
+                duration_ms = $7, reason = $8, error = $9, census = $10, discovery = $11, reconcile = $12,
+                records = coalesce($13, records)
           WHERE id = $1",
         report.run_id,
         report.outcome as RunOutcome,
@@ -221,6 +230,11 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
         },
         match (&report.reconcile, &report.reconcile_error) {
             (Some(reconcile), _) => serde_json::to_value(reconcile).ok(),
+            (None, Some(error)) => Some(json!({ "error": error })),
+            (None, None) => None,
+        },
+        match (&report.records, &report.records_error) {
+            (Some(records), _) => serde_json::to_value(records).ok(),
             (None, Some(error)) => Some(json!({ "error": error })),
             (None, None) => None,
         },
@@ -278,6 +292,13 @@ pub fn metrics_line(report: &SweepReport) -> String {
             // Keys no row knew given a row this pass, and adopted assets made due once the key scan covered them.
             ("AssetsAdopted", compared(report).map_or(0, |c| u64::try_from(c.adopted_keys).unwrap_or(0))),
             ("AdoptedDue", report.adopted_due),
+            // Records the retention rules deleted; rules the database refused or the brake held (alarms watch both).
+            ("RecordsDeleted", report.records.as_ref().map_or(0, |r| r.deleted)),
+            (
+                "RetentionRulesFailed",
+                report.records.as_ref().map_or(u64::from(report.records_error.is_some()), |r| r.failed()),
+            ),
+            ("RetentionRulesHeld", report.records.as_ref().map_or(0, |r| r.held())),
         ],
         &[
             ("RunId", json!(report.run_id)),

@@ -27,7 +27,7 @@ fn binary() -> std::path::PathBuf {
 }
 
 /// Runs the binary with the functions' settings for `ctx` (AWS endpoint and credentials inherited).
-fn run(db_url: &str, ctx: Option<&TestContext>, args: &[&str]) -> Output {
+pub(crate) fn run(db_url: &str, ctx: Option<&TestContext>, args: &[&str]) -> Output {
     run_with(db_url, ctx, &[], args)
 }
 

@@ -41,6 +41,10 @@ async fn migrations_create_the_tables_keys_domain_and_indexes_and_apply_twice() 
     let mut own: Vec<String> = shared::references::OWN_TABLES.iter().map(|t| t.to_string()).collect();
     own.sort();
     assert_eq!(first, own);
+    let mut refused: Vec<String> =
+        sqlx::query_scalar("SELECT unnest(asset_sweeper_own_tables())").fetch_all(&db.pool).await.expect("own tables");
+    refused.sort();
+    assert_eq!(refused, own, "a retention rule may name none of the project's tables");
     assert!(first.contains(&MIGRATIONS_TABLE.to_owned()));
     // 'r' is ON DELETE RESTRICT: a stored object cannot vanish from under its asset rows.
     assert_eq!(

@@ -1,0 +1,147 @@
+//! The records step as the operator sees it: what each retention rule did in the last pass (`status`), what it
+//! would delete next pass (`plan`), and its release from the rule brake (`approve --rule`).
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use shared::Settings;
+use shared::records::{Rule, pass_day};
+use sqlx::PgPool;
+
+use crate::Output;
+
+/// The newest pass's records step: a line per rule, the JSON, and what needs a person (a rule the database refused
+/// or the brake held).
+pub(crate) async fn last_pass(pool: &PgPool) -> anyhow::Result<(String, Value, Vec<String>)> {
+    let last = sqlx::query!(
+        "SELECT id, started_at::text AS started_at, records FROM sweep_runs
+          WHERE records IS NOT NULL ORDER BY started_at DESC LIMIT 1"
+    )
+    .fetch_optional(pool)
+    .await?;
+    let rules = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM retention_rules"#).fetch_one(pool).await?;
+    let mut text = String::new();
+    let mut attention = Vec::new();
+    let Some(last) = last else {
+        let _ = writeln!(text, "retention rules: {rules} declared; no pass has applied them yet");
+        return Ok((text, json!({ "rules": rules, "last_pass": null }), attention));
+    };
+    let records = last.records.unwrap_or(Value::Null);
+    if let Some(error) = records["error"].as_str() {
+        attention.push(format!("the records step could not run in the last pass: {error}"));
+        let _ = writeln!(text, "retention rules: {rules} declared; the last pass could not apply them: {error}");
+        return Ok((text, json!({ "rules": rules, "last_pass": records }), attention));
+    }
+    let _ = writeln!(
+        text,
+        "retention rules: {rules} declared; the pass of {} (day {} in {}) deleted {} record(s)",
+        last.started_at.unwrap_or_default(),
+        records["day"].as_str().unwrap_or("-"),
+        records["time_zone"].as_str().unwrap_or("-"),
+        records["deleted"]
+    );
+    for rule in records["rules"].as_array().into_iter().flatten() {
+        let (id, table, stopped) = (&rule["rule_id"], rule["table"].as_str().unwrap_or("-"), &rule["stopped"]);
+        let detail = match stopped.as_str() {
+            Some("failed") => {
+                let error = rule["error"].as_str().unwrap_or("-");
+                attention.push(format!(
+                    "retention rule {id} on {table} failed after deleting {} record(s): {error}",
+                    rule["deleted"]
+                ));
+                format!("FAILED: {error}")
+            }
+            Some("held") => {
+                let weight = &rule["weight"];
+                attention.push(format!(
+                    "retention rule {id} on {table} is held by the brake: it would delete {} of {} record(s) \
+                     (asset-sweeper approve --rule {id})",
+                    weight["expired"], weight["table_rows"]
+                ));
+                format!("HELD by the brake: more than {} of {} record(s)", weight["threshold"], weight["table_rows"])
+            }
+            Some("finished") => "finished".to_owned(),
+            Some("time_share") => "not finished: the step's time ran out (continues next pass)".to_owned(),
+            _ => "not reached: the step's time ran out first".to_owned(),
+        };
+        let _ = writeln!(
+            text,
+            "  rule {id} {table}.{} older than {} (before {}): {} deleted, {detail}",
+            rule["column"].as_str().unwrap_or("-"),
+            rule["keep"].as_str().unwrap_or("-"),
+            rule["cutoff"].as_str().unwrap_or("-"),
+            rule["deleted"],
+        );
+    }
+    Ok((text, json!({ "rules": rules, "last_pass": records, "run_id": last.id }), attention))
+}
+
+/// What each rule would delete if a pass started now: every expired record counted, and whether the brake would
+/// hold it. Reads only.
+pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Result<(String, Value)> {
+    let records = &settings.records;
+    let mut conn = pool.acquire().await?;
+    let day = pass_day(&mut conn, &records.time_zone, None)
+        .await
+        .with_context(|| format!("RECORDS_TIME_ZONE {:?} is not a time zone Postgres knows", records.time_zone))?;
+    let mut text = String::new();
+    let mut rules = Vec::new();
+    let mut all = Rule::all(&mut conn, day).await?;
+    all.sort_by_key(|r| r.id);
+    for rule in all {
+        let filter = rule.filter.as_deref().map_or(String::new(), |f| format!(" where {f}"));
+        let line = format!("rule {} {}.{} older than {}{filter}", rule.id, rule.table, rule.column, rule.keep);
+        if let Some(problem) = rule.unusable() {
+            let _ = writeln!(text, "  {line}: would fail: {problem}");
+            rules.push(json!({ "rule_id": rule.id, "table": rule.table, "error": problem }));
+            continue;
+        }
+        let weight = rule.weigh(&mut conn, &records.time_zone, records.brake_share_percent, true).await?;
+        let brake = match (weight.braked(), &rule.approved_by) {
+            (false, _) => String::new(),
+            (true, Some(by)) => format!(" (over the brake's {}%, approved by {by})", records.brake_share_percent),
+            (true, None) => format!(
+                " — HELD by the brake: over {}% of its {} record(s) (asset-sweeper approve --rule {})",
+                records.brake_share_percent, weight.table_rows, rule.id
+            ),
+        };
+        let _ = writeln!(text, "  {line} (before {}): would delete {}{brake}", rule.cutoff, weight.expired);
+        rules.push(json!({
+            "rule_id": rule.id, "table": rule.table, "column": rule.column, "keep": rule.keep, "filter": rule.filter,
+            "cutoff": rule.cutoff.to_string(), "would_delete": weight.expired, "table_rows": weight.table_rows,
+            "held": weight.braked() && rule.approved_by.is_none(), "approved_by": rule.approved_by,
+        }));
+    }
+    let head = format!("records: day {day} in {}, {} rule(s)\n", records.time_zone, rules.len());
+    Ok((format!("{head}{text}"), json!({ "day": day, "time_zone": records.time_zone, "rules": rules })))
+}
+
+/// Releases rule `id` from the brake for `hours`, recorded with who and why; a change to the rule drops it.
+pub(crate) async fn approve(pool: &PgPool, id: i64, by: &str, reason: &str, hours: u32) -> anyhow::Result<Output> {
+    let approved = sqlx::query!(
+        r#"UPDATE retention_rules
+              SET approved_until = now() + $2 * interval '1 hour', approved_by = $3, approval_reason = $4
+            WHERE id = $1
+        RETURNING table_name, keep::text AS "keep!",
+                  to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
+        id,
+        f64::from(hours),
+        by,
+        reason,
+    )
+    .fetch_optional(pool)
+    .await?;
+    let Some(approved) = approved else { bail!("no retention rule {id} (asset-sweeper plan lists them)") };
+    Ok(Output {
+        text: format!(
+            "retention rule {id} on {} (older than {}) is released from the brake until {} (by {by}: {reason})",
+            approved.table_name, approved.keep, approved.until
+        ),
+        json: json!({
+            "rule_id": id, "table": approved.table_name, "approved_by": by, "reason": reason,
+            "expires_at": approved.until,
+        }),
+        attention: Vec::new(),
+    })
+}

@@ -1,0 +1,200 @@
+//! One retention rule as the catalog resolves it now, and the statements it becomes: the batch `DELETE` and the
+//! count its brake and `plan` read. The condition is the rule's, so no application code runs.
+
+use chrono::{NaiveDate, NaiveDateTime};
+use serde::Serialize;
+use sqlx::{AssertSqlSafe, PgConnection};
+
+/// Records one batch deletes at most: the application's writer waits for no more than this between batches.
+pub const BATCH_SIZE: i64 = 1_000;
+
+/// A declared rule, resolved against the catalog for one pass's day.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// `retention_rules.id`.
+    pub id: i64,
+    /// The table as declared (schema-qualified when it was written).
+    pub table: String,
+    /// The timestamp column as declared.
+    pub column: String,
+    /// The period, as Postgres prints it.
+    pub keep: String,
+    /// The narrowing condition, if any.
+    pub filter: Option<String>,
+    /// Records older than this, in the application's time zone, are expired.
+    pub cutoff: NaiveDateTime,
+    /// Whether an operator's release from the rule brake is in force, and whose.
+    pub approved_by: Option<String>,
+    resolved: Result<Resolved, String>,
+}
+
+/// What the catalog says of the rule's table and column now.
+#[derive(Debug, Clone)]
+struct Resolved {
+    qualified: String,
+    column: String,
+    zoned: bool,
+    estimated_rows: f64,
+}
+
+/// What a rule would delete at a cutoff, against the size of its table: what the brake and `plan` read.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Weight {
+    /// Expired records (counted up to the brake's threshold plus one when `exact` is false).
+    pub expired: u64,
+    /// The table's records: counted when it is small, the planner's estimate otherwise.
+    pub table_rows: u64,
+    /// Records past which the brake holds the rule.
+    pub threshold: u64,
+}
+
+impl Weight {
+    /// Whether the brake holds the rule (more than its share of the table would go).
+    pub fn braked(&self) -> bool {
+        self.expired > self.threshold
+    }
+}
+
+/// Tables with fewer rows than this (by the planner's estimate) are counted exactly.
+const EXACT_COUNT_BELOW: f64 = 100_000.0;
+
+impl Rule {
+    /// Every declared rule resolved for `day`, the one that waited longest for its turn first.
+    pub async fn all(conn: &mut PgConnection, day: NaiveDate) -> Result<Vec<Rule>, sqlx::Error> {
+        let rows = sqlx::query!(
+            r#"SELECT r.id, r.table_name, r.timestamp_column, r.keep::text AS "keep!", r.filter,
+                      ($1::date - r.keep) AS "cutoff!",
+                      CASE WHEN r.approved_until > now() THEN r.approved_by END AS approved_by,
+                      format('%I.%I', n.nspname, c.relname) AS qualified, c.relkind AS "relkind?",
+                      quote_ident(a.attname) AS column_sql, a.atttypid::regtype::text AS column_type,
+                      c.reltuples::float8 AS "reltuples?"
+                 FROM retention_rules r
+                 LEFT JOIN pg_class c ON c.oid = to_regclass(r.table_name)
+                 LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
+                 LEFT JOIN pg_attribute a
+                        ON a.attrelid = c.oid AND a.attname = r.timestamp_column AND a.attnum > 0 AND NOT a.attisdropped
+                ORDER BY r.last_turn_at NULLS FIRST, r.id"#,
+            day,
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let resolved = match (r.qualified, r.relkind, r.column_sql, r.column_type.as_deref()) {
+                    (None, ..) | (_, None, ..) => Err(format!("table {} no longer exists", r.table_name)),
+                    (Some(q), Some(kind), ..) if kind != b'r' as i8 => {
+                        Err(format!("{q} is no longer an ordinary table"))
+                    }
+                    (Some(q), _, None, _) => Err(format!("{q} no longer has column {}", r.timestamp_column)),
+                    (
+                        Some(q),
+                        _,
+                        Some(column),
+                        Some(t @ ("timestamp with time zone" | "timestamp without time zone" | "date")),
+                    ) => Ok(Resolved {
+                        qualified: q,
+                        column,
+                        zoned: t == "timestamp with time zone",
+                        estimated_rows: r.reltuples.unwrap_or(-1.0),
+                    }),
+                    (Some(q), _, Some(_), t) => Err(format!(
+                        "{q}.{} is now {}, not a timestamptz, timestamp or date",
+                        r.timestamp_column,
+                        t.unwrap_or("unknown")
+                    )),
+                };
+                Rule {
+                    id: r.id,
+                    table: r.table_name,
+                    column: r.timestamp_column,
+                    keep: r.keep,
+                    filter: r.filter,
+                    cutoff: r.cutoff,
+                    approved_by: r.approved_by,
+                    resolved,
+                }
+            })
+            .collect())
+    }
+
+    /// Why the rule cannot run as declared (its table or column changed since), if it cannot.
+    pub fn unusable(&self) -> Option<&str> {
+        self.resolved.as_ref().err().map(String::as_str)
+    }
+
+    /// `WHERE` condition of the expired records: `$1` is the cutoff, `$2` the time zone it is local to.
+    fn expired(&self, resolved: &Resolved) -> String {
+        let cutoff = if resolved.zoned { "($1::timestamp AT TIME ZONE $2)" } else { "$1::timestamp" };
+        match &self.filter {
+            Some(filter) => format!("{} < {cutoff} AND ({filter})", resolved.column),
+            None => format!("{} < {cutoff}", resolved.column),
+        }
+    }
+
+    fn resolved(&self) -> Result<&Resolved, sqlx::Error> {
+        self.resolved.as_ref().map_err(|e| sqlx::Error::Protocol(e.clone()))
+    }
+
+    /// Deletes one batch of expired records, skipping rows another transaction holds; returns how many went.
+    pub async fn delete_batch(&self, conn: &mut PgConnection, time_zone: &str) -> Result<u64, sqlx::Error> {
+        let resolved = self.resolved()?;
+        let table = &resolved.qualified;
+        // By ctid within one statement: the rows are locked by the inner select, so none moves in between.
+        let statement = format!(
+            "DELETE FROM {table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {table} WHERE {} LIMIT {BATCH_SIZE} \
+             FOR UPDATE SKIP LOCKED))",
+            self.expired(resolved)
+        );
+        let query = sqlx::query(AssertSqlSafe(statement)).bind(self.cutoff);
+        let query = if resolved.zoned { query.bind(time_zone) } else { query };
+        Ok(query.execute(conn).await?.rows_affected())
+    }
+
+    /// What the rule would delete now against its table's size; counting stops past the brake's threshold unless
+    /// `exact` (the operator's `plan` counts them all).
+    pub async fn weigh(
+        &self,
+        conn: &mut PgConnection,
+        time_zone: &str,
+        share_percent: u32,
+        exact: bool,
+    ) -> Result<Weight, sqlx::Error> {
+        let resolved = self.resolved()?;
+        let table = &resolved.qualified;
+        let table_rows = if resolved.estimated_rows < EXACT_COUNT_BELOW {
+            let counted: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                .fetch_one(&mut *conn)
+                .await?;
+            u64::try_from(counted).unwrap_or(0)
+        } else {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a row estimate: finite, >= 100 000
+            let estimate = resolved.estimated_rows as u64;
+            estimate
+        };
+        let threshold = table_rows.saturating_mul(u64::from(share_percent)) / 100;
+        let limit = if exact { String::new() } else { format!(" LIMIT {}", threshold.saturating_add(1)) };
+        let statement =
+            format!("SELECT count(*) FROM (SELECT FROM {table} WHERE {}{limit}) expired", self.expired(resolved));
+        let query = sqlx::query_scalar(AssertSqlSafe(statement)).bind(self.cutoff);
+        let query = if resolved.zoned { query.bind(time_zone) } else { query };
+        let expired: i64 = query.fetch_one(&mut *conn).await?;
+        Ok(Weight { expired: u64::try_from(expired).unwrap_or(0), table_rows, threshold })
+    }
+}
+
+/// The pass's own day in `time_zone`: the day the run `run_id` started, or today without one. Every batch of
+/// the pass cuts off from it, even after midnight.
+pub async fn pass_day(
+    conn: &mut PgConnection,
+    time_zone: &str,
+    run_id: Option<uuid::Uuid>,
+) -> Result<NaiveDate, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT (coalesce((SELECT started_at FROM sweep_runs WHERE id = $1), now()) AT TIME ZONE $2)::date AS "day!""#,
+        run_id,
+        time_zone,
+    )
+    .fetch_one(conn)
+    .await
+}

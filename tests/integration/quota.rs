@@ -1,0 +1,187 @@
+//! The storage quota as the application meets it, in its own upload transactions: a replaced file frees its space
+//! at the save, stored bytes may reach twice the quota and no more (with the exact sentence), and while the schema
+//! check refuses every stored byte counts. `usage` shows the same figures.
+
+use crate::pipeline::{owner_tables, pass};
+use integration_tests::TestContext;
+use serde_json::Value;
+use shared::runs::RunOutcome;
+use sqlx::Connection;
+use uuid::Uuid;
+
+const SENTENCE: &str = "Too many replaced images are waiting to be removed tonight. Try again tomorrow.";
+
+/// The application's save of a product whose hero image is replaced by a new upload of `bytes`, in one
+/// transaction: the old image is released, the upload is checked, then written and attached. Returns the new
+/// asset, or the database's message when the check refused (and nothing was written).
+async fn replace_hero(ctx: &TestContext, ws: Uuid, product: i32, bytes: i64) -> Result<Uuid, String> {
+    let mut conn = ctx.pool().acquire().await.expect("connection");
+    let mut tx = conn.begin().await.expect("begin");
+    let result: Result<Uuid, sqlx::Error> = async {
+        sqlx::query(
+            "UPDATE assets SET state = 'released', due_at = now() + interval '1 day'
+              WHERE id = (SELECT hero FROM products WHERE id = $1)",
+        )
+        .bind(product)
+        .execute(&mut *tx)
+        .await?;
+        let id = upload(&mut tx, ws, bytes).await?;
+        sqlx::query("UPDATE products SET hero = $2 WHERE id = $1").bind(product).bind(id).execute(&mut *tx).await?;
+        sqlx::query("UPDATE assets SET state = 'attached', due_at = NULL WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        Ok(id)
+    }
+    .await;
+    match result {
+        Ok(id) => {
+            tx.commit().await.expect("commit");
+            Ok(id)
+        }
+        Err(e) => {
+            tx.rollback().await.expect("rollback");
+            Err(e.as_database_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()))
+        }
+    }
+}
+
+/// An upload's rows, after the quota check, as the integration contract has the application write them.
+async fn upload(conn: &mut sqlx::PgConnection, ws: Uuid, bytes: i64) -> Result<Uuid, sqlx::Error> {
+    sqlx::query("SELECT asset_sweeper_check_upload($1, $2)").bind(ws).bind(bytes).execute(&mut *conn).await?;
+    let key = format!("{ws}/{}.png", Uuid::new_v4());
+    sqlx::query("INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, md5($1), $2)")
+        .bind(&key)
+        .bind(bytes)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query_scalar(
+        "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size) VALUES ($1, $2, md5($2), $3)
+         RETURNING id",
+    )
+    .bind(ws)
+    .bind(&key)
+    .bind(bytes)
+    .fetch_one(&mut *conn)
+    .await
+}
+
+/// An upload alone in its own transaction (nothing replaced): the check's message when it refuses.
+async fn lone_upload(ctx: &TestContext, ws: Uuid, bytes: i64) -> Result<(), String> {
+    let mut tx = ctx.pool().begin().await.expect("begin");
+    let result = upload(&mut tx, ws, bytes).await;
+    tx.rollback().await.expect("rollback");
+    result.map(|_| ()).map_err(|e| e.as_database_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()))
+}
+
+/// `usage --json` of the real binary for `ws`: (quota, held, stored, waiting, headroom, schema refused).
+fn usage(ctx: &TestContext, ws: Uuid) -> (i64, i64, i64, i64, i64, bool) {
+    let output = crate::cli::run(ctx.db.url.as_str(), None, &["usage", &ws.to_string(), "--json"]);
+    let parsed: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("usage prints JSON ({e}): {}", String::from_utf8_lossy(&output.stderr)));
+    let u = &parsed["workspaces"][0];
+    let n = |k: &str| u[k].as_i64().unwrap_or(-1);
+    (
+        n("quota_bytes"),
+        n("held_bytes"),
+        n("stored_bytes"),
+        n("waiting_bytes"),
+        n("headroom_bytes"),
+        u["schema_refused"] == true,
+    )
+}
+
+#[tokio::test]
+async fn a_replacement_at_a_full_quota_succeeds_stored_bytes_stop_at_twice_the_quota_and_a_refused_schema_counts_every_byte()
+ {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let other = Uuid::new_v4();
+    sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, 1000)")
+        .bind(ws)
+        .execute(ctx.pool())
+        .await
+        .expect("quota");
+    sqlx::raw_sql("INSERT INTO products (hero) VALUES (NULL)").execute(ctx.pool()).await.expect("product");
+    // A pass checks the schema: its valid verdict is what lets released bytes count as free.
+    assert_eq!(pass(&ctx, &[]).await.outcome, RunOutcome::Ok);
+
+    // The first image fills the quota.
+    replace_hero(&ctx, ws, 1, 1000).await.expect("the first image fits the quota exactly");
+    assert_eq!(usage(&ctx, ws), (1000, 1000, 1000, 0, 0, false));
+    assert!(lone_upload(&ctx, ws, 1).await.is_err_and(|e| e.contains("storage quota is used up")), "full");
+    // Another workspace's bytes and quota are its own.
+    lone_upload(&ctx, other, 1_000_000).await.expect("a workspace without a quota is not limited");
+
+    // Replacing it with one of the same size: the old image is freed at the save, and waits for removal.
+    replace_hero(&ctx, ws, 1, 1000).await.expect("a replacement at a full quota succeeds");
+    assert_eq!(usage(&ctx, ws), (1000, 1000, 2000, 1000, 0, false));
+
+    // Once more the same day: stored would pass twice the quota.
+    let refused = replace_hero(&ctx, ws, 1, 1000).await.expect_err("past twice the quota");
+    assert_eq!(refused, SENTENCE);
+    assert_eq!(usage(&ctx, ws), (1000, 1000, 2000, 1000, 0, false), "the refused save wrote nothing");
+
+    // Cleared, the image frees its space for the quota, not for the stored limit.
+    sqlx::raw_sql("UPDATE assets SET state = 'released', due_at = now() + interval '1 day' WHERE id = (SELECT hero FROM products);
+                   UPDATE products SET hero = NULL")
+        .execute(ctx.pool())
+        .await
+        .expect("cleared");
+    assert_eq!(usage(&ctx, ws), (1000, 0, 2000, 2000, 0, false));
+    assert_eq!(lone_upload(&ctx, ws, 1).await, Err(SENTENCE.to_owned()));
+
+    // The schema check refuses (a cascading foreign key to assets): every stored byte counts as held.
+    sqlx::raw_sql("UPDATE workspace_quotas SET quota_bytes = 3000").execute(ctx.pool()).await.expect("raised");
+    assert_eq!(usage(&ctx, ws), (3000, 0, 2000, 2000, 3000, false));
+    lone_upload(&ctx, ws, 2500).await.expect("nothing is held: 2 500 bytes fit");
+    sqlx::raw_sql(
+        "CREATE TABLE thumbnails (id serial PRIMARY KEY, asset uuid REFERENCES assets (id) ON DELETE CASCADE);
+                   CREATE INDEX thumbnails_asset ON thumbnails (asset)",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("a cascading reference");
+    assert_eq!(pass(&ctx, &[]).await.outcome, RunOutcome::Refused);
+    assert_eq!(usage(&ctx, ws), (3000, 2000, 2000, 2000, 1000, true));
+    let refused = lone_upload(&ctx, ws, 2500).await.expect_err("an unreadable reference must not look free");
+    assert!(refused.contains("holds 2000 of 3000 bytes"), "{refused}");
+    let text = crate::cli::run(ctx.db.url.as_str(), None, &["usage", &ws.to_string()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("quota 3000 B; held 2000 B; stored 2000 B (2000 B waiting for removal); headroom 1000 B")
+            && text.contains("every stored byte counts as held"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_check_is_refused_by_name_and_two_uploads_cannot_both_pass_on_the_same_figures() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, 1000)")
+        .bind(ws)
+        .execute(ctx.pool())
+        .await
+        .expect("quota");
+    let bad = lone_upload(&ctx, ws, -5).await.expect_err("a negative size");
+    assert!(bad.contains("byte_size must be the upload's size in bytes, got -5"), "{bad}");
+    assert_eq!(pass(&ctx, &[]).await.outcome, RunOutcome::Ok);
+
+    // The first upload's transaction holds the workspace's quota row: the second waits for it, then sees its bytes.
+    let mut first = ctx.pool().begin().await.expect("begin");
+    upload(&mut first, ws, 600).await.expect("600 of 1000");
+    let pool = ctx.pool().clone();
+    let second = tokio::spawn(async move {
+        let mut tx = pool.begin().await.expect("begin");
+        let result = upload(&mut tx, ws, 600).await.map(|_| ());
+        tx.rollback().await.expect("rollback");
+        result.map_err(|e| e.to_string())
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!second.is_finished(), "the second upload waits for the first's transaction");
+    first.commit().await.expect("commit");
+    let second = second.await.expect("task");
+    assert!(second.is_err_and(|e| e.contains("holds 600 of 1000 bytes")), "it counted the first upload");
+}
