@@ -78,10 +78,11 @@ pub(crate) async fn last_pass(pool: &PgPool) -> anyhow::Result<(String, Value, V
 }
 
 /// What each rule would delete if a pass started now: every expired record counted, and whether the brake would
-/// hold it. Reads only.
+/// hold it. In a read-only transaction, rolled back.
 pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Result<(String, Value)> {
     let records = &settings.records;
-    let mut conn = pool.acquire().await?;
+    let mut conn = pool.begin().await?;
+    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *conn).await?;
     let day = pass_day(&mut conn, &records.time_zone, None)
         .await
         .with_context(|| format!("RECORDS_TIME_ZONE {:?} is not a time zone Postgres knows", records.time_zone))?;
@@ -113,6 +114,7 @@ pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Resul
             "held": weight.braked() && rule.approved_by.is_none(), "approved_by": rule.approved_by,
         }));
     }
+    conn.rollback().await?;
     let head = format!("records: day {day} in {}, {} rule(s)\n", records.time_zone, rules.len());
     Ok((format!("{head}{text}"), json!({ "day": day, "time_zone": records.time_zone, "rules": rules })))
 }

@@ -43,8 +43,11 @@ $$;
 
 -- Called by the application in its upload transaction, before it inserts the upload's rows, with the upload's
 -- size: raises when the upload would take the workspace's held bytes past its quota, or its stored bytes past
--- twice the quota. It locks the workspace's quota row until the transaction ends, so two uploads of one workspace
--- cannot both pass on the same figures. Without a quota row it allows everything.
+-- twice the quota. It writes the workspace's quota row (a no-op update), which holds it until the transaction
+-- ends, so two uploads of one workspace cannot both pass on the same figures: under read committed the second
+-- waits and counts the first; under repeatable read or serializable it fails with a serialization error, to be
+-- retried, rather than count from a snapshot taken before the first committed. Without a quota row it allows
+-- everything.
 CREATE FUNCTION asset_sweeper_check_upload(workspace_id uuid, byte_size bigint) RETURNS void
     LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -56,7 +59,7 @@ BEGIN
         RAISE EXCEPTION 'asset_sweeper_check_upload: byte_size must be the upload''s size in bytes, got %',
             coalesce($2::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT q.quota_bytes INTO quota FROM workspace_quotas q WHERE q.workspace_id = $1 FOR NO KEY UPDATE;
+    UPDATE workspace_quotas q SET quota_bytes = q.quota_bytes WHERE q.workspace_id = $1 RETURNING q.quota_bytes INTO quota;
     IF NOT FOUND THEN
         RETURN;
     END IF;

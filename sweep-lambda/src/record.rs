@@ -183,7 +183,8 @@ pub async fn progress(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::E
     Ok(())
 }
 
-/// Completes the row with the outcome.
+/// Completes the row with the outcome. A records step that failed after committing batches keeps the counts its
+/// batches wrote, beside its error.
 pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Error> {
     let mut reason = match (&report.reason, report.stopped) {
         (Some(reason), _) => reason.clone(),
@@ -207,7 +208,7 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
         "UPDATE sweep_runs
             SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
                 duration_ms = $7, reason = $8, error = $9, census = $10, discovery = $11, reconcile = $12,
-                records = coalesce($13, records)
+                records = coalesce(records || $13, $13, records)
           WHERE id = $1",
         report.run_id,
         report.outcome as RunOutcome,

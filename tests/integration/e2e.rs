@@ -68,12 +68,33 @@ async fn the_demo_catalog_settles_through_the_deployed_functions_and_its_poison_
         assert_eq!(present, orphan.named, "an orphan's bytes stay exactly when a record names it: {orphan:?}");
     }
 
+    // Records first: the rule deleted the expired order, and the same pass retired its receipt.
+    let receipt = catalog.get("receipt-2023-0042.pdf").expect("seeded");
+    let expired = report.assets.iter().find(|o| o.asset.id == receipt.id).expect("outcome");
+    let first_pass = report.passes.first().map(|p| p.id);
+    assert_eq!(expired.discovered_in, first_pass, "discovered by the first pass, the one whose rule deleted its order");
+    assert!(expired.records_deleted_by_that_pass.unwrap_or(0) >= 1);
+    let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM orders WHERE receipt = $1")
+        .bind(receipt.id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("orders");
+    assert_eq!(orders, 0);
+    // The usage figures: acme-shop holds its live images and the recent receipt; stored adds what was retired.
+    let acme = catalog.get("trail-runner.jpg").expect("seeded").workspace_id;
+    let usage = shared::quota::usage(&mut ctx.pool().acquire().await.expect("connection"), acme).await.expect("usage");
+    let (held, stored) = (412_000 + 405_000 + 92_000, 412_000 + 405_000 + 92_000 + 372_000 + 298_000 + 85_000);
+    assert_eq!(
+        (usage.quota_bytes, usage.held_bytes, usage.stored_bytes, usage.waiting_bytes, usage.headroom_bytes),
+        (Some(1_000_000), held, stored, stored - held, Some(1_000_000 - held))
+    );
+
     // The same facts, read from the rows and the bucket here rather than through the report.
     for asset in &catalog.assets {
         let state = state(&ctx, asset.id).await;
         let wanted = match asset.expect {
             Expect::NotDue | Expect::Keep => Some("attached"),
-            Expect::Retire | Expect::DiscoverAndRetire => Some("retired"),
+            Expect::Retire | Expect::DiscoverAndRetire | Expect::ExpireAndRetire => Some("retired"),
             Expect::Defer => Some("released"),
             Expect::Fail => Some("failed"),
             Expect::Delete | Expect::DeleteRowOnly | Expect::Purge => None,

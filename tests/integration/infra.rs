@@ -170,6 +170,8 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     expect("AssetSweeper", "SweepRefused", 0.0, ComparisonOperator::GreaterThanThreshold);
     expect("AssetSweeper", "SweepBraked", 0.0, ComparisonOperator::GreaterThanThreshold);
     expect("AssetSweeper", "AssetsLost", 0.0, ComparisonOperator::GreaterThanThreshold);
+    expect("AssetSweeper", "RetentionRulesFailed", 0.0, ComparisonOperator::GreaterThanThreshold);
+    expect("AssetSweeper", "RetentionRulesHeld", 0.0, ComparisonOperator::GreaterThanThreshold);
     assert_eq!(found.len(), names.len());
     assert!(
         alarms
@@ -380,6 +382,17 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     let sweep_env = &t["Resources"]["SweepFunction"]["Properties"]["Environment"]["Variables"];
     assert_eq!(sweep_env["CENSUS_TIME_SHARE_PERCENT"], json!({"Ref": "CensusTimeSharePercent"}));
     assert_eq!(sweep_env["CENSUS_BATCH_BLOCKS"], json!({"Ref": "CensusBatchBlocks"}));
+    // The records step's.
+    assert_eq!(t["Parameters"]["RecordsTimeZone"]["Default"], json!(settings.records.time_zone));
+    assert_eq!(default(t, "RecordsTimeSharePercent"), u64::from(settings.records.time_share_percent));
+    assert_eq!(default(t, "RecordsBrakeSharePercent"), u64::from(settings.records.brake_share_percent));
+    for (variable, parameter) in [
+        ("RECORDS_TIME_ZONE", "RecordsTimeZone"),
+        ("RECORDS_TIME_SHARE_PERCENT", "RecordsTimeSharePercent"),
+        ("RECORDS_BRAKE_SHARE_PERCENT", "RecordsBrakeSharePercent"),
+    ] {
+        assert_eq!(sweep_env[variable], json!({"Ref": parameter}), "{variable}");
+    }
     // And discovery's.
     assert_eq!(t["Parameters"]["DiscoveryEnabled"]["Default"], json!(settings.discovery.enabled.to_string()));
     assert_eq!(default(t, "DiscoveryTimeSharePercent"), u64::from(settings.discovery.time_share_percent));

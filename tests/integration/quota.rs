@@ -171,7 +171,7 @@ async fn a_malformed_check_is_refused_by_name_and_two_uploads_cannot_both_pass_o
 
     // The first upload's transaction holds the workspace's quota row: the second waits for it, then sees its bytes.
     let mut first = ctx.pool().begin().await.expect("begin");
-    upload(&mut first, ws, 600).await.expect("600 of 1000");
+    let uploaded = upload(&mut first, ws, 600).await.expect("600 of 1000");
     let pool = ctx.pool().clone();
     let second = tokio::spawn(async move {
         let mut tx = pool.begin().await.expect("begin");
@@ -184,4 +184,25 @@ async fn a_malformed_check_is_refused_by_name_and_two_uploads_cannot_both_pass_o
     first.commit().await.expect("commit");
     let second = second.await.expect("task");
     assert!(second.is_err_and(|e| e.contains("holds 600 of 1000 bytes")), "it counted the first upload");
+
+    // Bytes two rows share count once; a retired row's bytes are stored, waiting, not held.
+    sqlx::query(
+        "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state)
+         SELECT workspace_id, storage_key, content_hash, byte_size, 'attached' FROM assets WHERE id = $1",
+    )
+    .bind(uploaded)
+    .execute(ctx.pool())
+    .await
+    .expect("a second row on the same bytes");
+    sqlx::query(
+        "WITH o AS (INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1 || '/old.png', 'h', 100)
+                    RETURNING storage_key)
+         INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, retired_at, purge_after)
+         SELECT $1::uuid, storage_key, 'h', 100, 'retired', now(), now() + interval '30 days' FROM o",
+    )
+    .bind(ws)
+    .execute(ctx.pool())
+    .await
+    .expect("a retired asset");
+    assert_eq!(usage(&ctx, ws), (1000, 600, 700, 100, 400, false));
 }

@@ -77,12 +77,16 @@ async fn a_rule_deletes_exactly_the_expired_records_in_batches_of_a_thousand_a_f
         ("nowhere", "at", None, "table nowhere does not exist"),
         ("sessions", "born", None, "public.sessions has no column born"),
         ("sessions", "kind", None, "public.sessions.kind is text, not a timestamptz, timestamp or date"),
-        ("sessions", "at", Some("id + 1"), "argument of WHERE must be type boolean"),
+        ("sessions", "at", Some("id + 1"), "filter id + 1 is not a boolean condition over the table"),
+        ("sessions", "at", Some("true), (false"), "is not a boolean condition over the table"),
         ("sessions", "at", Some("colour = 'red'"), "column \"colour\" does not exist"),
         ("sessions", "at", Some("true; DROP TABLE audit_log"), "may not contain a semicolon or a comment"),
         ("sessions", "at", Some("kind = 'x' -- and more"), "may not contain a semicolon or a comment"),
         ("sessions", "at", Some("kind = "), "is not a boolean condition over the table"),
-        ("assets", "created_at", None, "is a table of asset-sweeper, not of the application"),
+        ("assets", "created_at", None, "is not a table of the application"),
+        ("pg_catalog.pg_authid", "rolvaliduntil", None, "is not a table of the application"),
+        ("sessions", "at", Some("set_config('search_path', 'elsewhere', false) IS NOT NULL"), "calls set_config"),
+        ("sessions", "at", Some("nextval('sessions_id_seq') > 0"), "calls nextval"),
     ] {
         let refused = sqlx::query(
             "INSERT INTO retention_rules (table_name, timestamp_column, keep, filter) VALUES ($1, $2, '1 day', $3)",
@@ -101,6 +105,14 @@ async fn a_rule_deletes_exactly_the_expired_records_in_batches_of_a_thousand_a_f
     .execute(ctx.pool())
     .await
     .expect_err("a negative period is refused");
+    assert!(refused.to_string().contains("retention_rules_keep_check"), "{refused}");
+    // More than nothing to Postgres, yet on some days a cutoff after the day itself.
+    let refused = sqlx::query(
+        "INSERT INTO retention_rules (table_name, timestamp_column, keep) VALUES ('sessions', 'at', '1 month -29 days')",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect_err("a period of mixed signs is refused");
     assert!(refused.to_string().contains("retention_rules_keep_check"), "{refused}");
     assert_eq!(count(&ctx, "SELECT count(*) FROM retention_rules").await, 0);
     assert_eq!(count(&ctx, "SELECT count(*) FROM audit_log").await, 0, "the table is still there");
@@ -378,4 +390,41 @@ async fn the_rule_brake_holds_a_rule_that_would_empty_its_table_until_an_operato
         .expect("changed");
     let again = pass(&ctx, &[]).await;
     assert_eq!(rule(&again, mistyped).stopped, RuleStop::Held);
+}
+
+#[tokio::test]
+async fn a_filter_cannot_reach_past_the_cutoff_an_inheritance_child_keeps_its_rows_and_local_times_are_cut_as_local() {
+    let ctx = TestContext::new().await;
+    sqlx::raw_sql(
+        "CREATE TABLE notes (id serial PRIMARY KEY, written date NOT NULL, kind text NOT NULL);
+         CREATE TABLE archived_notes () INHERITS (notes);
+         CREATE TABLE visits (id serial PRIMARY KEY, at timestamp NOT NULL, kind text NOT NULL);
+         INSERT INTO notes (written, kind) SELECT current_date - 400, 'x' FROM generate_series(1, 10);
+         INSERT INTO notes (written, kind) SELECT current_date - 30, 'x' FROM generate_series(1, 30);
+         INSERT INTO archived_notes (written, kind) SELECT current_date - 400, 'x' FROM generate_series(1, 10);
+         INSERT INTO archived_notes (written, kind) SELECT current_date - 30, 'x' FROM generate_series(1, 5);
+         INSERT INTO visits (at, kind) SELECT localtimestamp - interval '40 days', 'page' FROM generate_series(1, 5);
+         INSERT INTO visits (at, kind) SELECT localtimestamp - interval '20 days', 'page' FROM generate_series(1, 15);",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("tables");
+    // A filter that closes the parenthesis it would be written into, were it written into the DELETE: it is the
+    // whole body of its own function, so it answers for one row and never reaches the cutoff beside it.
+    let escaping = declare(&ctx, "notes", "written", "1 year", Some("kind = 'y') OR (true")).await;
+    let visits = declare(&ctx, "visits", "at", "30 days", Some("kind = 'page'")).await;
+
+    let report = pass(&ctx, &[]).await;
+    let ran = rule(&report, escaping);
+    assert_eq!((ran.deleted, ran.finished), (10, true), "{ran:?}");
+    assert_eq!(count(&ctx, "SELECT count(*) FROM ONLY notes").await, 30, "no record younger than a year went");
+    assert_eq!(count(&ctx, "SELECT count(*) FROM archived_notes").await, 15, "the child table's rows are its own");
+    assert_eq!(rule(&report, visits).deleted, 5, "a timestamp without zone is cut as local time");
+    assert_eq!(count(&ctx, "SELECT count(*) FROM visits").await, 15);
+
+    // A deleted rule takes its filter's function with it.
+    sqlx::query("DELETE FROM retention_rules").execute(ctx.pool()).await.expect("rules deleted");
+    let functions =
+        count(&ctx, "SELECT count(*) FROM pg_proc WHERE proname ~ '^asset_sweeper_retention_filter_[0-9]+$'").await;
+    assert_eq!(functions, 0);
 }

@@ -41,6 +41,22 @@ INSERT INTO asset_reference_sources (table_name, column_name, json_path, note)
 VALUES ('pages', 'body', '$.blocks[*].asset_id', 'image blocks of a page')
 ON CONFLICT DO NOTHING;
 
+-- Orders keep their receipt through a foreign key; closed orders are kept two years (a retention rule, which the
+-- sweep applies first in every pass).
+CREATE TABLE IF NOT EXISTS orders (
+    id           bigserial PRIMARY KEY,
+    workspace_id uuid NOT NULL,
+    number       text NOT NULL,
+    status       text NOT NULL,
+    placed_at    timestamptz NOT NULL,
+    receipt      uuid REFERENCES assets (id)
+);
+CREATE INDEX IF NOT EXISTS orders_receipt ON orders (receipt);
+CREATE INDEX IF NOT EXISTS orders_placed_at ON orders (placed_at);
+INSERT INTO retention_rules (table_name, timestamp_column, keep, filter, description)
+SELECT 'orders', 'placed_at', '2 years', 'status = ''closed''', 'closed orders are kept two years'
+ WHERE NOT EXISTS (SELECT 1 FROM retention_rules WHERE table_name = 'public.orders');
+
 -- The application's own guard, which the sweeper knows nothing about: rows of files under legal hold may not
 -- be deleted. It makes the demo's poison case.
 CREATE OR REPLACE FUNCTION demo_legal_hold() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -65,6 +81,9 @@ pub enum Expect {
     Retire,
     /// Attached, yet nothing refers to it and nobody released it: discovered, then `retired` like any other.
     DiscoverAndRetire,
+    /// Its only record expired under a retention rule: deleted first in a pass, then discovered and retired by the
+    /// same pass.
+    ExpireAndRetire,
     /// Abandoned upload: row and bytes gone.
     Delete,
     /// Abandoned upload whose bytes another asset shares: the row goes, the bytes stay.
@@ -83,7 +102,7 @@ impl Expect {
         match self {
             Self::NotDue => None,
             Self::Keep => Some("keep"),
-            Self::Retire | Self::DiscoverAndRetire => Some("retire"),
+            Self::Retire | Self::DiscoverAndRetire | Self::ExpireAndRetire => Some("retire"),
             Self::Delete | Self::DeleteRowOnly => Some("delete"),
             Self::Purge => Some("purge"),
             Self::Defer => Some("defer"),
@@ -109,6 +128,7 @@ impl fmt::Display for Expect {
             Self::Keep => "keep",
             Self::Retire => "retire",
             Self::DiscoverAndRetire => "discover, then retire",
+            Self::ExpireAndRetire => "its record expires, then discover and retire in the same pass",
             Self::Delete => "delete",
             Self::DeleteRowOnly => "delete the row, keep the shared bytes",
             Self::Purge => "purge",
@@ -130,6 +150,11 @@ enum Owner {
     Page(&'static str),
     /// A product that showed it, deleted since with plain SQL: the application never released the asset.
     DeletedProduct(&'static str),
+    /// `orders.receipt`, a foreign key, of an order placed `age` ago (an SQL interval) and closed.
+    Order {
+        number: &'static str,
+        age: &'static str,
+    },
 }
 
 struct Spec {
@@ -191,6 +216,28 @@ const SPECS: &[Spec] = &[
         shares: None,
         expect: Expect::DiscoverAndRetire,
         why: "its product was deleted with plain SQL and nobody released it: discovery finds no reference",
+    },
+    Spec {
+        workspace: "acme-shop",
+        file: "receipt-2023-0042.pdf",
+        bytes: 85_000,
+        state: "attached",
+        age: "3 years",
+        owner: Owner::Order { number: "A-2023-0042", age: "3 years" },
+        shares: None,
+        expect: Expect::ExpireAndRetire,
+        why: "the receipt of an order closed three years ago: the retention rule deletes the order, then the pass finds the receipt unreferenced",
+    },
+    Spec {
+        workspace: "acme-shop",
+        file: "receipt-2026-0311.pdf",
+        bytes: 92_000,
+        state: "attached",
+        age: "30 days",
+        owner: Owner::Order { number: "A-2026-0311", age: "30 days" },
+        shares: None,
+        expect: Expect::NotDue,
+        why: "the receipt of an order closed last month: kept by the retention rule",
     },
     Spec {
         workspace: "acme-shop",
@@ -339,6 +386,10 @@ const SPECS: &[Spec] = &[
     },
 ];
 
+/// Each workspace's storage quota, in bytes (`workspace_quotas`): what its uploads are checked against.
+pub const QUOTAS: &[(&str, i64)] =
+    &[("acme-shop", 1_000_000), ("northwind-docs", 12_000_000), ("globex-wiki", 2_000_000)];
+
 /// One seeded asset and what should become of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Seeded {
@@ -367,6 +418,13 @@ impl Catalog {
 
     pub fn get(&self, file: &str) -> Option<&Seeded> {
         self.assets.iter().find(|a| a.file == file)
+    }
+
+    /// Each workspace's name and id, in name order.
+    pub fn workspaces(&self) -> Vec<(&'static str, Uuid)> {
+        let ids: std::collections::BTreeMap<&str, Uuid> =
+            self.assets.iter().map(|a| (a.workspace, a.workspace_id)).collect();
+        ids.into_iter().collect()
     }
 }
 
@@ -412,6 +470,16 @@ pub async fn seed(pool: &PgPool, s3: &aws_sdk_s3::Client, bucket: &str) -> anyho
             expect: spec.expect,
             why: spec.why,
         });
+    }
+    for (name, quota) in QUOTAS {
+        if let Some(id) = workspaces.get(name) {
+            sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, $2)")
+                .bind(id)
+                .bind(quota)
+                .execute(pool)
+                .await
+                .with_context(|| format!("the quota of {name}"))?;
+        }
     }
     Ok(Catalog { seeded_at, assets })
 }
@@ -480,6 +548,22 @@ async fn insert_owner(pool: &PgPool, workspace: Uuid, asset: Uuid, owner: Owner)
         Owner::Product(name) => ("INSERT INTO products (workspace_id, name, hero_image) VALUES ($1, $2, $3)", name),
         Owner::DeletedProduct(name) => {
             ("INSERT INTO products (workspace_id, name, hero_image) VALUES ($1, $2, $3)", name)
+        }
+        Owner::Order { number, age } => {
+            sqlx::query(
+                "INSERT INTO orders (workspace_id, number, status, placed_at, receipt)
+                 VALUES ($1, $2, 'closed', now() - $3::interval, $4),
+                 -- As old, but still open: the rule's filter keeps it.
+                        ($1, $2::text || '-open', 'open', now() - $3::interval, NULL)",
+            )
+            .bind(workspace)
+            .bind(number)
+            .bind(age)
+            .bind(asset)
+            .execute(pool)
+            .await
+            .context("inserting the order")?;
+            return Ok(());
         }
         Owner::Document(title) => {
             ("INSERT INTO documents (workspace_id, title, attachments) VALUES ($1, $2, ARRAY[$3]::asset_id[])", title)

@@ -35,6 +35,9 @@ pub struct Outcome {
     pub bytes_present: bool,
     /// When discovery made it due since the seed, if it did (its `discovered` event).
     pub discovered_at: Option<DateTime<Utc>>,
+    /// The pass whose discovery made it due, and the records that pass's retention rules deleted.
+    pub discovered_in: Option<Uuid>,
+    pub records_deleted_by_that_pass: Option<i64>,
 }
 
 impl Outcome {
@@ -58,13 +61,18 @@ impl Outcome {
             let now = if self.bytes_present { "are still there" } else { "are gone" };
             found.push(format!("{name}: its bytes {now}, expected {}", a.expect));
         }
-        if (a.expect == Expect::DiscoverAndRetire) != self.discovered_at.is_some() {
+        let discovered = matches!(a.expect, Expect::DiscoverAndRetire | Expect::ExpireAndRetire);
+        if discovered != self.discovered_at.is_some() {
             let now = if self.discovered_at.is_some() { "was" } else { "was not" };
             found.push(format!("{name}: it {now} discovered, expected {}", a.expect));
         }
+        // Records first, then files: the pass that deleted its record is the one that found it unreferenced.
+        if a.expect == Expect::ExpireAndRetire && self.records_deleted_by_that_pass.unwrap_or(0) == 0 {
+            found.push(format!("{name}: the pass that discovered it deleted no record, expected {}", a.expect));
+        }
         let state_wanted = match a.expect {
             Expect::Keep => Some("attached"),
-            Expect::Retire | Expect::DiscoverAndRetire => Some("retired"),
+            Expect::Retire | Expect::DiscoverAndRetire | Expect::ExpireAndRetire => Some("retired"),
             Expect::Fail => Some("failed"),
             _ => None,
         };
@@ -87,12 +95,32 @@ pub struct Pass {
     pub duration_ms: Option<i64>,
 }
 
+/// What a pass's records step did: the run record's `records`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordsStep {
+    pub run_id: Uuid,
+    pub records: Value,
+}
+
+/// What the catalog's orders are now: expired closed ones must be gone, old open ones kept by the filter.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Orders {
+    pub expired_closed_left: i64,
+    pub old_open_kept: i64,
+    pub recent_closed_kept: i64,
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub stack: String,
     pub seeded_at: DateTime<Utc>,
     pub passes: Vec<Pass>,
+    /// Each pass's retention rules, in order.
+    pub records: Vec<RecordsStep>,
+    pub orders: Orders,
+    /// Each workspace's storage against its quota, after the run.
+    pub usage: Vec<(String, shared::quota::Usage)>,
     pub assets: Vec<Outcome>,
     pub bytes_freed: i64,
     pub queue: Depth,
@@ -123,12 +151,18 @@ impl Report {
             Option<DateTime<Utc>>,
             Option<DateTime<Utc>>,
             Option<DateTime<Utc>>,
+            Option<Uuid>,
+            Option<i64>,
         );
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT s.id, e.action, e.evidence, e.bytes_freed, a.state, a.last_error, a.purge_after, a.due_at,
-                    (SELECT min(d.occurred_at) FROM settlement_events d
-                      WHERE d.asset_id = s.id AND d.action = 'discovered' AND d.occurred_at >= $2)
+                    d.occurred_at, d.sweep_run_id,
+                    (SELECT (r.records->>'deleted')::bigint FROM sweep_runs r WHERE r.id = d.sweep_run_id)
                FROM unnest($1::uuid[]) AS s(id)
+               LEFT JOIN LATERAL (
+                   SELECT occurred_at, sweep_run_id FROM settlement_events
+                    WHERE asset_id = s.id AND action = 'discovered' AND occurred_at >= $2
+                    ORDER BY id LIMIT 1) d ON true
                LEFT JOIN LATERAL (
                    SELECT action, evidence, bytes_freed FROM settlement_events
                     WHERE asset_id = s.id AND occurred_at >= $2
@@ -144,7 +178,8 @@ impl Report {
         let mut assets = Vec::with_capacity(rows.len());
         for asset in &catalog.assets {
             let Some(row) = rows.iter().find(|r| r.0 == asset.id) else { continue };
-            let (_, action, evidence, bytes_freed, state, last_error, purge_after, due_at, discovered_at) = row.clone();
+            let (_, action, evidence, bytes_freed, state, last_error, purge_after, due_at, discovered_at, run, deleted) =
+                row.clone();
             let bytes_present = object_exists(&clients.s3, &stack.asset_bucket_name, &asset.storage_key).await?;
             assets.push(Outcome {
                 asset: asset.clone(),
@@ -157,7 +192,35 @@ impl Report {
                 due_at,
                 bytes_present,
                 discovered_at,
+                discovered_in: run,
+                records_deleted_by_that_pass: deleted,
             });
+        }
+        let records = sqlx::query_as::<_, (Uuid, Value)>(
+            "SELECT id, records FROM sweep_runs WHERE started_at >= $1 AND records IS NOT NULL ORDER BY started_at",
+        )
+        .bind(catalog.seeded_at)
+        .fetch_all(pool)
+        .await
+        .context("reading the records steps")?
+        .into_iter()
+        .map(|(run_id, records)| RecordsStep { run_id, records })
+        .collect();
+        let workspaces: Vec<Uuid> = catalog.workspaces().iter().map(|(_, id)| *id).collect();
+        let (expired_closed_left, old_open_kept, recent_closed_kept): (i64, i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE status = 'closed' AND placed_at < now() - interval '2 years'),
+                    count(*) FILTER (WHERE status = 'open' AND placed_at < now() - interval '2 years'),
+                    count(*) FILTER (WHERE status = 'closed' AND placed_at >= now() - interval '2 years')
+               FROM orders WHERE workspace_id = ANY ($1)",
+        )
+        .bind(&workspaces)
+        .fetch_one(pool)
+        .await
+        .context("reading the catalog's orders")?;
+        let mut usage = Vec::new();
+        let mut conn = pool.acquire().await?;
+        for (name, id) in catalog.workspaces() {
+            usage.push((name.to_owned(), shared::quota::usage(&mut conn, id).await?));
         }
         let passes = sqlx::query_as(
             "SELECT id, outcome, claimed, enqueued, duration_ms FROM sweep_runs WHERE started_at >= $1 ORDER BY started_at",
@@ -175,6 +238,9 @@ impl Report {
             stack: stack.name.clone(),
             seeded_at: catalog.seeded_at,
             passes,
+            records,
+            orders: Orders { expired_closed_left, old_open_kept, recent_closed_kept },
+            usage,
             bytes_freed: assets.iter().map(|o| o.bytes_freed).sum(),
             assets,
             queue: queues::describe(&clients.sqs, &stack.cleanup_queue_url).await?.depth,
@@ -185,7 +251,20 @@ impl Report {
 
     /// Every way the outcome differs from the catalog's expectations.
     pub fn surprises(&self) -> Vec<String> {
-        self.assets.iter().flat_map(Outcome::surprises).collect()
+        let mut found: Vec<String> = self.assets.iter().flat_map(Outcome::surprises).collect();
+        let o = self.orders;
+        if o.expired_closed_left != 0 {
+            found.push(format!("orders: {} closed order(s) past two years are left", o.expired_closed_left));
+        }
+        if o.old_open_kept == 0 || o.recent_closed_kept == 0 {
+            found.push(format!("orders: the rule deleted what it had to keep ({o:?})"));
+        }
+        for (name, u) in &self.usage {
+            if u.quota_bytes.is_none() || u.held_bytes > u.stored_bytes || u.schema_refused {
+                found.push(format!("usage of {name}: {u:?}"));
+            }
+        }
+        found
     }
 
     pub fn alarm_state(&self, name: &str) -> Option<&str> {
@@ -287,6 +366,58 @@ impl fmt::Display for Report {
                 line(&mut out, o, &detail)?;
             }
         }
+        writeln!(out, "\nRECORDS: the retention rules, first in each pass")?;
+        for step in &self.records {
+            let r = &step.records;
+            writeln!(
+                out,
+                "  pass {}: day {} in {}, {} record(s) deleted",
+                step.run_id, r["day"], r["time_zone"], r["deleted"]
+            )?;
+            for rule in r["rules"].as_array().into_iter().flatten() {
+                writeln!(
+                    out,
+                    "    rule {} {}.{} older than {}{} (before {}): {} deleted, {}{}",
+                    rule["rule_id"],
+                    rule["table"].as_str().unwrap_or("?"),
+                    rule["column"].as_str().unwrap_or("?"),
+                    rule["keep"].as_str().unwrap_or("?"),
+                    rule["filter"].as_str().map_or(String::new(), |f| format!(" where {f}")),
+                    rule["cutoff"].as_str().unwrap_or("?"),
+                    rule["deleted"],
+                    rule["stopped"].as_str().unwrap_or("?"),
+                    rule["error"].as_str().map_or(String::new(), |e| format!(": {e}")),
+                )?;
+            }
+        }
+        let o = self.orders;
+        writeln!(
+            out,
+            "  this catalog's orders: {} closed past two years left, {} as old but open kept (the filter), {} recent kept",
+            o.expired_closed_left, o.old_open_kept, o.recent_closed_kept
+        )?;
+        for expired in self.assets.iter().filter(|o| o.asset.expect == Expect::ExpireAndRetire) {
+            writeln!(
+                out,
+                "  {} of {}: its order expired, and pass {} that deleted it discovered and {} it",
+                expired.asset.file,
+                expired.asset.workspace,
+                expired.discovered_in.map_or("?".to_owned(), |id| id.to_string()),
+                expired.action.as_deref().map_or("did not settle", |a| if a == "retire" { "retired" } else { a })
+            )?;
+        }
+        writeln!(out, "\nUSAGE: storage against each workspace's quota (what the upload check counts)")?;
+        for (name, u) in &self.usage {
+            writeln!(
+                out,
+                "  {name:<15} quota {:>8} · held {:>8} · stored {:>8} · waiting for removal {:>8} · headroom {:>8}",
+                u.quota_bytes.map_or("none".to_owned(), size),
+                size(u.held_bytes),
+                size(u.stored_bytes),
+                size(u.waiting_bytes),
+                u.headroom_bytes.map_or("unlimited".to_owned(), size),
+            )?;
+        }
         let not_looked_at: Vec<&Outcome> = self.assets.iter().filter(|o| o.action.is_none()).collect();
         if !not_looked_at.is_empty() {
             writeln!(out, "\nNOT DUE: not looked at ({})", not_looked_at.len())?;
@@ -352,6 +483,8 @@ mod tests {
             due_at: None,
             bytes_present,
             discovered_at: None,
+            discovered_in: None,
+            records_deleted_by_that_pass: None,
         }
     }
 

@@ -48,6 +48,9 @@ pub enum RuleStop {
     Held,
     /// The step's time ran out before its turn.
     NotReached,
+    /// Its batches were under way when the run row was last written: a pass that says so at its end died there
+    /// (a timeout or a crash), its count exact.
+    Running,
 }
 
 /// One rule's part in a pass: the run record's `records.rules[]`.
@@ -189,7 +192,7 @@ async fn run_rule(
         run.error = Some(problem.to_owned());
         return RuleStop::Failed;
     }
-    match rule.weigh(conn, pace.time_zone, pace.brake_share_percent, false).await {
+    match weigh(conn, rule, pace).await {
         Ok(weight) => {
             run.weight = Some(weight);
             if weight.braked() {
@@ -202,11 +205,13 @@ async fn run_rule(
                 return RuleStop::Finished;
             }
         }
+        Err(e) if cancelled(&e) => return RuleStop::TimeShare,
         Err(e) => {
-            run.error = Some(e.to_string());
+            run.error = Some(message(&e));
             return RuleStop::Failed;
         }
     }
+    run.stopped = RuleStop::Running;
     loop {
         let now = Instant::now();
         if now + *longest >= pace.until {
@@ -220,19 +225,43 @@ async fn run_rule(
                     return RuleStop::Finished;
                 }
             }
-            // query_canceled: the batch ran into the end of the step's share and was rolled back whole.
-            Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("57014") => {
-                return RuleStop::TimeShare;
-            }
+            // The batch ran into the end of the step's share and was rolled back whole.
+            Err(e) if cancelled(&e) => return RuleStop::TimeShare,
             Err(e) => {
-                run.error = Some(match e.as_database_error() {
-                    Some(db) => db.message().to_owned(),
-                    None => e.to_string(),
-                });
+                run.error = Some(message(&e));
                 return RuleStop::Failed;
             }
         }
     }
+}
+
+/// query_canceled: a statement ran into the end of the step's share.
+fn cancelled(e: &sqlx::Error) -> bool {
+    e.as_database_error().and_then(|d| d.code()).as_deref() == Some("57014")
+}
+
+/// The database's own words, for the run record.
+fn message(e: &sqlx::Error) -> String {
+    e.as_database_error().map_or_else(|| e.to_string(), |db| db.message().to_owned())
+}
+
+/// Sets the transaction's statement timeout to what is left of the step's share, so no statement runs past it.
+async fn within_share(tx: &mut sqlx::PgConnection, pace: Pace<'_>) -> Result<(), sqlx::Error> {
+    let left = pace.until.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
+    sqlx::query!("SELECT set_config('statement_timeout', $1, true)", format!("{}ms", left.as_millis()))
+        .fetch_one(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// The brake's weighing, read only and within the step's share: its count may scan much of a large table.
+async fn weigh(conn: &mut sqlx::PgConnection, rule: &Rule, pace: Pace<'_>) -> Result<Weight, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+    within_share(&mut tx, pace).await?;
+    let weight = rule.weigh(&mut tx, pace.time_zone, pace.brake_share_percent, false).await?;
+    tx.commit().await?;
+    Ok(weight)
 }
 
 /// One batch in its own transaction, with the run row's counts, so a pass that dies still says exactly how many
@@ -245,12 +274,9 @@ async fn batch(
     run_id: Uuid,
     pace: Pace<'_>,
 ) -> Result<u64, sqlx::Error> {
-    let left = pace.until.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
     let mut tx = conn.begin().await?;
     // Never past the step's share: a batch that would run over is cancelled and rolled back whole.
-    sqlx::query!("SELECT set_config('statement_timeout', $1, true)", format!("{}ms", left.as_millis()))
-        .fetch_one(&mut *tx)
-        .await?;
+    within_share(&mut tx, pace).await?;
     let deleted = rule.delete_batch(&mut tx, pace.time_zone).await?;
     fail::fail_point!("records::batch");
     let mut this = run.clone();

@@ -28,13 +28,16 @@ pub struct Rule {
     resolved: Result<Resolved, String>,
 }
 
-/// What the catalog says of the rule's table and column now.
+/// What the catalog says of the rule's table, column and filter now.
 #[derive(Debug, Clone)]
 struct Resolved {
     qualified: String,
     column: String,
     zoned: bool,
     estimated_rows: f64,
+    /// The function the filter was written into when the rule was (the filter is its whole body): called on each
+    /// row, beside the cutoff, where no filter can reach it.
+    filter_function: Option<String>,
 }
 
 /// What a rule would delete at a cutoff, against the size of its table: what the brake and `plan` read.
@@ -67,7 +70,12 @@ impl Rule {
                       CASE WHEN r.approved_until > now() THEN r.approved_by END AS approved_by,
                       format('%I.%I', n.nspname, c.relname) AS qualified, c.relkind AS "relkind?",
                       quote_ident(a.attname) AS column_sql, a.atttypid::regtype::text AS column_type,
-                      c.reltuples::float8 AS "reltuples?"
+                      c.reltuples::float8 AS "reltuples?",
+                      (SELECT p.oid::regproc::text FROM pg_proc p
+                        WHERE p.proname = asset_sweeper_retention_filter_name(r.id)
+                          AND p.pronamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'retention_rules'::regclass))
+                        AS filter_function,
+                      ($1::date - r.keep) > $1::date::timestamp AS "future!"
                  FROM retention_rules r
                  LEFT JOIN pg_class c ON c.oid = to_regclass(r.table_name)
                  LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -82,6 +90,10 @@ impl Rule {
             .into_iter()
             .map(|r| {
                 let resolved = match (r.qualified, r.relkind, r.column_sql, r.column_type.as_deref()) {
+                    _ if r.future => Err(format!("its period {} puts the cutoff after the pass's day", r.keep)),
+                    _ if r.filter.is_some() && r.filter_function.is_none() => {
+                        Err("its filter's function is gone: write the rule's filter again".to_owned())
+                    }
                     (None, ..) | (_, None, ..) => Err(format!("table {} no longer exists", r.table_name)),
                     (Some(q), Some(kind), ..) if kind != b'r' as i8 => {
                         Err(format!("{q} is no longer an ordinary table"))
@@ -97,6 +109,7 @@ impl Rule {
                         column,
                         zoned: t == "timestamp with time zone",
                         estimated_rows: r.reltuples.unwrap_or(-1.0),
+                        filter_function: r.filter_function.clone(),
                     }),
                     (Some(q), _, Some(_), t) => Err(format!(
                         "{q}.{} is now {}, not a timestamptz, timestamp or date",
@@ -123,12 +136,14 @@ impl Rule {
         self.resolved.as_ref().err().map(String::as_str)
     }
 
-    /// `WHERE` condition of the expired records: `$1` is the cutoff, `$2` the time zone it is local to.
+    /// `FROM … WHERE` of the expired records, the table aliased `t`: `$1` is the cutoff, `$2` the time zone it is
+    /// local to. `ONLY`: an inheritance parent's rule deletes none of its children's rows.
     fn expired(&self, resolved: &Resolved) -> String {
         let cutoff = if resolved.zoned { "($1::timestamp AT TIME ZONE $2)" } else { "$1::timestamp" };
-        match &self.filter {
-            Some(filter) => format!("{} < {cutoff} AND ({filter})", resolved.column),
-            None => format!("{} < {cutoff}", resolved.column),
+        let (table, column) = (&resolved.qualified, &resolved.column);
+        match &resolved.filter_function {
+            Some(filter) => format!("FROM ONLY {table} AS t WHERE t.{column} < {cutoff} AND {filter}(t)"),
+            None => format!("FROM ONLY {table} AS t WHERE t.{column} < {cutoff}"),
         }
     }
 
@@ -142,7 +157,7 @@ impl Rule {
         let table = &resolved.qualified;
         // By ctid within one statement: the rows are locked by the inner select, so none moves in between.
         let statement = format!(
-            "DELETE FROM {table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM {table} WHERE {} LIMIT {BATCH_SIZE} \
+            "DELETE FROM ONLY {table} WHERE ctid = ANY (ARRAY(SELECT t.ctid {} LIMIT {BATCH_SIZE} \
              FOR UPDATE SKIP LOCKED))",
             self.expired(resolved)
         );
@@ -163,7 +178,7 @@ impl Rule {
         let resolved = self.resolved()?;
         let table = &resolved.qualified;
         let table_rows = if resolved.estimated_rows < EXACT_COUNT_BELOW {
-            let counted: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            let counted: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM ONLY {table}")))
                 .fetch_one(&mut *conn)
                 .await?;
             u64::try_from(counted).unwrap_or(0)
@@ -174,8 +189,7 @@ impl Rule {
         };
         let threshold = table_rows.saturating_mul(u64::from(share_percent)) / 100;
         let limit = if exact { String::new() } else { format!(" LIMIT {}", threshold.saturating_add(1)) };
-        let statement =
-            format!("SELECT count(*) FROM (SELECT FROM {table} WHERE {}{limit}) expired", self.expired(resolved));
+        let statement = format!("SELECT count(*) FROM (SELECT {}{limit}) expired", self.expired(resolved));
         let query = sqlx::query_scalar(AssertSqlSafe(statement)).bind(self.cutoff);
         let query = if resolved.zoned { query.bind(time_zone) } else { query };
         let expired: i64 = query.fetch_one(&mut *conn).await?;
