@@ -9,7 +9,8 @@ CREATE FUNCTION asset_sweeper_own_tables() RETURNS text[] LANGUAGE sql IMMUTABLE
                  'settlement_events', 'brake_approvals', 'asset_sweeper_migrations', 'asset_sweeper_schema_state',
                  'schema_verdicts', 'census_columns', 'census_state', 'asset_id_spellings', 'discovery_state',
                  'reconcile_listings', 'reconcile_keys', 'lost_assets', 'reconcile_prefixes', 'adopted_assets',
-                 'named_keys', 'retention_rules', 'workspace_quotas']
+                 'named_keys', 'retention_rules', 'workspace_quotas', 'workspace_objects', 'workspace_usage',
+                 'workspace_usage_changes']
 $$;
 
 CREATE TABLE retention_rules (

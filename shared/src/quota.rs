@@ -49,3 +49,9 @@ pub async fn usage(conn: &mut PgConnection, workspace: Uuid) -> Result<Usage, sq
 pub async fn workspaces_with_quota(conn: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar!("SELECT workspace_id FROM workspace_quotas ORDER BY workspace_id").fetch_all(conn).await
 }
+
+/// Folds the usage changes every asset write appended into the workspaces' totals; returns how many it folded.
+/// Each sweep pass calls it, so the upload check reads a few rows, not a day of writes.
+pub async fn fold(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT asset_sweeper_fold_usage() AS "folded!""#).fetch_one(conn).await
+}

@@ -336,6 +336,9 @@ pub const OWN_TABLES: &[&str] = &[
     "named_keys",
     "retention_rules",
     "workspace_quotas",
+    "workspace_objects",
+    "workspace_usage",
+    "workspace_usage_changes",
 ];
 
 /// `sqlx::query!` of `$head`, then SQL that is true when this role reads every row of column `a` of table `c` in

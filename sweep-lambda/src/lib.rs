@@ -173,6 +173,13 @@ impl Sweeper {
             }
         }
 
+        // The quota's totals take in what the asset writes since the last pass changed; a failure leaves the
+        // changes to be read one by one, and folded next pass.
+        match shared::quota::fold(lock.conn()).await {
+            Ok(folded) => info!(folded, "usage changes folded into the workspaces' totals"),
+            Err(e) => warn!(error = %e, "usage changes could not be folded: the next pass tries again"),
+        }
+
         // The census failing does not stop the pass: its columns stay unproven, so deletes and purges keep
         // waiting, while the check, the brake and the claim go on.
         match self.census(lock, budget_end).await {

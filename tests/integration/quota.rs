@@ -46,6 +46,15 @@ async fn replace_hero(ctx: &TestContext, ws: Uuid, product: i32, bytes: i64) -> 
     }
 }
 
+async fn quota(ctx: &TestContext, ws: Uuid, bytes: i64) {
+    sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, $2)")
+        .bind(ws)
+        .bind(bytes)
+        .execute(ctx.pool())
+        .await
+        .expect("quota");
+}
+
 /// An upload's rows, after the quota check, as the integration contract has the application write them.
 async fn upload(conn: &mut sqlx::PgConnection, ws: Uuid, bytes: i64) -> Result<Uuid, sqlx::Error> {
     sqlx::query("SELECT asset_sweeper_check_upload($1, $2)").bind(ws).bind(bytes).execute(&mut *conn).await?;
@@ -98,11 +107,7 @@ async fn a_replacement_at_a_full_quota_succeeds_stored_bytes_stop_at_twice_the_q
     owner_tables(&ctx).await;
     let ws = Uuid::new_v4();
     let other = Uuid::new_v4();
-    sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, 1000)")
-        .bind(ws)
-        .execute(ctx.pool())
-        .await
-        .expect("quota");
+    quota(&ctx, ws, 1000).await;
     sqlx::raw_sql("INSERT INTO products (hero) VALUES (NULL)").execute(ctx.pool()).await.expect("product");
     // A pass checks the schema: its valid verdict is what lets released bytes count as free.
     assert_eq!(pass(&ctx, &[]).await.outcome, RunOutcome::Ok);
@@ -160,11 +165,7 @@ async fn a_replacement_at_a_full_quota_succeeds_stored_bytes_stop_at_twice_the_q
 async fn a_malformed_check_is_refused_by_name_and_two_uploads_cannot_both_pass_on_the_same_figures() {
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
-    sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, 1000)")
-        .bind(ws)
-        .execute(ctx.pool())
-        .await
-        .expect("quota");
+    quota(&ctx, ws, 1000).await;
     let bad = lone_upload(&ctx, ws, -5).await.expect_err("a negative size");
     assert!(bad.contains("byte_size must be the upload's size in bytes, got -5"), "{bad}");
     assert_eq!(pass(&ctx, &[]).await.outcome, RunOutcome::Ok);
@@ -205,4 +206,59 @@ async fn a_malformed_check_is_refused_by_name_and_two_uploads_cannot_both_pass_o
     .await
     .expect("a retired asset");
     assert_eq!(usage(&ctx, ws), (1000, 600, 700, 100, 400, false));
+    // The totals kept as rows change agree with a count from `assets`, before and after a pass folds them.
+    assert_eq!(recounted(&ctx, ws).await, (600, 700));
+    pass(&ctx, &[]).await;
+    let folded: i64 = sqlx::query_scalar("SELECT count(*) FROM workspace_usage_changes")
+        .fetch_one(ctx.pool())
+        .await
+        .expect("changes");
+    assert_eq!(folded, 0, "the pass folded every change");
+    assert_eq!(usage(&ctx, ws), (1000, 600, 700, 100, 400, false));
+}
+
+/// Held and stored bytes of `ws` counted from `assets` itself: what the kept totals must equal.
+async fn recounted(ctx: &TestContext, ws: Uuid) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT coalesce(sum(bytes) FILTER (WHERE held), 0)::bigint, coalesce(sum(bytes), 0)::bigint
+           FROM (SELECT max(byte_size) AS bytes, bool_or(state IN ('pending', 'attached', 'failed')) AS held
+                   FROM assets WHERE workspace_id = $1 GROUP BY storage_key) objects",
+    )
+    .bind(ws)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("recount")
+}
+
+#[tokio::test]
+async fn under_repeatable_read_a_second_upload_on_the_same_figures_fails_to_serialize_rather_than_pass() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    quota(&ctx, ws, 100).await;
+    assert_eq!(pass(&ctx, &[]).await.outcome, RunOutcome::Ok);
+    let repeatable = |pool: sqlx::PgPool| async move {
+        let mut tx = pool.begin().await.expect("begin");
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").execute(&mut *tx).await.expect("isolation");
+        // The snapshot is taken here, before either upload commits.
+        sqlx::query("SELECT 1").execute(&mut *tx).await.expect("snapshot");
+        tx
+    };
+    let mut first = repeatable(ctx.pool().clone()).await;
+    let mut second = repeatable(ctx.pool().clone()).await;
+    upload(&mut first, ws, 60).await.expect("60 of 100");
+    let pending = tokio::spawn(async move {
+        let result = upload(&mut second, ws, 60).await.map(|_| ());
+        let _ = second.rollback().await;
+        result.map_err(|e| e.as_database_error().and_then(|d| d.code()).map(|c| c.into_owned()))
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    first.commit().await.expect("the first commits");
+    let second = pending.await.expect("task");
+    assert_eq!(second, Err(Some("40001".to_owned())), "its snapshot does not hold the first upload: it must not pass");
+    let usage: (i64, i64) = sqlx::query_as("SELECT held_bytes, stored_bytes FROM asset_sweeper_usage($1)")
+        .bind(ws)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("usage");
+    assert_eq!(usage, (60, 60));
 }

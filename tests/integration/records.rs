@@ -62,16 +62,20 @@ fn rule(report: &sweep_lambda::record::SweepReport, id: i64) -> RuleRun {
 
 const SESSIONS: &str = "CREATE TABLE sessions (id serial PRIMARY KEY, at timestamptz NOT NULL, kind text NOT NULL)";
 
-#[tokio::test]
-async fn a_rule_deletes_exactly_the_expired_records_in_batches_of_a_thousand_a_filter_narrows_it_and_a_malformed_one_is_refused()
- {
-    let ctx = TestContext::new().await;
+async fn sessions_and_audit_log(ctx: &TestContext) {
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "{SESSIONS}; CREATE TABLE audit_log (id serial PRIMARY KEY, at timestamptz NOT NULL, kind text NOT NULL)"
     )))
     .execute(ctx.pool())
     .await
     .expect("tables");
+}
+
+#[tokio::test]
+async fn a_rule_deletes_exactly_the_expired_records_in_batches_of_a_thousand_a_filter_narrows_it_and_a_malformed_one_is_refused()
+ {
+    let ctx = TestContext::new().await;
+    sessions_and_audit_log(&ctx).await;
     // Declared wrongly, each is refused at once, naming what is wrong; nothing is written.
     for (table, column, filter, says) in [
         ("nowhere", "at", None, "table nowhere does not exist"),
@@ -209,10 +213,13 @@ async fn records_go_first_so_an_asset_whose_last_record_a_rule_deleted_is_retire
 async fn a_budget_that_runs_out_mid_rule_leaves_whole_batches_recorded_as_unfinished_and_the_next_pass_resumes() {
     let _turn = FAILPOINTS.lock().await;
     let ctx = TestContext::new().await;
-    sqlx::raw_sql(SESSIONS).execute(ctx.pool()).await.expect("sessions");
+    sessions_and_audit_log(&ctx).await;
     records(&ctx, "sessions", 4_500, "40 days", "guest").await;
     records(&ctx, "sessions", 5_000, "1 day", "guest").await;
+    records(&ctx, "audit_log", 10, "40 days", "login").await;
+    records(&ctx, "audit_log", 30, "1 day", "login").await;
     let sessions = declare(&ctx, "sessions", "at", "30 days", None).await;
+    let audit = declare(&ctx, "audit_log", "at", "30 days", None).await;
 
     // Each batch takes a second; the step may use 30% of a ten-second pass: it starts no batch it could not end.
     fail::cfg("records::batch", "sleep(1000)").expect("failpoint");
@@ -230,11 +237,21 @@ async fn a_budget_that_runs_out_mid_rule_leaves_whole_batches_recorded_as_unfini
     let row = recorded(&ctx, cut.run_id, sessions).await;
     assert_eq!((row["deleted"].as_u64(), row["finished"].as_bool()), (Some(ran.deleted), Some(false)));
     assert_eq!(row["stopped"], "time_share");
+    let waiting = rule(&cut, audit);
+    assert_eq!((waiting.deleted, waiting.stopped), (0, RuleStop::NotReached), "the share ran out before its turn");
+    assert_eq!(count(&ctx, "SELECT count(*) FROM audit_log").await, 40);
 
+    // The next pass gives the rule that waited its turn first, and both finish.
     let next = pass(&ctx, &[]).await;
     let ran2 = rule(&next, sessions);
     assert_eq!((ran2.deleted, ran2.finished), (4_500 - ran.deleted, true), "{ran2:?}");
     assert_eq!(count(&ctx, "SELECT count(*) FROM sessions").await, 5_000);
+    assert_eq!((rule(&next, audit).deleted, rule(&next, audit).finished), (10, true));
+    let turns: Vec<i64> = sqlx::query_scalar("SELECT id FROM retention_rules ORDER BY last_turn_at")
+        .fetch_all(ctx.pool())
+        .await
+        .expect("turns");
+    assert_eq!(turns, [audit, sessions], "the rule that waited went first");
 }
 
 #[tokio::test]

@@ -140,8 +140,8 @@ pub async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Result<Prog
         Err(e) => return Err(e.into()),
     };
     let rules = Rule::all(&mut conn, day).await?;
-    let mut progress = Progress { day, time_zone: pace.time_zone.to_owned(), deleted: 0, rules: Vec::new() };
-    let mut longest = Duration::ZERO;
+    let progress = Progress { day, time_zone: pace.time_zone.to_owned(), deleted: 0, rules: Vec::new() };
+    let mut step = Step { run_id, pace, progress, longest: Duration::ZERO };
     let mut out_of_time = false;
     for rule in rules {
         let mut run = RuleRun {
@@ -159,79 +159,110 @@ pub async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Result<Prog
             weight: None,
             approved_by: None,
         };
-        if !out_of_time && Instant::now() + longest >= pace.until {
+        if !out_of_time && Instant::now() + step.longest >= pace.until {
             out_of_time = true;
         }
         if !out_of_time {
             sqlx::query!("UPDATE retention_rules SET last_turn_at = now() WHERE id = $1", rule.id)
                 .execute(&mut *conn)
                 .await?;
-            run.stopped = run_rule(&mut conn, &rule, &mut run, &mut progress, run_id, pace, &mut longest).await;
+            run.stopped = step.run_rule(&mut conn, &rule, &mut run).await;
             run.finished = run.stopped == RuleStop::Finished;
             out_of_time = run.stopped == RuleStop::TimeShare;
         }
-        progress.rules.push(run);
+        step.progress.rules.push(run);
     }
+    let mut progress = step.progress;
     progress.rules.sort_by_key(|r| r.rule_id);
     record(&mut conn, run_id, &progress).await?;
     Ok(progress)
 }
 
-/// One rule's turn: weighed by the brake, then batch after batch until none is left, the time runs out or the
-/// database refuses one.
-async fn run_rule(
-    conn: &mut sqlx::PgConnection,
-    rule: &Rule,
-    run: &mut RuleRun,
-    progress: &mut Progress,
+/// The step under way: its pass, its pace, what it did so far, and its longest batch (what it keeps in reserve).
+struct Step<'a> {
     run_id: Uuid,
-    pace: Pace<'_>,
-    longest: &mut Duration,
-) -> RuleStop {
-    if let Some(problem) = rule.unusable() {
-        run.error = Some(problem.to_owned());
-        return RuleStop::Failed;
-    }
-    match weigh(conn, rule, pace).await {
-        Ok(weight) => {
-            run.weight = Some(weight);
-            if weight.braked() {
-                match &rule.approved_by {
-                    Some(by) => run.approved_by = Some(by.clone()),
-                    None => return RuleStop::Held,
-                }
-            }
-            if weight.expired == 0 {
-                return RuleStop::Finished;
-            }
-        }
-        Err(e) if cancelled(&e) => return RuleStop::TimeShare,
-        Err(e) => {
-            run.error = Some(message(&e));
+    pace: Pace<'a>,
+    progress: Progress,
+    longest: Duration,
+}
+
+impl Step<'_> {
+    /// One rule's turn: weighed by the brake, then batch after batch until none is left, the time runs out or the
+    /// database refuses one.
+    async fn run_rule(&mut self, conn: &mut sqlx::PgConnection, rule: &Rule, run: &mut RuleRun) -> RuleStop {
+        let pace = self.pace;
+        if let Some(problem) = rule.unusable() {
+            run.error = Some(problem.to_owned());
             return RuleStop::Failed;
         }
-    }
-    run.stopped = RuleStop::Running;
-    loop {
-        let now = Instant::now();
-        if now + *longest >= pace.until {
-            return RuleStop::TimeShare;
-        }
-        let started = now;
-        match batch(conn, rule, run, progress, run_id, pace).await {
-            Ok(deleted) => {
-                *longest = (*longest).max(started.elapsed());
-                if deleted < rule::BATCH_SIZE as u64 {
+        match weigh(conn, rule, pace).await {
+            Ok(weight) => {
+                run.weight = Some(weight);
+                if weight.braked() {
+                    match &rule.approved_by {
+                        Some(by) => run.approved_by = Some(by.clone()),
+                        None => return RuleStop::Held,
+                    }
+                }
+                if weight.expired == 0 {
                     return RuleStop::Finished;
                 }
             }
-            // The batch ran into the end of the step's share and was rolled back whole.
             Err(e) if cancelled(&e) => return RuleStop::TimeShare,
             Err(e) => {
                 run.error = Some(message(&e));
                 return RuleStop::Failed;
             }
         }
+        run.stopped = RuleStop::Running;
+        loop {
+            let now = Instant::now();
+            if now + self.longest >= pace.until {
+                return RuleStop::TimeShare;
+            }
+            let started = now;
+            match self.batch(conn, rule, run).await {
+                Ok(deleted) => {
+                    self.longest = self.longest.max(started.elapsed());
+                    if deleted < rule::BATCH_SIZE as u64 {
+                        return RuleStop::Finished;
+                    }
+                }
+                // The batch ran into the end of the step's share and was rolled back whole.
+                Err(e) if cancelled(&e) => return RuleStop::TimeShare,
+                Err(e) => {
+                    run.error = Some(message(&e));
+                    return RuleStop::Failed;
+                }
+            }
+        }
+    }
+
+    /// One batch in its own transaction, with the run row's counts, so a pass that dies still says exactly how many
+    /// records went.
+    async fn batch(
+        &mut self,
+        conn: &mut sqlx::PgConnection,
+        rule: &Rule,
+        run: &mut RuleRun,
+    ) -> Result<u64, sqlx::Error> {
+        let pace = self.pace;
+        let mut tx = conn.begin().await?;
+        // Never past the step's share: a batch that would run over is cancelled and rolled back whole.
+        within_share(&mut tx, pace).await?;
+        let deleted = rule.delete_batch(&mut tx, pace.time_zone).await?;
+        fail::fail_point!("records::batch");
+        let mut this = run.clone();
+        this.deleted += deleted;
+        this.batches += 1;
+        let mut so_far = self.progress.clone();
+        so_far.deleted += deleted;
+        so_far.rules.push(this.clone());
+        record(&mut tx, self.run_id, &so_far).await?;
+        tx.commit().await?;
+        *run = this;
+        self.progress.deleted += deleted;
+        Ok(deleted)
     }
 }
 
@@ -262,34 +293,6 @@ async fn weigh(conn: &mut sqlx::PgConnection, rule: &Rule, pace: Pace<'_>) -> Re
     let weight = rule.weigh(&mut tx, pace.time_zone, pace.brake_share_percent, false).await?;
     tx.commit().await?;
     Ok(weight)
-}
-
-/// One batch in its own transaction, with the run row's counts, so a pass that dies still says exactly how many
-/// records went.
-async fn batch(
-    conn: &mut sqlx::PgConnection,
-    rule: &Rule,
-    run: &mut RuleRun,
-    progress: &mut Progress,
-    run_id: Uuid,
-    pace: Pace<'_>,
-) -> Result<u64, sqlx::Error> {
-    let mut tx = conn.begin().await?;
-    // Never past the step's share: a batch that would run over is cancelled and rolled back whole.
-    within_share(&mut tx, pace).await?;
-    let deleted = rule.delete_batch(&mut tx, pace.time_zone).await?;
-    fail::fail_point!("records::batch");
-    let mut this = run.clone();
-    this.deleted += deleted;
-    this.batches += 1;
-    let mut so_far = progress.clone();
-    so_far.deleted += deleted;
-    so_far.rules.push(this.clone());
-    record(&mut tx, run_id, &so_far).await?;
-    tx.commit().await?;
-    *run = this;
-    progress.deleted += deleted;
-    Ok(deleted)
 }
 
 async fn record(conn: &mut sqlx::PgConnection, run_id: Uuid, progress: &Progress) -> Result<(), sqlx::Error> {
