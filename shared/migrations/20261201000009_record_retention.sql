@@ -10,7 +10,7 @@ CREATE FUNCTION asset_sweeper_own_tables() RETURNS text[] LANGUAGE sql IMMUTABLE
                  'schema_verdicts', 'census_columns', 'census_state', 'asset_id_spellings', 'discovery_state',
                  'reconcile_listings', 'reconcile_keys', 'lost_assets', 'reconcile_prefixes', 'adopted_assets',
                  'named_keys', 'retention_rules', 'workspace_quotas', 'workspace_objects', 'workspace_usage',
-                 'workspace_usage_changes']
+                 'workspace_object_changes']
 $$;
 
 CREATE TABLE retention_rules (

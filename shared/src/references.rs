@@ -338,7 +338,7 @@ pub const OWN_TABLES: &[&str] = &[
     "workspace_quotas",
     "workspace_objects",
     "workspace_usage",
-    "workspace_usage_changes",
+    "workspace_object_changes",
 ];
 
 /// `sqlx::query!` of `$head`, then SQL that is true when this role reads every row of column `a` of table `c` in

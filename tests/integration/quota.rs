@@ -209,7 +209,7 @@ async fn a_malformed_check_is_refused_by_name_and_two_uploads_cannot_both_pass_o
     // The totals kept as rows change agree with a count from `assets`, before and after a pass folds them.
     assert_eq!(recounted(&ctx, ws).await, (600, 700));
     pass(&ctx, &[]).await;
-    let folded: i64 = sqlx::query_scalar("SELECT count(*) FROM workspace_usage_changes")
+    let folded: i64 = sqlx::query_scalar("SELECT count(*) FROM workspace_object_changes")
         .fetch_one(ctx.pool())
         .await
         .expect("changes");
