@@ -372,7 +372,10 @@ impl fmt::Display for Report {
             writeln!(
                 out,
                 "  pass {}: day {} in {}, {} record(s) deleted",
-                step.run_id, r["day"], r["time_zone"], r["deleted"]
+                step.run_id,
+                r["day"].as_str().unwrap_or("?"),
+                r["time_zone"].as_str().unwrap_or("?"),
+                r["deleted"]
             )?;
             for rule in r["rules"].as_array().into_iter().flatten() {
                 writeln!(
