@@ -54,6 +54,20 @@ pub async fn migrate(pool: &PgPool) -> Result<(), MigrationError> {
     Ok(result?)
 }
 
+/// Lets the statements of the caller's transaction run until `deadline`, and at least `at_least`: a step with a
+/// share of the pass bounds its statements by what is left of it.
+pub async fn statements_until(
+    tx: &mut sqlx::PgConnection,
+    deadline: std::time::Instant,
+    at_least: Duration,
+) -> Result<(), sqlx::Error> {
+    let left = deadline.saturating_duration_since(std::time::Instant::now()).max(at_least);
+    sqlx::query!("SELECT set_config('statement_timeout', $1, true)", format!("{}ms", left.as_millis()))
+        .fetch_one(tx)
+        .await?;
+    Ok(())
+}
+
 /// Begins a transaction whose writes are the sweeper's own, not the application's: the `updated_at` triggers
 /// leave the grace floor where it is (a failed mark or a redrive must not restart it; only application writes do).
 pub async fn begin_as_sweeper(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {

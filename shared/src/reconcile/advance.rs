@@ -224,11 +224,7 @@ pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> 
 /// session has): a data file of millions of keys, or the comparison of a large bucket, takes longer than a
 /// statement of the application's tables should, and `lock_timeout` still stops one behind an application's lock.
 async fn allow_until(tx: &mut sqlx::PgConnection, deadline: Instant) -> Result<(), sqlx::Error> {
-    let left = deadline.saturating_duration_since(Instant::now()).max(crate::db::STATEMENT_TIMEOUT);
-    sqlx::query!("SELECT set_config('statement_timeout', $1, true)", format!("{}ms", left.as_millis()))
-        .fetch_one(tx)
-        .await?;
-    Ok(())
+    crate::db::statements_until(tx, deadline, crate::db::STATEMENT_TIMEOUT).await
 }
 
 fn nothing_new(manifest: Option<String>, abandoned: Option<String>) -> Progress {

@@ -278,11 +278,7 @@ fn message(e: &sqlx::Error) -> String {
 
 /// Sets the transaction's statement timeout to what is left of the step's share, so no statement runs past it.
 async fn within_share(tx: &mut sqlx::PgConnection, pace: Pace<'_>) -> Result<(), sqlx::Error> {
-    let left = pace.until.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-    sqlx::query!("SELECT set_config('statement_timeout', $1, true)", format!("{}ms", left.as_millis()))
-        .fetch_one(&mut *tx)
-        .await?;
-    Ok(())
+    crate::db::statements_until(tx, pace.until, Duration::from_millis(100)).await
 }
 
 /// The brake's weighing, read only and within the step's share: its count may scan much of a large table.
