@@ -1,8 +1,8 @@
 //! Reaching the database and the bucket with the functions' own settings.
 
 use anyhow::Context;
-use shared::references::{self, ReferenceMap, SchemaCheckError, SchemaRefusal};
-use shared::settings::Settings;
+use schema::{self, ReferenceMap, SchemaCheckError, SchemaRefusal};
+use settings::Settings;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
@@ -12,7 +12,9 @@ pub(crate) async fn database() -> anyhow::Result<PgPool> {
     let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let options: PgConnectOptions = match (set("DATABASE_URL"), set("DATABASE_SECRET_ARN")) {
         (Some(url), _) => url.parse().context("DATABASE_URL is not a valid postgres:// connection URL")?,
-        (None, Some(arn)) => shared::secrets::database_options(&shared::aws::sdk_config().await, arn.trim()).await?,
+        (None, Some(arn)) => {
+            platform::secrets::database_options(&platform::aws::sdk_config().await, arn.trim()).await?
+        }
         (None, None) => anyhow::bail!("set DATABASE_URL or DATABASE_SECRET_ARN"),
     };
     connect(options).await
@@ -20,7 +22,7 @@ pub(crate) async fn database() -> anyhow::Result<PgPool> {
 
 /// Everything the functions read, with the database connected and the SDK configured.
 pub(crate) async fn everything() -> anyhow::Result<(Settings, PgPool, aws_config::SdkConfig)> {
-    let sdk = shared::aws::sdk_config().await;
+    let sdk = platform::aws::sdk_config().await;
     let settings = Settings::load(&sdk).await?;
     let pool = connect(settings.database.connect_options()).await?;
     Ok((settings, pool, sdk))
@@ -34,7 +36,7 @@ pub(crate) async fn checked_read_only(
 ) -> anyhow::Result<(Transaction<'static, Postgres>, Result<ReferenceMap, SchemaRefusal>)> {
     let mut tx = pool.begin().await?;
     sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
-    let map = match references::check(&mut tx, settings.into()).await {
+    let map = match schema::check(&mut tx, settings.into()).await {
         Ok(map) => Ok(map),
         Err(SchemaCheckError::Refused(refusal)) => Err(refusal),
         Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),
@@ -50,7 +52,7 @@ async fn connect(options: PgConnectOptions) -> anyhow::Result<PgPool> {
     PgPoolOptions::new()
         .max_connections(2)
         .acquire_timeout(std::time::Duration::from_secs(10))
-        .connect_with(shared::db::session_options(options))
+        .connect_with(platform::db::session_options(options))
         .await
         .with_context(|| format!("cannot reach the database at {host}"))
 }

@@ -41,7 +41,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
     };
     let (found, scanned) =
-        shared::discovery::preview(&mut tx, &map, u64::from(limit), settings.discovery.batch_size, settings.grace)
+        lifecycle::discovery::preview(&mut tx, &map, u64::from(limit), settings.discovery.batch_size, settings.grace)
             .await?;
     tx.rollback().await?;
 

@@ -2,11 +2,11 @@
 //! it with its evidence. Reads only.
 
 use anyhow::{Context, bail};
+use lifecycle::AssetState;
+use platform::AssetId;
+use platform::audit::AuditAction;
+use schema::{self, SchemaCheckError};
 use serde_json::{Value, json};
-use shared::AssetId;
-use shared::audit::AuditAction;
-use shared::lifecycle::AssetState;
-use shared::references::{self, SchemaCheckError};
 use uuid::Uuid;
 
 use crate::{Output, connect};
@@ -98,9 +98,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                 text.push_str(&format!("  last error: {error}\n"));
             }
             let mut conn = pool.acquire().await?;
-            match references::check(&mut conn, (&settings).into()).await {
+            match schema::check(&mut conn, (&settings).into()).await {
                 Ok(map) => {
-                    let found = shared::recheck::recheck(&mut conn, &map, AssetId(id)).await?;
+                    let found = schema::recheck::recheck(&mut conn, &map, AssetId(id)).await?;
                     for answer in found.answers.into_iter().filter(|a| a.referenced) {
                         text.push_str(&format!(
                             "  kept by {} record {}\n",

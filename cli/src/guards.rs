@@ -2,8 +2,8 @@
 //! is no longer a source. Idempotent; one transaction. The schema check refuses while a source lacks its guard.
 
 use anyhow::Context;
+use schema::{self, SchemaCheckError, SchemaProblem};
 use serde_json::json;
-use shared::references::{self, SchemaCheckError, SchemaProblem};
 
 use crate::{Output, connect};
 
@@ -23,11 +23,11 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<Output> {
 async fn install() -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let mut conn = pool.acquire().await.context("cannot reach the database")?;
-    let report = shared::guards::install_all(&mut conn, (&settings).into())
+    let report = schema::check::install_guards(&mut conn, (&settings).into())
         .await
         .context("cannot install the reference guards")?;
     // Read back through the schema check itself: what the next pass will find.
-    let unguarded: Vec<SchemaProblem> = match references::check(&mut conn, (&settings).into()).await {
+    let unguarded: Vec<SchemaProblem> = match schema::check(&mut conn, (&settings).into()).await {
         Ok(_) => Vec::new(),
         Err(SchemaCheckError::Refused(refusal)) => {
             refusal.problems.into_iter().filter(|p| matches!(p, SchemaProblem::UnguardedSource { .. })).collect()

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use lifecycle::judgement::{self, Judged, Judgement, Terms};
+use lifecycle::{Decision, brake};
+use platform::AssetId;
 use serde_json::{Value, json};
-use shared::lifecycle::{self, Decision};
-use shared::{AssetId, brake};
 use uuid::Uuid;
 
 use crate::{Output, connect};
@@ -36,17 +37,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
     };
 
-    let due = brake::due_workspaces(&pool).await?;
-    let ids: Vec<Uuid> = due.iter().map(|d| d.workspace_id.0).collect();
-    let approvals = brake::approvals(&pool, &ids).await?;
-    let mut held = Vec::new();
-    for d in &due {
-        if let Some(why) = brake::verdict(d, &settings.brake)
-            && !approvals.contains_key(&d.workspace_id)
-        {
-            held.push((d.workspace_id.0, why));
-        }
-    }
+    let held: Vec<(Uuid, String)> = brake::weigh(&pool, &settings.brake)
+        .await?
+        .into_iter()
+        .filter(|w| w.held())
+        .map(|w| (w.due.workspace_id.0, w.tripped.unwrap_or_default()))
+        .collect();
     let held_ids: Vec<Uuid> = held.iter().map(|(id, _)| *id).collect();
     let candidates = sqlx::query!(
         "SELECT a.id, a.workspace_id FROM assets a
@@ -65,30 +61,24 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for candidate in candidates {
         let (id, workspace) = (candidate.id, candidate.workspace_id);
         let asset = AssetId(id);
-        let Some(facts) = lifecycle::read(&mut tx, asset, settings.grace, settings.abandon_after, false).await? else {
+        let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after };
+        let Judged::Judged(judgement) = judgement::judge(&mut tx, &map, asset, terms, None).await? else {
             continue;
         };
-        let found = shared::recheck::recheck(&mut tx, &map, asset).await?;
-        let keeping = found.keeping();
-        let decision = lifecycle::decide(keeping.is_some(), &facts, map.proven());
-        let (decision, _) = shared::reconcile::adopt::weigh(&mut tx, asset, &facts.storage_key, decision).await?;
+        let Judgement { facts, found, decision, sharers, .. } = *judgement;
         let action = decision.action();
         let (detail, freed) = match decision {
             Decision::Keep => {
-                let k = keeping.map(|k| (k.source.clone(), k.record.clone().unwrap_or(Value::Null)));
+                let k = found.keeping().map(|k| (k.source.clone(), k.record.clone().unwrap_or(Value::Null)));
                 let (source, record) = k.unwrap_or_default();
                 (format!("by {source} record {record}"), 0)
             }
             Decision::Defer(why) => (why.as_str().to_owned(), 0),
             Decision::Retire => ("restorable until its purge time".to_owned(), 0),
-            Decision::Delete | Decision::Purge => {
-                let sharers = lifecycle::sharers(&mut tx, &facts.storage_key, asset).await?;
-                if sharers > 0 {
-                    (format!("row only: bytes shared with {sharers}"), 0)
-                } else {
-                    (format!("{} bytes freed", facts.byte_size), facts.byte_size)
-                }
-            }
+            Decision::Delete | Decision::Purge => match sharers.unwrap_or_default() {
+                0 => (format!("{} bytes freed", facts.byte_size), facts.byte_size),
+                sharers => (format!("row only: bytes shared with {sharers}"), 0),
+            },
         };
         let total = totals.entry(action.as_str()).or_default();
         total.0 += 1;

@@ -7,10 +7,10 @@
 
 use std::fmt::Write as _;
 
+use ::reconcile::Findings;
+use ::reconcile::once::{Limits, Source, reconcile};
 use anyhow::Context;
 use serde_json::json;
-use shared::reconcile::once::{Limits, Source, reconcile};
-use shared::reconcile::{self, Findings};
 
 use crate::{Output, connect};
 
@@ -32,7 +32,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let layout = settings.reconcile.layout.as_ref().context(
         "nothing to reconcile: set RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN (docs/operating.md, \"Reconciliation\")",
     )?;
-    let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
+    let s3 = platform::aws::s3_client(&sdk, settings.s3_force_path_style);
     let bucket = settings.asset_bucket.as_str();
     let mut tx = pool.begin().await?;
     // The comparison reads the application's tables without locking rows and takes seconds at a million keys:
@@ -54,7 +54,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         tx.rollback().await?;
         None
     } else {
-        let newly = reconcile::record(&mut tx, listing, &findings).await?;
+        let newly = ::reconcile::record(&mut tx, listing, &findings).await?;
         tx.commit().await?;
         Some(newly)
     };
@@ -98,7 +98,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     })
 }
 
-fn render(findings: &Findings, read_from: &str, layout: &shared::reconcile::layout::KeyLayout) -> String {
+fn render(findings: &Findings, read_from: &str, layout: &platform::keys::KeyLayout) -> String {
     let mut text = format!("read {read_from}: {} key(s), {} bytes, of {layout}\n", findings.keys, findings.bytes);
     let (keys, bytes) = findings.unknown_totals();
     let _ = writeln!(text, "bytes no row knows: {keys} key(s), {bytes} bytes");

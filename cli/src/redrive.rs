@@ -24,10 +24,11 @@ use aws_sdk_sqs::types::{
     BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, Message,
     SendMessageBatchRequestEntry,
 };
+use lifecycle::AssetState;
+use lifecycle::{CleanupMessage, assets};
+use platform::audit::{AuditAction, Event};
 use serde_json::json;
-use shared::audit::{AuditAction, Event};
-use shared::lifecycle::AssetState;
-use shared::{AssetId, CleanupMessage, WorkspaceId};
+
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -118,8 +119,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         (false, _) => bail!("--by must say who redrives"),
     };
     let (settings, pool, sdk) = connect::everything().await?;
-    let sqs = shared::aws::sqs_client(&sdk);
-    let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
+    let sqs = platform::aws::sqs_client(&sdk);
+    let (queue, dlq) = platform::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
 
     let mut run = Run::default();
     let mut read = 0;
@@ -279,19 +280,8 @@ async fn reset(pool: &PgPool, ids: &BTreeSet<Uuid>, by: &str) -> anyhow::Result<
         return Ok(BTreeMap::new());
     }
     let ids: Vec<Uuid> = ids.iter().copied().collect();
-    let mut tx = shared::db::begin_as_sweeper(pool).await.context("cannot reset the failed assets")?;
-    let reset = sqlx::query!(
-        r#"UPDATE assets
-              SET state = CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END,
-                  failed_at = NULL, attempts = 0, due_at = now(), lease_token = NULL, leased_until = NULL
-            WHERE id = ANY ($1) AND state = 'failed'
-           RETURNING id AS "id: AssetId", workspace_id AS "workspace_id: WorkspaceId", storage_key,
-                     state AS "state: AssetState", to_jsonb(assets.*) AS "row!""#,
-        &ids,
-    )
-    .fetch_all(&mut *tx)
-    .await
-    .context("cannot reset the failed assets")?;
+    let mut tx = platform::db::begin_as_sweeper(pool).await.context("cannot reset the failed assets")?;
+    let reset = assets::redrive(&mut tx, &ids).await.context("cannot reset the failed assets")?;
     for asset in &reset {
         Event::new(asset.id, asset.workspace_id, AuditAction::Redrive, json!({ "by": by, "state": asset.state }))
             .storage_key(&asset.storage_key)

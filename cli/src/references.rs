@@ -3,16 +3,16 @@
 //! exits 1 (needs a person), so a deploy script can gate on it; the report is printed either way.
 
 use anyhow::Context;
+use schema::guards::Guard;
+use schema::{self, ReferenceSource, SchemaCheckError, SchemaProblem};
 use serde_json::{Value, json};
-use shared::guards::Guard;
-use shared::references::{self, ReferenceSource, SchemaCheckError, SchemaProblem};
 
 use crate::{Output, connect};
 
 pub(crate) async fn run() -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let mut conn = pool.acquire().await.context("cannot reach the database")?;
-    let (sources, problems, unproven) = match references::check(&mut conn, (&settings).into()).await {
+    let (sources, problems, unproven) = match schema::check(&mut conn, (&settings).into()).await {
         Ok(map) => (map.sources, Vec::new(), map.unproven),
         Err(SchemaCheckError::Refused(refusal)) => (refusal.sources, refusal.problems, Vec::new()),
         Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),

@@ -2,11 +2,11 @@
 //! sweep pass retired, each through the same single-asset restore and its checks.
 
 use anyhow::{Context, bail};
+use lifecycle::AssetState;
+use lifecycle::restore::{Request, RestoreError};
+use platform::AssetId;
+use platform::audit::AuditAction;
 use serde_json::json;
-use shared::AssetId;
-use shared::audit::AuditAction;
-use shared::lifecycle::AssetState;
-use shared::restore::{Request, RestoreError};
 use uuid::Uuid;
 
 use crate::{Output, connect, undo};
@@ -37,10 +37,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         args.asset.as_deref().map(|a| a.parse::<Uuid>().with_context(|| format!("{a:?} is not an asset id (a uuid)")));
     let one = one.transpose()?;
     let (settings, pool, sdk) = connect::everything().await?;
-    let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
+    let s3 = platform::aws::s3_client(&sdk, settings.s3_force_path_style);
     let restore = |asset: Uuid| {
         let request = Request { by, undoing_run: run, dry_run: args.dry_run };
-        shared::restore::restore_for(&pool, &s3, &settings.asset_bucket, AssetId(asset), request)
+        lifecycle::restore::restore_for(&pool, &s3, &settings.asset_bucket, AssetId(asset), request)
     };
 
     let Some(run) = run else {

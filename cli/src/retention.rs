@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use anyhow::{Context, bail};
+use records::{Rule, pass_day};
 use serde_json::{Value, json};
-use shared::Settings;
-use shared::records::{Rule, pass_day};
+use settings::Settings;
 use sqlx::PgPool;
 
 use crate::Output;

@@ -5,11 +5,11 @@
 
 use std::fmt::Write as _;
 
+use lifecycle::runs::RunOutcome;
+use platform::audit::AuditAction;
+use schema::{self, SchemaCheckError};
 use serde::Serialize;
 use serde_json::{Value, json};
-use shared::audit::AuditAction;
-use shared::references::{self, SchemaCheckError};
-use shared::runs::RunOutcome;
 use uuid::Uuid;
 
 use crate::{Output, connect};
@@ -156,7 +156,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     .await?;
     let schema = {
         let mut conn = pool.acquire().await?;
-        match references::check(&mut conn, (&settings).into()).await {
+        match schema::check(&mut conn, (&settings).into()).await {
             Ok(map) => Ok(map.sources.len()),
             Err(SchemaCheckError::Refused(refusal)) => Err(refusal.to_string()),
             Err(SchemaCheckError::Database(e)) => Err(format!("cannot read the catalog: {e}")),
@@ -166,7 +166,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     // by every pass and a change waits at most one.
     let settle_on = {
         let mut conn = pool.acquire().await?;
-        match shared::verdict::current(&mut conn, settings.schema_verdict_max_age, None).await {
+        match schema::verdict::current(&mut conn, settings.schema_verdict_max_age, None).await {
             Ok((current, map)) => Ok(format!(
                 "verdict {} of pass {}, {} source(s), catalog unchanged (by {})",
                 current.id,
@@ -180,14 +180,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let (census, discovery, reconciliation) = {
         let mut conn = pool.acquire().await?;
         (
-            shared::census::summary(&mut conn).await?,
-            shared::discovery::standing(&mut conn).await?,
-            shared::reconcile::standing(&mut conn).await?,
+            schema::census::summary(&mut conn).await?,
+            lifecycle::discovery::standing(&mut conn).await?,
+            ::reconcile::standing(&mut conn).await?,
         )
     };
     let (records_text, records, records_attention) = crate::retention::last_pass(&pool).await?;
-    let sqs = shared::aws::sqs_client(&sdk);
-    let (queue, dlq) = shared::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
+    let sqs = platform::aws::sqs_client(&sdk);
+    let (queue, dlq) = platform::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
 
     // What needs a person.
     let mut attention = Vec::new();

@@ -3,11 +3,12 @@
 //! something needs it. With `--run`, every asset one sweep pass deleted or purged, each through the same path.
 
 use anyhow::{Context, bail};
+use lifecycle::AssetState;
+use lifecycle::assets::{self, Unremoved};
+use platform::audit::{AuditAction, Event};
+use platform::objects::{self, Found, Presence};
+use platform::{AssetId, WorkspaceId};
 use serde_json::{Value, json};
-use shared::audit::{AuditAction, Event};
-use shared::lifecycle::AssetState;
-use shared::objects::{self, Found, Presence};
-use shared::{AssetId, WorkspaceId};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -70,7 +71,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     let run = args.run.as_deref().map(undo::run_id).transpose()?;
     let (settings, pool, sdk) = connect::everything().await?;
-    let s3 = shared::aws::s3_client(&sdk, settings.s3_force_path_style);
+    let s3 = platform::aws::s3_client(&sdk, settings.s3_force_path_style);
     let ask = Ask { by, undoing_run: run, dry_run: args.dry_run };
 
     let Some(run) = run else {
@@ -175,29 +176,8 @@ async fn undelete(
         Presence::Lost => return Err(lost()),
     };
     let mut tx = pool.begin().await?;
-    sqlx::query!(
-        "INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, $2, $3)
-         ON CONFLICT (storage_key) DO NOTHING",
-        &key,
-        &hash,
-        size,
-    )
-    .execute(&mut *tx)
-    .await?;
-    // `$7::jsonb`: with `->>` alone the parameter's type is ambiguous when the query is checked.
-    sqlx::query!(
-        "INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, coalesce(($7::jsonb->>'created_at')::timestamptz, now()))",
-        id,
-        workspace,
-        &key,
-        &hash,
-        size,
-        AssetState::Attached as AssetState,
-        row,
-    )
-    .execute(&mut *tx)
-    .await?;
+    let restored = Unremoved { id, workspace, key: &key, hash: &hash, size, row };
+    assets::undelete(&mut tx, &restored).await?;
     let mut evidence = json!({ "by": ask.by, "from_event": removal.event_id, "removed": removal.action, "bytes_restored_from_version": version });
     if let Some(run) = ask.undoing_run {
         evidence["undoing_run"] = json!(run);

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use anyhow::{Context, bail};
+use platform::audit::AuditAction;
 use serde_json::json;
-use shared::audit::AuditAction;
 use sqlx::PgPool;
 use uuid::Uuid;
 

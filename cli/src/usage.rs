@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use anyhow::Context;
+use records::quota::{self, Usage};
 use serde_json::json;
-use shared::quota::{self, Usage};
 use uuid::Uuid;
 
 use crate::{Output, connect};

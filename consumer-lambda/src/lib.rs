@@ -7,24 +7,22 @@
 //! asset — on the final permitted receive, mark the asset `failed` first, so the row and the dead-letter message
 //! agree (invariant 10).
 
-pub mod settle;
-
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::{FutureExt, StreamExt};
 use lambda_runtime::{Diagnostic, LambdaEvent};
+use lifecycle::settle::{self, SettleError, Settled};
+use lifecycle::{CleanupMessage, assets};
+use platform::audit::{AuditAction, Event};
+use platform::objects::{self, Presence};
+use schema::ReferenceMap;
+use schema::verdict::{self, CurrentError, Matched, VerdictError};
 use serde_json::json;
-use shared::audit::{AuditAction, Event};
-use shared::objects::{self, Presence};
-use shared::references::ReferenceMap;
-use shared::verdict::{self, CurrentError, Matched, VerdictError};
-use shared::{CleanupMessage, Settings};
+use settings::Settings;
 use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
-
-use crate::settle::{SettleError, Settled};
 
 /// The event source mapping's `BatchSize`: records settle concurrently up to this (and the pool's size).
 pub const BATCH_SIZE: usize = 10;
@@ -318,17 +316,7 @@ impl Consumer {
 /// renewed schema verdict. Only while the message's claim is the row's. Any harmless DDL makes every settle
 /// wait for the next pass; spending the message's receives on that would dead-letter healthy assets.
 async fn postpone(pool: &PgPool, message: &CleanupMessage, e: &SettleError) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE assets SET lease_token = NULL, leased_until = NULL, last_error = $3
-          WHERE id = $1 AND workspace_id = $2 AND lease_token = $4",
-        message.asset_id.0,
-        message.workspace_id.0,
-        e.sentence(),
-        message.claim_token,
-    )
-    .execute(pool)
-    .await?;
-    Ok(())
+    assets::postpone(pool, message, &e.sentence()).await
 }
 
 /// The failure write: always the attempt and the error; on the last receive also state `failed` and an audit
@@ -340,24 +328,8 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, e: &SettleError, last: bo
     )));
     let error = e.sentence();
     // The sweeper's own write: it does not move the grace floor, so a redriven asset is due at once.
-    let mut tx = shared::db::begin_as_sweeper(pool).await?;
-    let updated = sqlx::query_scalar!(
-        r#"UPDATE assets
-              SET attempts = attempts + 1, last_error = $3,
-                  state = CASE WHEN $4 THEN 'failed' ELSE state END,
-                  failed_at = CASE WHEN $4 THEN now() ELSE failed_at END,
-                  lease_token = CASE WHEN $4 THEN NULL ELSE lease_token END,
-                  leased_until = CASE WHEN $4 THEN NULL ELSE leased_until END
-            WHERE id = $1 AND workspace_id = $2 AND lease_token = $5
-           RETURNING to_jsonb(assets.*) AS "row!""#,
-        message.asset_id.0,
-        message.workspace_id.0,
-        &error,
-        last,
-        message.claim_token,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
+    let mut tx = platform::db::begin_as_sweeper(pool).await?;
+    let updated = assets::mark_failed(&mut tx, message, &error, last).await?;
     let marked = last && updated.is_some();
     if marked {
         let evidence = json!({ "error": error, "retryable": e.retryable(), "final_receive": true });
@@ -384,7 +356,7 @@ fn metrics_line(outcomes: &[(String, Item)], schema: &Schema) -> String {
             Item::Postponed | Item::Failed { .. } => 0,
         })
         .sum();
-    shared::metrics::emf_line(
+    platform::metrics::emf_line(
         &[("Function", "consumer")],
         &[
             ("Kept", count(&action(AuditAction::Keep))),

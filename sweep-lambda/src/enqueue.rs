@@ -3,10 +3,10 @@
 
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use futures::StreamExt;
-use shared::CleanupMessage;
+use lifecycle::CleanupMessage;
 use uuid::Uuid;
 
-use crate::claim::Claim;
+use lifecycle::assets::Claim;
 
 /// SQS's limit on entries per batch call.
 pub const ENTRIES_PER_CALL: usize = 10;

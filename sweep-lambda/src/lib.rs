@@ -10,7 +10,6 @@
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
 
-pub mod claim;
 pub mod enqueue;
 pub mod lock;
 pub mod record;
@@ -20,9 +19,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Diagnostic, LambdaEvent};
+use lifecycle::runs::RunOutcome;
+use lifecycle::{assets, brake, discovery};
+use schema::{census, verdict};
 use serde_json::json;
-use shared::runs::RunOutcome;
-use shared::{Settings, brake, census, discovery, references, verdict};
+use settings::Settings;
 use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
@@ -146,13 +147,13 @@ impl Sweeper {
     ) -> Result<(), sqlx::Error> {
         // Records first, then files: the assets the expired records were the last reference to are unreferenced
         // when discovery asks in this same pass. A failure stops this step only.
-        let pace = shared::records::Pace {
+        let pace = records::Pace {
             time_zone: &self.settings.records.time_zone,
             until: Instant::now()
                 + budget_end.saturating_duration_since(Instant::now()) * self.settings.records.time_share_percent / 100,
             brake_share_percent: self.settings.records.brake_share_percent,
         };
-        match shared::records::advance(&self.pool, report.run_id, pace).await {
+        match records::advance(&self.pool, report.run_id, pace).await {
             Ok(records) => {
                 info!(
                     deleted = records.deleted,
@@ -175,7 +176,7 @@ impl Sweeper {
 
         // The quota's totals take in what the asset writes since the last pass changed; a failure leaves the
         // changes to be read one by one, and folded next pass.
-        match shared::quota::fold(lock.conn()).await {
+        match records::quota::fold(lock.conn()).await {
             Ok(folded) => info!(folded, "usage changes folded into the workspaces' totals"),
             Err(e) => warn!(error = %e, "usage changes could not be folded: the next pass tries again"),
         }
@@ -230,7 +231,7 @@ impl Sweeper {
         // It makes nothing due (what it adopts waits for the key scan), so it may run after discovery; a failure
         // stops reconciliation only, and the next pass resumes from the last file read.
         if let Some(pace) = self.reconcile_pace(budget_end) {
-            match shared::reconcile::advance::advance(&self.pool, pace.1, pace.0).await {
+            match reconcile::advance::advance(&self.pool, pace.1, pace.0).await {
                 Ok(progress) => {
                     info!(
                         files_read = progress.files_read,
@@ -250,7 +251,7 @@ impl Sweeper {
         // Adopted bytes become due once the key scan has read every text and JSON column since their adoption:
         // before the brake, which counts them.
         if self.settings.reconcile.layout.is_some() {
-            match shared::reconcile::adopt::schedule(&self.pool).await {
+            match assets::schedule_adopted(&self.pool).await {
                 Ok(scheduled) => {
                     report.adopted_due = scheduled;
                     if scheduled > 0 {
@@ -264,14 +265,11 @@ impl Sweeper {
             }
         }
 
-        let due = brake::due_workspaces(&self.pool).await?;
-        let ids: Vec<Uuid> = due.iter().map(|d| d.workspace_id.0).collect();
-        let approvals = brake::approvals(&self.pool, &ids).await?;
         let mut eligible = Vec::new();
-        for workspace in due {
-            let id = workspace.workspace_id;
+        for weighed in brake::weigh(&self.pool, &self.settings.brake).await? {
+            let id = weighed.due.workspace_id;
             let mut counts = WorkspaceCounts::default();
-            match (brake::verdict(&workspace, &self.settings.brake), approvals.get(&id)) {
+            match (weighed.tripped, weighed.approval) {
                 (Some(reason), None) => {
                     warn!(workspace_id = %id, %reason, "blast-radius brake: enqueueing nothing for this workspace");
                     report.braked_workspaces += 1;
@@ -279,12 +277,12 @@ impl Sweeper {
                 }
                 (Some(reason), Some(approval)) => {
                     info!(workspace_id = %id, %reason, approval = approval.id, "brake tripped but approved");
-                    counts.approval = Some(approval.clone());
+                    counts.approval = Some(approval);
                     eligible.push(id.0);
                 }
                 (None, _) => eligible.push(id.0),
             }
-            counts.due = Some(workspace);
+            counts.due = Some(weighed.due);
             report.per_workspace.insert(id, counts);
         }
 
@@ -313,7 +311,7 @@ impl Sweeper {
             batch_blocks: settings.batch_blocks,
             cycle_interval: settings.cycle_interval,
         };
-        let derived = references::derive(lock.conn()).await?;
+        let derived = schema::derive(lock.conn()).await?;
         let targets = census::targets(&derived.sources, &derived.problems, &derived.candidates);
         let progress = census::advance(lock.conn(), &targets, budget, self.settings.reconcile.layout.as_ref()).await?;
         info!(
@@ -331,16 +329,13 @@ impl Sweeper {
     }
 
     /// Reconciliation's share of the pass, when it is configured with an inventory location and S3 is at hand.
-    fn reconcile_pace(
-        &self,
-        budget_end: Instant,
-    ) -> Option<(shared::reconcile::advance::Pace<'_>, &aws_sdk_s3::Client)> {
+    fn reconcile_pace(&self, budget_end: Instant) -> Option<(reconcile::advance::Pace<'_>, &aws_sdk_s3::Client)> {
         let settings = &self.settings.reconcile;
         let (Some(layout), Some(inventory), Some(s3)) = (&settings.layout, &settings.inventory, &self.s3) else {
             return None;
         };
         let left = budget_end.saturating_duration_since(Instant::now());
-        let pace = shared::reconcile::advance::Pace {
+        let pace = reconcile::advance::Pace {
             layout,
             inventory,
             bucket: &self.settings.asset_bucket,
@@ -356,7 +351,7 @@ impl Sweeper {
     /// Discovery's share of the pass: makes due the unscheduled assets no source of `map` refers to (invariant 12).
     async fn discover(
         &self,
-        map: &references::ReferenceMap,
+        map: &schema::ReferenceMap,
         budget_end: Instant,
         pass: discovery::Pass,
     ) -> Result<discovery::Progress, sqlx::Error> {
@@ -386,7 +381,7 @@ impl Sweeper {
     /// when the queue cannot be read: it will not take messages either.
     async fn room_in_queue(&self, report: &mut SweepReport) -> Option<u64> {
         let ceiling = self.settings.sweep.queue_ceiling;
-        match shared::queues::describe(&self.sqs, &self.settings.queue.url).await {
+        match platform::queues::describe(&self.sqs, &self.settings.queue.url).await {
             Ok(queue) => {
                 let depth = queue.depth.total();
                 report.backlog = Some(Backlog { queue_depth: depth, ceiling, held_back: 0 });
@@ -421,7 +416,7 @@ impl Sweeper {
             // Released claims were never sent: they take no room in the queue.
             let sent = report.claimed - report.released;
             if sent >= room {
-                let held_back = claim::claimable(&self.pool, &workspaces, &released_this_pass).await?;
+                let held_back = assets::claimable(&self.pool, &workspaces, &released_this_pass).await?;
                 if held_back == 0 {
                     return Ok(Stop::Drained);
                 }
@@ -439,7 +434,7 @@ impl Sweeper {
             let per_workspace = (limit + workspaces.len() as i64 - 1) / workspaces.len() as i64;
             let lease = self.settings.queue.lease();
             let claims =
-                claim::claim_batch(&self.pool, &workspaces, per_workspace, limit, lease, &released_this_pass).await?;
+                assets::claim_batch(&self.pool, &workspaces, per_workspace, limit, lease, &released_this_pass).await?;
             if claims.is_empty() {
                 return Ok(Stop::Drained);
             }
@@ -478,7 +473,7 @@ impl Sweeper {
                 report.error.get_or_insert_with(|| reason.clone());
             }
             let unsent: Vec<_> = sent.failed.into_iter().map(|(claim, _)| claim).collect();
-            report.released += claim::release(&self.pool, &unsent).await?;
+            report.released += assets::release(&self.pool, &unsent).await?;
             for c in &unsent {
                 report.per_workspace.entry(c.workspace_id).or_default().released += 1;
                 // Retried by the next pass, not by the next batch of this one.

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use lifecycle::brake::{Approval, WorkspaceDue};
+use lifecycle::runs::RunOutcome;
+use platform::WorkspaceId;
 use serde::Serialize;
 use serde_json::{Value, json};
-use shared::WorkspaceId;
-use shared::brake::{Approval, WorkspaceDue};
-use shared::runs::RunOutcome;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -76,28 +76,28 @@ pub struct SweepReport {
     pub schema_verdict: Option<i64>,
     /// Problems a setting let through (an unindexed source under `UNINDEXED_SOURCES=warn`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub schema_warnings: Vec<shared::references::SchemaProblem>,
+    pub schema_warnings: Vec<schema::SchemaProblem>,
     /// What the records step did in this pass.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub records: Option<shared::records::Progress>,
+    pub records: Option<records::Progress>,
     /// Why the records step could not run in this pass, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub records_error: Option<String>,
     /// What the census did in this pass.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub census: Option<shared::census::Progress>,
+    pub census: Option<schema::census::Progress>,
     /// Why the census could not read in this pass, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub census_error: Option<String>,
     /// What discovery did in this pass.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub discovery: Option<shared::discovery::Progress>,
+    pub discovery: Option<lifecycle::discovery::Progress>,
     /// Why discovery stopped early in this pass, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discovery_error: Option<String>,
     /// What reconciliation did in this pass.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reconcile: Option<shared::reconcile::advance::Progress>,
+    pub reconcile: Option<reconcile::advance::Progress>,
     /// Why reconciliation stopped in this pass, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconcile_error: Option<String>,
@@ -148,7 +148,7 @@ impl SweepReport {
 
 /// Writes the row of a pass that has just started.
 pub async fn start(pool: &PgPool, run_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!("INSERT INTO sweep_runs (id, code_version) VALUES ($1, $2)", run_id, shared::version::CODE_VERSION)
+    sqlx::query!("INSERT INTO sweep_runs (id, code_version) VALUES ($1, $2)", run_id, platform::version::CODE_VERSION)
         .execute(pool)
         .await?;
     Ok(())
@@ -245,7 +245,7 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     Ok(())
 }
 
-fn compared(report: &SweepReport) -> Option<&shared::reconcile::advance::Compared> {
+fn compared(report: &SweepReport) -> Option<&reconcile::advance::Compared> {
     report.reconcile.as_ref().and_then(|r| r.compared.as_ref())
 }
 
@@ -259,7 +259,7 @@ fn whole_percent(percent: f64) -> u64 {
 pub fn metrics_line(report: &SweepReport) -> String {
     let is = |o: RunOutcome| u64::from(report.outcome == o);
     let census = report.census.as_ref();
-    shared::metrics::emf_line(
+    platform::metrics::emf_line(
         &[("Function", "sweep")],
         &[
             ("SweepRuns", 1),

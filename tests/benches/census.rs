@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use integration_tests::TestDatabase;
 use integration_tests::fixtures::{grow_application, insert_released};
-use shared::census::{self, Budget, Stop};
-use shared::references::{self, UUID_IN_TEXT, quote_ident};
+use platform::sql::quote_ident;
+use schema::UUID_IN_TEXT;
+use schema::census::{self, Budget, Stop};
 use sqlx::AssertSqlSafe;
 use uuid::Uuid;
 
@@ -37,7 +38,7 @@ const SHARE_PER_PASS: Duration = Duration::from_secs(210);
 async fn cycle_with(
     conn: &mut sqlx::PgConnection,
     targets: &[census::Target],
-    keys: Option<&shared::reconcile::layout::KeyLayout>,
+    keys: Option<&platform::keys::KeyLayout>,
 ) -> (Duration, census::Progress) {
     let started = Instant::now();
     let budget = Budget {
@@ -74,7 +75,7 @@ async fn main() {
     let megabytes = bytes as f64 / (1024.0 * 1024.0);
 
     let mut conn = db.pool.acquire().await.expect("connection");
-    let derived = references::derive(&mut conn).await.expect("derive");
+    let derived = schema::derive(&mut conn).await.expect("derive");
     let targets = census::targets(&derived.sources, &derived.problems, &derived.candidates);
     eprintln!("census: {} columns to read ...", targets.len());
 
@@ -122,8 +123,8 @@ async fn main() {
         .await
         .expect("urls");
     }
-    let layout = shared::reconcile::layout::KeyLayout::new("uploads/", r"uploads/(?P<workspace>[0-9a-f-]{36})/[^/]+")
-        .expect("a layout");
+    let layout =
+        platform::keys::KeyLayout::new("uploads/", r"uploads/(?P<workspace>[0-9a-f-]{36})/[^/]+").expect("a layout");
     let (keyed, _) = cycle_with(&mut conn, &targets, Some(&layout)).await;
     let named: i64 = sqlx::query_scalar("SELECT count(*) FROM named_keys").fetch_one(&mut *conn).await.expect("named");
     assert!(named as usize >= tables * (rows / 100), "every URL's key is found: {named}");

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use consumer_lambda::Consumer;
 use integration_tests::fixtures::seed;
 use integration_tests::{TestContext, acknowledge, receive_event};
-use shared::{AssetId, recheck, references};
+use platform::AssetId;
+use schema::recheck;
 use sqlx::postgres::PgPoolOptions;
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
@@ -82,7 +83,7 @@ async fn recheck_latency(rows: i64) -> (Latency, Latency) {
     let ctx = TestContext::new().await;
     let assets = owner_documents(&ctx, rows).await;
     let mut conn = ctx.pool().acquire().await.expect("connection");
-    let map = references::check(&mut conn, (&ctx.settings(&[])).into()).await.expect("valid map");
+    let map = schema::check(&mut conn, (&ctx.settings(&[])).into()).await.expect("valid map");
 
     let mut fast = Vec::with_capacity(SAMPLES);
     let mut referenced = 0;

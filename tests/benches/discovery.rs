@@ -22,9 +22,9 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::TestDatabase;
-use shared::AssetId;
-use shared::discovery::{self, Budget, Pass, Stop};
-use shared::references::{self, ReferenceMap};
+use lifecycle::discovery::{self, Budget, Pass, Stop};
+use platform::AssetId;
+use schema::{self, ReferenceMap};
 use sqlx::{AssertSqlSafe, PgPool};
 use uuid::Uuid;
 
@@ -144,7 +144,7 @@ async fn main() {
     catalogue(&db.pool, assets).await;
     eprintln!("discovery: loaded in {:.0} s", loading.elapsed().as_secs_f64());
     let mut conn = db.pool.acquire().await.expect("connection");
-    let derived = references::derive(&mut conn).await.expect("derive");
+    let derived = schema::derive(&mut conn).await.expect("derive");
     let map = ReferenceMap { sources: derived.sources, warnings: Vec::new(), unproven: Vec::new() };
     assert_eq!(map.sources.len(), 10, "{:?}", map.sources);
     let owner_rows: i64 = sqlx::query_scalar(
@@ -168,7 +168,7 @@ async fn main() {
     let started = Instant::now();
     let mut unreferenced = 0usize;
     for id in &ids {
-        let found = shared::recheck::recheck(&mut conn, &map, AssetId(*id)).await.expect("recheck");
+        let found = schema::recheck::recheck(&mut conn, &map, AssetId(*id)).await.expect("recheck");
         unreferenced += usize::from(found.referenced_by().is_none());
     }
     let naive = started.elapsed();

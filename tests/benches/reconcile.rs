@@ -22,10 +22,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use integration_tests::TestDatabase;
-use shared::reconcile::inventory::{self, Manifest};
-use shared::reconcile::layout::KeyLayout;
-use shared::reconcile::read::Report;
-use shared::reconcile::{self, Findings, ListingSource};
+use platform::keys::KeyLayout;
+use reconcile::inventory::{self, Manifest};
+use reconcile::read::Report;
+use reconcile::{self, Findings, ListingSource};
 use sqlx::{AssertSqlSafe, PgPool};
 use uuid::Uuid;
 

@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::TestDatabase;
-use shared::records::{self, Pace};
+use records::{self, Pace};
 use sqlx::{AssertSqlSafe, PgPool};
 use uuid::Uuid;
 

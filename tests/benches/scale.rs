@@ -22,7 +22,8 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use consumer_lambda::Consumer;
 use integration_tests::fixtures::{grow_application, insert_released, seed};
 use integration_tests::{TestContext, acknowledge, receive_event};
-use shared::{AssetId, CleanupMessage, WorkspaceId};
+use lifecycle::CleanupMessage;
+use platform::{AssetId, WorkspaceId};
 use sqlx::AssertSqlSafe;
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
@@ -83,7 +84,7 @@ async fn invocation_costs(sizes: &[usize]) -> Vec<InvocationCost> {
         grow_application(ctx.pool(), grown, tables, 2_000).await;
         grown = tables;
         let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
-        assert_eq!(report.outcome, shared::runs::RunOutcome::Ok, "{:?}", report.reason);
+        assert_eq!(report.outcome, lifecycle::runs::RunOutcome::Ok, "{:?}", report.reason);
 
         let mut samples = Vec::with_capacity(INVOCATIONS);
         for _ in 0..INVOCATIONS {
@@ -105,7 +106,7 @@ async fn invocation_costs(sizes: &[usize]) -> Vec<InvocationCost> {
         let mut full = Vec::new();
         for _ in 0..3 {
             let started = Instant::now();
-            shared::references::check(&mut conn, (&settings).into()).await.expect("valid");
+            schema::check(&mut conn, (&settings).into()).await.expect("valid");
             full.push(started.elapsed());
         }
         // Without the change detector the consumer compares the catalog fingerprint instead.
@@ -239,7 +240,7 @@ async fn settle_round(ctx: &TestContext, assets: usize, delete_share: usize) -> 
     let mut consumers = Vec::new();
     for _ in 0..2 {
         // Each consumer its own pool, as two Lambda instances have (DATABASE_MAX_CONNECTIONS, 4, each).
-        let pool = shared::db::pool(&settings.database);
+        let pool = platform::db::pool(&settings.database);
         consumers.push(Consumer::new(pool, ctx.s3.clone(), settings.clone()));
     }
     let started = Instant::now();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::TestContext;
 use integration_tests::fixtures::insert_released;
-use shared::CleanupMessage;
+use lifecycle::CleanupMessage;
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
 
@@ -76,7 +76,7 @@ async fn naive(n: i64, limit: u64) -> Measured {
         .expect("claim one");
         let Some((id, workspace, token)) = claimed else { break };
         let body =
-            CleanupMessage::new(shared::AssetId(id), shared::WorkspaceId(workspace), token, Uuid::nil()).to_body();
+            CleanupMessage::new(platform::AssetId(id), platform::WorkspaceId(workspace), token, Uuid::nil()).to_body();
         ctx.sqs.send_message().queue_url(&ctx.queue.url).message_body(body).send().await.expect("send one");
         calls += 1;
     }

@@ -179,7 +179,7 @@ async fn orphans_of_an_approved_prefix_are_adopted_and_removed_unless_a_record_n
         assert!(object_exists(&ctx.s3, &ctx.bucket, k).await, "{k} is untouched");
     }
     let mut conn = ctx.pool().acquire().await.expect("a connection");
-    let standing = shared::reconcile::standing(&mut conn).await.expect("standing");
+    let standing = reconcile::standing(&mut conn).await.expect("standing");
     assert_eq!((standing.adopted, standing.named_without_row), (2, 2), "{standing:?}");
 }
 
@@ -196,7 +196,7 @@ async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
     let files = vec![row(&b, &reused, true, false, 18, OLD) + &row(&b, &in_flight, true, false, 18, OLD)];
     let folder = format!("inventory/{b}/daily/");
     let prefix = format!("{ws}/");
-    let signature = shared::reconcile::layout::KeyLayout::new(&prefix, PATTERN).expect("a layout").signature();
+    let signature = platform::keys::KeyLayout::new(&prefix, PATTERN).expect("a layout").signature();
     sqlx::query(
         "INSERT INTO reconcile_prefixes (prefix, layout, approved_at, approved_by) VALUES ($1, $2, now(), 'test')",
     )

@@ -5,9 +5,9 @@
 use crate::pipeline::{key, pass, settle_queue};
 use integration_tests::fixtures::{object_exists, seed, state};
 use integration_tests::{FAILPOINTS, TestContext};
+use lifecycle::runs::RunOutcome;
+use schema::census::Stop;
 use serde_json::Value;
-use shared::census::Stop;
-use shared::runs::RunOutcome;
 use sweep_lambda::record::SweepReport;
 use uuid::Uuid;
 

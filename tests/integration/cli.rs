@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use crate::pipeline::actions;
 use integration_tests::fixtures::{object_exists, seed, state};
 use integration_tests::{TestContext, TestDatabase, drain};
+use lifecycle::CleanupMessage;
+use platform::{AssetId, WorkspaceId};
 use serde_json::{Value, json};
-use shared::{AssetId, CleanupMessage, WorkspaceId};
 use uuid::Uuid;
 
 /// The CLI binary of this build: beside this test binary's directory, where `cargo test --workspace` puts it
@@ -54,7 +55,7 @@ async fn sweep_and_settle(ctx: &TestContext) {
 
 /// The dead-letter queue's messages: (visible, hidden).
 async fn dlq_depth(ctx: &TestContext) -> (u64, u64) {
-    let dlq = shared::queues::describe(&ctx.sqs, &ctx.queue.dlq_url).await.expect("the dead-letter queue");
+    let dlq = platform::queues::describe(&ctx.sqs, &ctx.queue.dlq_url).await.expect("the dead-letter queue");
     (dlq.depth.waiting, dlq.depth.in_flight)
 }
 
@@ -102,7 +103,7 @@ fn refusal(output: &Output) -> String {
 async fn migrate_applies_every_migration_once_and_says_so() {
     let db = TestDatabase::unmigrated().await;
     let first = json(&run(&db.url, None, &["migrate", "--json"]));
-    let count = shared::db::migrator().iter().count() as u64;
+    let count = migrator::migrator().iter().count() as u64;
     assert_eq!(first["applied"].as_u64(), Some(count));
     assert!(first["version"].as_i64().is_some_and(|v| v > 0));
     let again = stdout(&run(&db.url, None, &["migrate"]));
@@ -545,7 +546,7 @@ async fn a_command_stuck_behind_an_application_lock_gives_up_after_the_lock_time
         .spawn()
         .expect("the binary runs");
     // Without a lock timeout it would wait for as long as the lock is held: give up well past the CLI's own.
-    let deadline = started + shared::db::LOCK_TIMEOUT * 4;
+    let deadline = started + platform::db::LOCK_TIMEOUT * 4;
     while child.try_wait().expect("wait").is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -559,7 +560,7 @@ async fn a_command_stuck_behind_an_application_lock_gives_up_after_the_lock_time
     migration.rollback().await.expect("rollback");
     let stderr = refusal(&output);
     assert!(stderr.contains("lock timeout"), "{stderr}");
-    assert!(waited >= shared::db::LOCK_TIMEOUT - Duration::from_secs(1), "gave up after {waited:?}");
+    assert!(waited >= platform::db::LOCK_TIMEOUT - Duration::from_secs(1), "gave up after {waited:?}");
 }
 
 /// Removes every version of `key` and every delete marker: bytes gone past any undo.

@@ -8,8 +8,8 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use consumer_lambda::Consumer;
 use integration_tests::fixtures::{object_exists, put_bytes, seed, state};
 use integration_tests::{FAILPOINTS, TestContext, acknowledge, receive_event};
+use platform::AssetId;
 use serde_json::Value;
-use shared::AssetId;
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
 
@@ -251,10 +251,10 @@ fn event(records: Vec<SqsMessage>) -> SqsEvent {
 }
 
 /// The message the sweep sent for the one asset it claimed (taken off the queue).
-async fn claimed_message(ctx: &TestContext) -> shared::CleanupMessage {
+async fn claimed_message(ctx: &TestContext) -> lifecycle::CleanupMessage {
     assert_eq!(sweep(ctx).await, 1);
     let bodies = ctx.drain_queue().await;
-    shared::CleanupMessage::parse(&bodies[0]).expect("the sweep's message")
+    lifecycle::CleanupMessage::parse(&bodies[0]).expect("the sweep's message")
 }
 
 #[tokio::test]
@@ -303,7 +303,7 @@ async fn a_message_naming_the_wrong_workspace_is_rejected_and_touches_nothing() 
     let k = key(ws);
     let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
     let mut message = claimed_message(&ctx).await;
-    message.workspace_id = shared::WorkspaceId(Uuid::new_v4());
+    message.workspace_id = platform::WorkspaceId(Uuid::new_v4());
 
     // Even on its final receive the asset is not marked: the message may not change another workspace's row.
     let response = handle(&consumer(&ctx), event(vec![record("forged", &message.to_body(), 5)])).await;
@@ -330,8 +330,12 @@ async fn a_malformed_body_fails_that_message_alone_and_an_unknown_asset_is_a_suc
     let ws = Uuid::new_v4();
     let abandoned = seed(&ctx, ws, "pending", "8 days", &key(ws)).await;
     let message = claimed_message(&ctx).await;
-    let unknown =
-        shared::CleanupMessage::new(AssetId(Uuid::new_v4()), shared::WorkspaceId(ws), Uuid::new_v4(), Uuid::new_v4());
+    let unknown = lifecycle::CleanupMessage::new(
+        AssetId(Uuid::new_v4()),
+        platform::WorkspaceId(ws),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+    );
 
     let response = handle(
         &consumer(&ctx),
@@ -419,7 +423,7 @@ async fn a_schema_change_after_the_pass_makes_every_settle_refuse_and_destroys_n
             // The next pass sees the change and refuses: it claims nothing, and a settle on its verdict fails.
             let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&[]));
             let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
-            assert_eq!((report.outcome, report.claimed), (shared::runs::RunOutcome::Refused, 0), "{case}");
+            assert_eq!((report.outcome, report.claimed), (lifecycle::runs::RunOutcome::Refused, 0), "{case}");
             let response = handle(&consumer, event(vec![record("m", &message.to_body(), 2)])).await;
             assert_eq!(response.batch_item_failures.len(), 1, "{case}");
             assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{case}");
@@ -633,7 +637,7 @@ async fn the_final_receive_marks_the_asset_failed_and_the_message_reaches_the_dl
     assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "nothing was destroyed");
     let dead = integration_tests::drain(&ctx.sqs, &ctx.queue.dlq_url).await;
     assert_eq!(dead.len(), 1);
-    assert_eq!(shared::CleanupMessage::parse(&dead[0]).expect("message").asset_id.0, poison);
+    assert_eq!(lifecycle::CleanupMessage::parse(&dead[0]).expect("message").asset_id.0, poison);
     // A failed asset waits for an operator: the sweep does not claim it again.
     sqlx::query("UPDATE assets SET due_at = now() - interval '1 minute' WHERE id = $1")
         .bind(poison)
@@ -681,7 +685,7 @@ async fn a_retired_asset_restores_before_its_purge_time_and_not_after() {
     settle_everything(&ctx).await;
     assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"));
 
-    shared::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice")
+    lifecycle::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice")
         .await
         .expect("restorable until its purge time");
     assert_eq!(state(&ctx, released).await.as_deref(), Some("attached"));
@@ -689,14 +693,14 @@ async fn a_retired_asset_restores_before_its_purge_time_and_not_after() {
     let (action, evidence) = events(&ctx, released).await.pop().expect("restore event");
     assert_eq!((action.as_str(), &evidence["by"]), ("restore", &Value::from("alice")));
 
-    let late = shared::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(expired), "alice").await;
+    let late = lifecycle::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(expired), "alice").await;
     let message = late.expect_err("past its purge time").to_string();
     assert!(message.contains("was due to be purged at") && message.contains("too late to restore"), "{message}");
     assert_eq!(state(&ctx, expired).await.as_deref(), Some("retired"));
 
-    let again = shared::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice").await;
+    let again = lifecycle::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(released), "alice").await;
     assert!(again.expect_err("attached now").to_string().contains("is attached, not retired"));
-    let unknown = shared::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(Uuid::nil()), "a").await;
+    let unknown = lifecycle::restore::restore(ctx.pool(), &ctx.s3, &ctx.bucket, AssetId(Uuid::nil()), "a").await;
     assert!(unknown.expect_err("unknown").to_string().contains("does not exist"));
 }
 
@@ -861,9 +865,9 @@ async fn every_record_names_the_commit_its_build_came_from() {
     let released = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
     settle_everything(&ctx).await;
 
-    let (commit, dirty) = match shared::version::COMMIT.strip_suffix("+dirty") {
+    let (commit, dirty) = match platform::version::COMMIT.strip_suffix("+dirty") {
         Some(commit) => (commit, true),
-        None => (shared::version::COMMIT, false),
+        None => (platform::version::COMMIT, false),
     };
     assert!(commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()), "a commit id: {commit}");
     let known = std::process::Command::new("git")
@@ -872,7 +876,7 @@ async fn every_record_names_the_commit_its_build_came_from() {
         .status()
         .expect("git runs");
     assert!(known.success(), "{commit} is a commit of this repository");
-    assert!(shared::version::CODE_VERSION.ends_with(&format!("+{commit}{}", if dirty { "+dirty" } else { "" })));
+    assert!(platform::version::CODE_VERSION.ends_with(&format!("+{commit}{}", if dirty { "+dirty" } else { "" })));
 
     let recorded: Vec<String> = sqlx::query_scalar(
         "SELECT code_version FROM settlement_events WHERE asset_id = $1
@@ -884,7 +888,7 @@ async fn every_record_names_the_commit_its_build_came_from() {
     .await
     .expect("code versions");
     assert!(recorded.len() >= 3, "an audit row, a run row and a verdict: {recorded:?}");
-    assert!(recorded.iter().all(|v| v == shared::version::CODE_VERSION), "{recorded:?}");
+    assert!(recorded.iter().all(|v| v == platform::version::CODE_VERSION), "{recorded:?}");
 }
 
 /// A write of a reference to `asset` through `source` ("banners.image", a domain column, or "pages.body", a
@@ -900,7 +904,7 @@ async fn write_reference(executor: impl sqlx::PgExecutor<'_>, source: &str, asse
 
 /// A fresh context with the guarded owner tables and one abandoned upload, claimed: (context, asset, its key, the
 /// sweep's message for it).
-async fn claimed_abandoned_upload() -> (TestContext, Uuid, String, shared::CleanupMessage) {
+async fn claimed_abandoned_upload() -> (TestContext, Uuid, String, lifecycle::CleanupMessage) {
     let ctx = TestContext::new().await;
     owner_tables(&ctx).await;
     let ws = Uuid::new_v4();
@@ -919,8 +923,8 @@ fn settle_apart(ctx: &TestContext, event: SqsEvent) -> tokio::task::JoinHandle<S
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         runtime.block_on(async move {
             let pool = sqlx::PgPool::connect(&url).await.expect("the settle's pool");
-            let config = shared::aws::sdk_config().await;
-            let consumer = Consumer::new(pool, shared::aws::s3_client(&config, true), settings);
+            let config = platform::aws::sdk_config().await;
+            let consumer = Consumer::new(pool, platform::aws::s3_client(&config, true), settings);
             handle(&consumer, event).await
         })
     })
@@ -1013,7 +1017,7 @@ async fn a_dropped_guard_makes_settles_wait_and_the_next_pass_refuse() {
 
     let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&[]));
     let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep");
-    assert_eq!(report.outcome, shared::runs::RunOutcome::Refused);
+    assert_eq!(report.outcome, lifecycle::runs::RunOutcome::Refused);
     let reason = report.reason.expect("a reason").to_string();
     assert!(reason.contains(r#""problem":"unguarded_source""#) && reason.contains(r#""column":"image""#), "{reason}");
     assert!(reason.contains("asset-sweeper guards install"), "{reason}");

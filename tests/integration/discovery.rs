@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use crate::pipeline::{actions, owner_tables, pass, settle_queue};
 use integration_tests::fixtures::{object_exists, seed, state};
 use integration_tests::{FAILPOINTS, TestContext};
+use lifecycle::discovery::Stop;
+use lifecycle::runs::RunOutcome;
+use platform::WorkspaceId;
 use serde_json::Value;
-use shared::WorkspaceId;
-use shared::discovery::Stop;
-use shared::runs::RunOutcome;
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
 
@@ -247,7 +247,7 @@ async fn an_application_referring_to_the_asset_again_while_discovery_schedules_i
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         runtime.block_on(async move {
             let pool = sqlx::PgPool::connect(&url).await.expect("the sweep's pool");
-            let sqs = shared::aws::sqs_client(&shared::aws::sdk_config().await);
+            let sqs = platform::aws::sqs_client(&platform::aws::sdk_config().await);
             Sweeper::new(pool, sqs, settings).run_pass(Instant::now() + Duration::from_secs(600)).await
         })
     });

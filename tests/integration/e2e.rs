@@ -14,7 +14,7 @@ use demo::report::Report;
 use demo::{Clients, bucket, deploy, drive};
 use integration_tests::TestContext;
 use integration_tests::fixtures::{object_exists, state};
-use shared::message::CleanupMessage;
+use lifecycle::message::CleanupMessage;
 use uuid::Uuid;
 
 #[tokio::test]
@@ -82,7 +82,7 @@ async fn the_demo_catalog_settles_through_the_deployed_functions_and_its_poison_
     assert_eq!(orders, 0);
     // The usage figures: acme-shop holds its live images and the recent receipt; stored adds what was retired.
     let acme = catalog.get("trail-runner.jpg").expect("seeded").workspace_id;
-    let usage = shared::quota::usage(&mut ctx.pool().acquire().await.expect("connection"), acme).await.expect("usage");
+    let usage = records::quota::usage(&mut ctx.pool().acquire().await.expect("connection"), acme).await.expect("usage");
     let (held, stored) = (412_000 + 405_000 + 92_000, 412_000 + 405_000 + 92_000 + 372_000 + 298_000 + 85_000);
     assert_eq!(
         (usage.quota_bytes, usage.held_bytes, usage.stored_bytes, usage.waiting_bytes, usage.headroom_bytes),

@@ -38,7 +38,7 @@ async fn deployed() -> &'static Deployed {
 }
 
 async fn deploy() -> Deployed {
-    let config = shared::aws::sdk_config().await;
+    let config = platform::aws::sdk_config().await;
     let cfn = aws_sdk_cloudformation::Client::new(&config);
     let name = format!("asset-sweeper-{}", short_id());
     let parameter = |k: &str, v: &str| Parameter::builder().parameter_key(k).parameter_value(v).build();
@@ -82,10 +82,10 @@ async fn deploy() -> Deployed {
 #[tokio::test]
 async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     let stack = deployed().await;
-    let config = shared::aws::sdk_config().await;
+    let config = platform::aws::sdk_config().await;
 
     // Queues: redrive after 5 receives to a DLQ that keeps messages 14 days; visibility 6 × the consumer's 60 s.
-    let sqs = shared::aws::sqs_client(&config);
+    let sqs = platform::aws::sqs_client(&config);
     let attributes = |url: String| {
         let sqs = sqs.clone();
         async move {
@@ -109,7 +109,7 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     assert_eq!(queue[&QueueAttributeName::SqsManagedSseEnabled], "true");
 
     // Bucket: versioned, deleted bytes kept 7 days, nothing current expired, private, encrypted.
-    let s3 = shared::aws::s3_client(&config, true);
+    let s3 = platform::aws::s3_client(&config, true);
     let bucket = &stack.outputs["AssetBucketName"];
     let versioning = s3.get_bucket_versioning().bucket(bucket).send().await.expect("versioning");
     assert_eq!(versioning.status(), Some(&BucketVersioningStatus::Enabled));
@@ -338,7 +338,7 @@ fn default(template: &Value, parameter: &str) -> u64 {
 async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     let stack = deployed().await;
     let t = &stack.processed;
-    let settings = shared::Settings::from_lookup(|name| {
+    let settings = settings::Settings::from_lookup(|name| {
         match name {
             "DATABASE_URL" => Some("postgres://localhost/x"),
             "CLEANUP_QUEUE_URL" => Some("http://localhost/q"),
@@ -371,7 +371,7 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     assert!(default(t, "QueueVisibilityTimeout") >= 6 * consumer_timeout);
 
     // The consumer's timeout covers its slowest settle: a statement limit plus the S3 call.
-    let slowest = shared::db::STATEMENT_TIMEOUT + settings.s3_delete_timeout;
+    let slowest = platform::db::STATEMENT_TIMEOUT + settings.s3_delete_timeout;
     assert!(consumer_timeout >= slowest.as_secs(), "ConsumerTimeout {consumer_timeout}s < {slowest:?}");
     // The sweep stops starting batches well before its deadline.
     assert!(default(t, "SweepTimeout") > 2 * settings.sweep.time_reserve.as_secs());

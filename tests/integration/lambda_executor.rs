@@ -83,7 +83,7 @@ fn body(output: &aws_sdk_lambda::operation::invoke::InvokeOutput) -> serde_json:
 
 #[tokio::test]
 async fn a_function_runs_as_a_warm_local_process_with_its_logs_and_timeout() {
-    let config = shared::aws::sdk_config().await;
+    let config = platform::aws::sdk_config().await;
     let lambda = aws_sdk_lambda::Client::new(&config);
     let name = function(&lambda, ECHO, 5).await;
 
@@ -106,7 +106,7 @@ async fn a_function_runs_as_a_warm_local_process_with_its_logs_and_timeout() {
 
 #[tokio::test]
 async fn an_init_error_is_reported_with_the_bootstrap_output() {
-    let config = shared::aws::sdk_config().await;
+    let config = platform::aws::sdk_config().await;
     let lambda = aws_sdk_lambda::Client::new(&config);
     let name = function(&lambda, BROKEN, 3).await;
     let error = lambda
@@ -163,7 +163,7 @@ async fn a_redeploy_of_a_changed_build_runs_the_new_code() {
             std::fs::write(dir.join("bootstrap.zip"), build_answering(build)).expect("zip");
         }
     };
-    let config = shared::aws::sdk_config().await;
+    let config = platform::aws::sdk_config().await;
     let lambda = aws_sdk_lambda::Client::new(&config);
     let stack = format!("redeploy-{}", short_id());
     let answer = |name: String| {

@@ -4,8 +4,8 @@
 
 use crate::pipeline::{owner_tables, pass};
 use integration_tests::TestContext;
+use lifecycle::runs::RunOutcome;
 use serde_json::Value;
-use shared::runs::RunOutcome;
 use sqlx::Connection;
 use uuid::Uuid;
 

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use integration_tests::fixtures::{object_exists, put_bytes, seed, state};
 use integration_tests::{FAILPOINTS, TestContext};
-use shared::reconcile::advance::Stop;
-use shared::reconcile::ingest::Ingested;
-use shared::reconcile::layout::KeyLayout;
-use shared::reconcile::read::{self, Report};
-use shared::reconcile::{self, Findings, Listing, ListingSource};
+use platform::keys::KeyLayout;
+use reconcile::advance::Stop;
+use reconcile::ingest::Ingested;
+use reconcile::read::{self, Report};
+use reconcile::{self, Findings, Listing, ListingSource};
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crate::pipeline::{actions, owner_tables, pass, settle_queue};
 use integration_tests::fixtures::{object_exists, seed, state};
 use integration_tests::{FAILPOINTS, TestContext};
+use records::{RuleRun, RuleStop};
 use serde_json::Value;
-use shared::records::{RuleRun, RuleStop};
 use sweep_lambda::Sweeper;
 use uuid::Uuid;
 

@@ -1,7 +1,7 @@
 //! The migrations: what they create, that they apply twice, and the guarantees the schema itself enforces.
 
 use integration_tests::TestDatabase;
-use shared::db::{MIGRATIONS_TABLE, migrate};
+use migrator::{MIGRATIONS_TABLE, migrate};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -38,7 +38,7 @@ async fn migrations_create_the_tables_keys_domain_and_indexes_and_apply_twice() 
     migrate(&db.pool).await.expect("first run");
     let first = tables(&db.pool).await;
     // Exactly the tables the schema check treats as the project's own, so none is mistaken for an owner table.
-    let mut own: Vec<String> = shared::references::OWN_TABLES.iter().map(|t| t.to_string()).collect();
+    let mut own: Vec<String> = schema::OWN_TABLES.iter().map(|t| t.to_string()).collect();
     own.sort();
     assert_eq!(first, own);
     let mut refused: Vec<String> =
@@ -73,7 +73,7 @@ async fn migrations_create_the_tables_keys_domain_and_indexes_and_apply_twice() 
     assert_eq!(tables(&db.pool).await, first);
     let applied: i64 =
         sqlx::query_scalar("SELECT count(*) FROM asset_sweeper_migrations").fetch_one(&db.pool).await.expect("count");
-    assert_eq!(applied as usize, shared::db::migrator().iter().count());
+    assert_eq!(applied as usize, migrator::migrator().iter().count());
 }
 
 #[tokio::test]
@@ -192,14 +192,14 @@ async fn a_lock_timeout_is_transient_and_an_application_exception_is_not() {
     let mut waiter = db.pool.acquire().await.expect("connection");
     sqlx::query("SET lock_timeout = '100ms'").execute(&mut *waiter).await.expect("timeout");
     let timed_out = sqlx::query("SELECT 1 FROM stored_objects").execute(&mut *waiter).await.expect_err("lock timeout");
-    assert!(shared::db::is_transient(&timed_out), "{timed_out}");
+    assert!(platform::db::is_transient(&timed_out), "{timed_out}");
     holder.rollback().await.expect("rollback");
 
     let raised = sqlx::query("DO $$ BEGIN RAISE EXCEPTION 'asset is under legal hold'; END $$")
         .execute(&mut *waiter)
         .await
         .expect_err("exception");
-    assert!(!shared::db::is_transient(&raised), "{raised}");
+    assert!(!platform::db::is_transient(&raised), "{raised}");
 }
 
 /// The values a `CHECK (column IN (...))` constraint of `table` allows.
@@ -218,9 +218,9 @@ async fn allowed_values(pool: &PgPool, table: &str, column: &str) -> std::collec
 
 #[tokio::test]
 async fn the_typed_states_are_exactly_the_values_the_database_allows() {
-    use shared::audit::AuditAction;
-    use shared::lifecycle::AssetState;
-    use shared::runs::RunOutcome;
+    use lifecycle::AssetState;
+    use lifecycle::runs::RunOutcome;
+    use platform::audit::AuditAction;
 
     let db = TestDatabase::unmigrated().await;
     migrate(&db.pool).await.expect("migrate");

@@ -3,12 +3,12 @@
 use std::collections::HashMap;
 
 use integration_tests::{TestContext, admin_database_url};
-use shared::Settings;
-use shared::settings::LoadError;
+use settings::LoadError;
+use settings::Settings;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 async fn put_secret(name: &str, value: &str) -> String {
-    let config = shared::aws::sdk_config().await;
+    let config = platform::aws::sdk_config().await;
     let client = aws_sdk_secretsmanager::Client::new(&config);
     let created = client.create_secret().name(name).secret_string(value).send().await.expect("create secret");
     created.arn().expect("secret ARN").to_owned()
@@ -45,7 +45,7 @@ async fn the_database_connection_comes_from_an_rds_style_secret() {
     let arn = put_secret(&format!("sweeper-db-{}", integration_tests::short_id()), &secret.to_string()).await;
     let env = environment(&ctx, &arn);
 
-    let config = shared::aws::sdk_config().await;
+    let config = platform::aws::sdk_config().await;
     let settings = Settings::load_from(&config, |name| env.get(name).cloned()).await.expect("settings from the secret");
 
     let pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(settings.database.connect_options());
@@ -59,7 +59,7 @@ async fn the_database_connection_comes_from_an_rds_style_secret() {
 #[tokio::test]
 async fn a_missing_secret_is_named_and_no_database_at_all_is_a_settings_error() {
     let ctx = TestContext::new().await;
-    let config = shared::aws::sdk_config().await;
+    let config = platform::aws::sdk_config().await;
     let arn = "arn:aws:secretsmanager:us-east-1:000000000000:secret:nowhere-AbCdEf";
     let env = environment(&ctx, arn);
     let error = Settings::load_from(&config, |name| env.get(name).cloned()).await.expect_err("no such secret");

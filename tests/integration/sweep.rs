@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use integration_tests::fixtures::{insert_asset, insert_released};
 use integration_tests::{FAILPOINTS, TestContext};
-use shared::CleanupMessage;
-use shared::runs::RunOutcome as Outcome;
+use lifecycle::CleanupMessage;
+use lifecycle::runs::RunOutcome as Outcome;
 use sqlx::{Connection, PgConnection};
 use sweep_lambda::Sweeper;
 use sweep_lambda::record::{Stop, SweepReport};
@@ -172,8 +172,8 @@ async fn a_large_backlog_in_one_workspace_does_not_keep_another_waiting_past_one
     assert_eq!(report.stopped, Some(Stop::Cap));
     let sent = set(enqueued(&ctx).await);
     assert!(set(small_ids.clone()).is_subset(&sent), "the small workspace waited behind the big one");
-    assert_eq!(report.per_workspace[&shared::WorkspaceId(small)].enqueued, 10);
-    assert_eq!(report.per_workspace[&shared::WorkspaceId(big)].enqueued, 90);
+    assert_eq!(report.per_workspace[&platform::WorkspaceId(small)].enqueued, 10);
+    assert_eq!(report.per_workspace[&platform::WorkspaceId(big)].enqueued, 90);
 }
 
 #[tokio::test]
@@ -417,7 +417,7 @@ async fn the_brake_holds_back_a_mass_release_and_an_approval_lets_the_next_pass_
     assert_eq!(report.outcome, Outcome::Braked);
     assert_eq!(report.braked_workspaces, 1);
     assert_eq!(set(enqueued(&ctx).await), set([normal_due]), "only the unbraked workspace is enqueued");
-    let mass_counts = &report.per_workspace[&shared::WorkspaceId(mass)];
+    let mass_counts = &report.per_workspace[&platform::WorkspaceId(mass)];
     assert_eq!(mass_counts.braked.as_deref(), Some("150 of 150 assets due, above 25%"));
     assert_eq!(mass_counts.claimed, 0);
     assert_eq!(run_row(&ctx, report.run_id).await.outcome, "braked");
@@ -442,7 +442,7 @@ async fn the_brake_holds_back_a_mass_release_and_an_approval_lets_the_next_pass_
     .expect("approve");
     let report = pass(&ctx, &[]).await;
     assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 150));
-    let approval = report.per_workspace[&shared::WorkspaceId(mass)].approval.as_ref().expect("approval recorded");
+    let approval = report.per_workspace[&platform::WorkspaceId(mass)].approval.as_ref().expect("approval recorded");
     assert_eq!(approval.approved_by, "ops@example.com");
 }
 
@@ -510,7 +510,7 @@ async fn a_composite_foreign_key_and_a_domain_built_on_asset_id_are_sources_not_
     assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 3), "{:?}", report.reason);
 
     let mut conn = ctx.pool().acquire().await.expect("connection");
-    let map = shared::references::check(&mut conn, (&ctx.settings(&[])).into()).await.expect("valid map");
+    let map = schema::check(&mut conn, (&ctx.settings(&[])).into()).await.expect("valid map");
     let found: Vec<String> = map.sources.iter().map(ToString::to_string).collect();
     assert_eq!(found, ["public.products.hero (foreign key)", "public.pages.thumb (asset_id)"]);
 }

@@ -11,7 +11,8 @@ use std::fmt::Display;
 
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use aws_sdk_sqs::types::QueueAttributeName;
-use shared::{Settings, aws};
+use platform::aws;
+use settings::Settings;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool};
 use uuid::Uuid;
@@ -250,7 +251,7 @@ impl TestDatabase {
     /// Creates and migrates a new database.
     pub async fn new() -> Self {
         let db = Self::unmigrated().await;
-        if let Err(e) = shared::db::migrate(&db.pool).await {
+        if let Err(e) = migrator::migrate(&db.pool).await {
             fail(format!("migrating {}: {e}", db.name));
         }
         db
@@ -321,24 +322,23 @@ fn run_detached(future: impl Future<Output = ()> + Send + 'static) {
 /// What an operator runs after the application's tables change: `asset-sweeper guards install`.
 pub async fn install_guards(pool: &PgPool) {
     let mut conn = pool.acquire().await.unwrap_or_else(|e| fail(format!("install guards: {e}")));
-    let options =
-        shared::references::CheckOptions { sample_rows: 1, unindexed: shared::settings::UnindexedSources::Warn };
-    shared::guards::install_all(&mut conn, options).await.unwrap_or_else(|e| fail(format!("install guards: {e}")));
+    let options = schema::CheckOptions { sample_rows: 1, unindexed: schema::UnindexedSources::Warn };
+    schema::check::install_guards(&mut conn, options).await.unwrap_or_else(|e| fail(format!("install guards: {e}")));
 }
 
 /// Runs the census until it has read every column once, as the sweep's passes would over time: for benchmarks
 /// whose schema is too large for the census to finish within their first pass's share.
 pub async fn prove_schema(pool: &PgPool) {
     let mut conn = pool.acquire().await.unwrap_or_else(|e| fail(format!("census: {e}")));
-    let derived = shared::references::derive(&mut conn).await.unwrap_or_else(|e| fail(format!("census: {e}")));
-    let targets = shared::census::targets(&derived.sources, &derived.problems, &derived.candidates);
-    let budget = shared::census::Budget {
+    let derived = schema::derive(&mut conn).await.unwrap_or_else(|e| fail(format!("census: {e}")));
+    let targets = schema::census::targets(&derived.sources, &derived.problems, &derived.candidates);
+    let budget = schema::census::Budget {
         until: std::time::Instant::now() + std::time::Duration::from_secs(3600),
         max_batches: u32::MAX,
         batch_blocks: 1_024,
         cycle_interval: std::time::Duration::ZERO,
     };
-    let progress = shared::census::advance(&mut conn, &targets, budget, None)
+    let progress = schema::census::advance(&mut conn, &targets, budget, None)
         .await
         .unwrap_or_else(|e| fail(format!("census: {e}")));
     if progress.columns_unproven > 0 {

@@ -11,9 +11,9 @@ use std::io::Write as _;
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use platform::keys::KeyLayout;
+use reconcile::once::{self, Limits, Source};
 use serde::Serialize;
-use shared::reconcile::layout::KeyLayout;
-use shared::reconcile::once::{self, Limits, Source};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -210,7 +210,7 @@ pub async fn reconcile_and_approve(
     let mut tx = pool.begin().await?;
     let (listing, _, findings) =
         once::reconcile(&mut tx, s3, bucket, &layout, Source::Inventory(manifest), limits).await?;
-    shared::reconcile::record(&mut tx, listing, &findings).await?;
+    reconcile::record(&mut tx, listing, &findings).await?;
     tx.commit().await?;
     sqlx::query(
         "UPDATE reconcile_prefixes SET approved_at = now(), approved_by = 'the demo', reason = 'read the first report'

@@ -433,9 +433,8 @@ impl Catalog {
 pub async fn install_owner_tables(pool: &PgPool) -> anyhow::Result<()> {
     sqlx::raw_sql(OWNER_TABLES).execute(pool).await.context("creating the demo application's tables")?;
     let mut conn = pool.acquire().await.context("installing the reference guards")?;
-    let options =
-        shared::references::CheckOptions { sample_rows: 100, unindexed: shared::settings::UnindexedSources::Refuse };
-    shared::guards::install_all(&mut conn, options).await.context("installing the reference guards")?;
+    let options = schema::CheckOptions { sample_rows: 100, unindexed: schema::UnindexedSources::Refuse };
+    schema::check::install_guards(&mut conn, options).await.context("installing the reference guards")?;
     Ok(())
 }
 

@@ -112,8 +112,8 @@ async fn wait_until_settled(
     let mut last_print = Instant::now();
     loop {
         let decided = decisions(pool, &due, catalog.seeded_at).await?;
-        let queue = shared::queues::describe(&clients.sqs, &stack.cleanup_queue_url).await?.depth;
-        let dlq = shared::queues::describe(&clients.sqs, &stack.dead_letter_queue_url).await?.depth;
+        let queue = platform::queues::describe(&clients.sqs, &stack.cleanup_queue_url).await?.depth;
+        let dlq = platform::queues::describe(&clients.sqs, &stack.dead_letter_queue_url).await?.depth;
         let failed = decided.values().filter(|a| *a == "failed").count();
         let mut line = format!(
             "settled {}/{} · queue {} waiting, {} in flight · dead-letter queue {}",

@@ -23,11 +23,11 @@ pub struct Clients {
 
 impl Clients {
     pub async fn from_env() -> Self {
-        let config = shared::aws::sdk_config().await;
+        let config = platform::aws::sdk_config().await;
         Self {
             // LocalStack serves S3 on the same host as everything else: path-style addressing.
-            s3: shared::aws::s3_client(&config, true),
-            sqs: shared::aws::sqs_client(&config),
+            s3: platform::aws::s3_client(&config, true),
+            sqs: platform::aws::sqs_client(&config),
             lambda: aws_sdk_lambda::Client::new(&config),
             cloudwatch: aws_sdk_cloudwatch::Client::new(&config),
         }

@@ -56,7 +56,7 @@ async fn run() -> anyhow::Result<bool> {
     progress("1/6 database: applying the asset-sweeper migrations and the demo application's tables");
     let pool =
         PgPoolOptions::new().max_connections(4).connect(&database_url).await.context("connecting to DATABASE_URL")?;
-    shared::db::migrate(&pool).await?;
+    migrator::migrate(&pool).await?;
     catalog::install_owner_tables(&pool).await?;
 
     progress(&format!("2/6 deploy: both functions and infra/template.yaml into LocalStack as stack {}", args.stack));

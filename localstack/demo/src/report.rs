@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::catalog::{Catalog, Expect, Seeded};
-use shared::queues::{self, Depth};
+use platform::queues::{self, Depth};
 
 use crate::drive;
 use crate::{Clients, Stack};
@@ -120,7 +120,7 @@ pub struct Report {
     pub records: Vec<RecordsStep>,
     pub orders: Orders,
     /// Each workspace's storage against its quota, after the run.
-    pub usage: Vec<(String, shared::quota::Usage)>,
+    pub usage: Vec<(String, records::quota::Usage)>,
     pub assets: Vec<Outcome>,
     pub bytes_freed: i64,
     pub queue: Depth,
@@ -220,7 +220,7 @@ impl Report {
         let mut usage = Vec::new();
         let mut conn = pool.acquire().await?;
         for (name, id) in catalog.workspaces() {
-            usage.push((name.to_owned(), shared::quota::usage(&mut conn, id).await?));
+            usage.push((name.to_owned(), records::quota::usage(&mut conn, id).await?));
         }
         let passes = sqlx::query_as(
             "SELECT id, outcome, claimed, enqueued, duration_ms FROM sweep_runs WHERE started_at >= $1 ORDER BY started_at",

@@ -1,0 +1,107 @@
+-- The lifecycle: the triggers that keep the grace floor's `updated_at` and give an upload its first due time, and
+-- the formulas every query of the lifecycle calls.
+--
+-- Applied by the migrator after the versioned migrations, whenever this file's text changed.
+
+-- The grace floor (invariant 3) counts from the newest write about an asset or its stored object. The
+-- application is not trusted to maintain `updated_at`: these triggers do it. The trigger on `assets` fires only
+-- for the columns that describe the asset (the consumer's own state changes move it too, which only makes the
+-- floor more cautious). `due_at` is scheduling, not a write about the asset: the sweeper reschedules through it,
+-- and a reschedule that moved the floor would push the asset's next look past its own grace end, forever.
+--
+-- Only the application's writes move the grace floor (invariant 3). The sweeper's own state writes (a settle,
+-- the final-receive `failed` mark, a redrive, a restore) run with `asset_sweeper.actor = 'sweeper'` set for their
+-- transaction; were they to move it, a redriven asset would wait a whole grace period more for nothing.
+CREATE OR REPLACE FUNCTION asset_sweeper_touch_asset() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Only a real change counts: a statement that merely names a column (SET state = state) is no write.
+    IF current_setting('asset_sweeper.actor', true) IS DISTINCT FROM 'sweeper'
+       AND (NEW.workspace_id, NEW.storage_key, NEW.content_hash, NEW.byte_size, NEW.state)
+           IS DISTINCT FROM (OLD.workspace_id, OLD.storage_key, OLD.content_hash, OLD.byte_size, OLD.state)
+    THEN
+        NEW.updated_at := now();
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION asset_sweeper_touch_object() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (NEW.content_hash, NEW.byte_size) IS DISTINCT FROM (OLD.content_hash, OLD.byte_size) THEN
+        NEW.updated_at := now();
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER assets_touch
+    BEFORE UPDATE OF workspace_id, storage_key, content_hash, byte_size, state ON assets
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_asset();
+
+CREATE OR REPLACE TRIGGER stored_objects_touch
+    BEFORE UPDATE OF content_hash, byte_size ON stored_objects
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_object();
+
+-- An upload that reuses existing bytes is a write about that stored object: it restarts the grace floor of
+-- every asset sharing it (the application's writes only, as above).
+CREATE OR REPLACE FUNCTION asset_sweeper_touch_stored_object() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('asset_sweeper.actor', true) IS DISTINCT FROM 'sweeper' THEN
+        UPDATE stored_objects SET updated_at = now() WHERE storage_key = NEW.storage_key;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER assets_touch_stored_object
+    AFTER INSERT OR UPDATE OF storage_key ON assets
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_stored_object();
+
+-- An upload that is never attached must still be looked at. The application need not set `due_at` on a
+-- `pending` row: it is due one day after the upload (the default grace period), and settlement decides then
+-- whether it has been abandoned long enough to delete or should be looked at again later.
+CREATE OR REPLACE FUNCTION asset_sweeper_pending_due() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.due_at := NEW.created_at + interval '24 hours';
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER assets_pending_due
+    BEFORE INSERT ON assets
+    FOR EACH ROW WHEN (NEW.state = 'pending' AND NEW.due_at IS NULL)
+    EXECUTE FUNCTION asset_sweeper_pending_due();
+
+-- The lifecycle's formulas, each written once and called by every query that needs it (the settle, the claim, the
+-- brake, the operator's plan, status and explain, discovery). They are plain SQL functions without SET clauses, so
+-- the planner inlines them: a query using them reads as if the expression were written in place, and the partial
+-- indexes on (due_at) WHERE due_at IS NOT NULL AND state <> 'failed' still serve it. Their bodies are checked when
+-- they are created, so what one calls comes before it.
+
+-- The grace floor's part an asset row holds by itself, which discovery reads while walking (reading each asset's
+-- stored object there cost twice the rest of the batch); the whole floor is built on it, so the two cannot drift.
+CREATE OR REPLACE FUNCTION asset_sweeper_row_grace_ends(a assets, grace interval) RETURNS timestamptz
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN greatest(a.updated_at, a.created_at) + grace;
+
+-- The grace floor (invariant 3): nothing is retired or deleted before the newest write about the asset or its
+-- stored object is `grace` old.
+CREATE OR REPLACE FUNCTION asset_sweeper_grace_ends(a assets, o stored_objects, grace interval) RETURNS timestamptz
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN greatest(asset_sweeper_row_grace_ends(a, grace), o.updated_at + grace);
+
+-- Due: its time has come and it is not waiting for an operator. Claimed or not: the brake counts claims in flight.
+CREATE OR REPLACE FUNCTION asset_sweeper_due(a assets) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN a.due_at IS NOT NULL AND a.state <> 'failed' AND a.due_at <= now();
+
+-- Claimable: due, and no pass holds a live lease on it.
+CREATE OR REPLACE FUNCTION asset_sweeper_claimable(a assets) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN asset_sweeper_due(a) AND (a.leased_until IS NULL OR a.leased_until <= now());
+
+-- Unscheduled: nobody has said when to look at it (attached, or released without a due time). Discovery walks
+-- these; everything else is already on the way to a settle or waits for an operator.
+CREATE OR REPLACE FUNCTION asset_sweeper_unscheduled(a assets) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN a.due_at IS NULL AND a.state IN ('attached', 'released');

@@ -1,0 +1,189 @@
+//! The blast-radius brake (invariant 11): a workspace whose due assets are too large a share of what it holds,
+//! or too many in absolute terms, gets nothing enqueued until an operator approves it.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use platform::WorkspaceId;
+
+/// The blast-radius brake (invariant 11), applied per workspace to what is due against what it holds.
+#[derive(Debug, Clone)]
+pub struct BrakeSettings {
+    /// Largest share, in percent, of a workspace's assets or bytes that may be due in one pass.
+    pub max_share_percent: u32,
+    /// The share rule applies only from this many due assets, so a small workspace can release its few assets.
+    pub share_min_assets: u64,
+    /// Most assets of one workspace that may be due in one pass, whatever the share.
+    pub max_assets: u64,
+    /// Most bytes of one workspace that may be due in one pass, whatever the share.
+    pub max_bytes: u64,
+}
+
+/// What one workspace has due now, against everything it holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceDue {
+    /// The workspace.
+    #[serde(skip)]
+    pub workspace_id: WorkspaceId,
+    /// Its assets due now, claimed or not.
+    pub due_assets: i64,
+    /// Their bytes.
+    pub due_bytes: i64,
+    /// Every asset row it has, in any state.
+    pub live_assets: i64,
+    /// Their bytes.
+    pub live_bytes: i64,
+}
+
+/// An operator's unexpired release of a workspace.
+#[derive(Debug, Clone, Serialize)]
+pub struct Approval {
+    /// The workspace it releases.
+    #[serde(skip)]
+    pub workspace_id: WorkspaceId,
+    /// Its row in `brake_approvals`.
+    pub id: i64,
+    /// Who approved.
+    pub approved_by: String,
+    /// Why, as they wrote it.
+    pub reason: String,
+}
+
+/// Every workspace with due assets, the one whose oldest claimable asset is oldest first. Due counts include assets
+/// already claimed by an earlier pass: they are destruction in flight.
+pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Error> {
+    sqlx::query_as!(
+        WorkspaceDue,
+        r#"WITH due AS (
+             SELECT a.workspace_id, count(*) AS due_assets, sum(a.byte_size)::bigint AS due_bytes,
+                    min(a.due_at) FILTER (WHERE asset_sweeper_claimable(a)) AS oldest
+               FROM assets a
+              WHERE asset_sweeper_due(a)
+              GROUP BY a.workspace_id
+         )
+         SELECT d.workspace_id AS "workspace_id: WorkspaceId", d.due_assets AS "due_assets!",
+                d.due_bytes AS "due_bytes!", l.live_assets AS "live_assets!", l.live_bytes AS "live_bytes!"
+           FROM due d
+          CROSS JOIN LATERAL (
+                SELECT count(*) AS live_assets, coalesce(sum(byte_size), 0)::bigint AS live_bytes
+                  FROM assets WHERE workspace_id = d.workspace_id
+          ) l
+          ORDER BY d.oldest NULLS LAST, d.workspace_id"#,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The newest unexpired approval of each of `workspaces` that has one.
+pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<WorkspaceId, Approval>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        Approval,
+        r#"SELECT DISTINCT ON (workspace_id) workspace_id AS "workspace_id: WorkspaceId", id, approved_by, reason
+             FROM brake_approvals
+            WHERE workspace_id = ANY ($1) AND expires_at > now()
+            ORDER BY workspace_id, approved_at DESC"#,
+        workspaces,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|a| (a.workspace_id, a)).collect())
+}
+
+/// Why the brake trips for `due`, or `None` when the workspace may proceed.
+pub fn verdict(due: &WorkspaceDue, limits: &BrakeSettings) -> Option<String> {
+    // Counts and sums from the database: never negative, and a negative one would count as nothing.
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let (due_assets, due_bytes) = (count(due.due_assets), count(due.due_bytes));
+    let (live_assets, live_bytes) = (count(due.live_assets), count(due.live_bytes));
+    if due_assets > limits.max_assets {
+        return Some(format!("{due_assets} assets due, above the cap of {}", limits.max_assets));
+    }
+    if due_bytes > limits.max_bytes {
+        return Some(format!("{due_bytes} bytes due, above the cap of {}", limits.max_bytes));
+    }
+    if due_assets >= limits.share_min_assets {
+        let share = u128::from(limits.max_share_percent);
+        if u128::from(due_assets) * 100 > share * u128::from(live_assets) {
+            return Some(format!("{due_assets} of {live_assets} assets due, above {}%", limits.max_share_percent));
+        }
+        if u128::from(due_bytes) * 100 > share * u128::from(live_bytes) {
+            return Some(format!("{due_bytes} of {live_bytes} bytes due, above {}%", limits.max_share_percent));
+        }
+    }
+    None
+}
+
+/// One workspace with due assets, as the brake weighs it: what a pass may enqueue for, and what `plan` shows.
+#[derive(Debug, Clone)]
+pub struct Weighed {
+    /// What it has due, against what it holds.
+    pub due: WorkspaceDue,
+    /// Why the brake trips for it, if it does.
+    pub tripped: Option<String>,
+    /// An operator's unexpired approval, if there is one.
+    pub approval: Option<Approval>,
+}
+
+impl Weighed {
+    /// Whether nothing of this workspace may be enqueued: the brake tripped and nobody approved.
+    pub fn held(&self) -> bool {
+        self.tripped.is_some() && self.approval.is_none()
+    }
+}
+
+/// Every workspace with due assets, oldest first, each with the brake's verdict and its approval: the one home
+/// of who may proceed, for the sweep and for `plan`.
+pub async fn weigh(pool: &PgPool, limits: &BrakeSettings) -> Result<Vec<Weighed>, sqlx::Error> {
+    let due = due_workspaces(pool).await?;
+    let ids: Vec<Uuid> = due.iter().map(|d| d.workspace_id.0).collect();
+    let mut approved = approvals(pool, &ids).await?;
+    Ok(due
+        .into_iter()
+        .map(|due| {
+            let tripped = verdict(&due, limits);
+            let approval = approved.remove(&due.workspace_id);
+            Weighed { due, tripped, approval }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: BrakeSettings =
+        BrakeSettings { max_share_percent: 25, share_min_assets: 100, max_assets: 50_000, max_bytes: 1 << 40 };
+
+    fn due(due_assets: i64, live_assets: i64, due_bytes: i64, live_bytes: i64) -> WorkspaceDue {
+        WorkspaceDue { workspace_id: WorkspaceId(Uuid::nil()), due_assets, due_bytes, live_assets, live_bytes }
+    }
+
+    #[test]
+    fn a_normal_release_passes() {
+        assert_eq!(verdict(&due(200, 10_000, 2_000, 100_000), &LIMITS), None);
+    }
+
+    #[test]
+    fn a_mass_release_trips_on_the_share_of_assets_or_bytes() {
+        let tripped = verdict(&due(9_000, 10_000, 10, 100_000), &LIMITS).expect("90% of assets");
+        assert_eq!(tripped, "9000 of 10000 assets due, above 25%");
+        let tripped = verdict(&due(200, 10_000, 90_000, 100_000), &LIMITS).expect("90% of bytes");
+        assert_eq!(tripped, "90000 of 100000 bytes due, above 25%");
+    }
+
+    #[test]
+    fn a_small_workspace_may_release_most_of_its_few_assets() {
+        assert_eq!(verdict(&due(3, 4, 30, 40), &LIMITS), None);
+    }
+
+    #[test]
+    fn the_absolute_caps_apply_whatever_the_share() {
+        let tripped = verdict(&due(60_000, 10_000_000, 1, 1 << 50), &LIMITS).expect("count cap");
+        assert_eq!(tripped, "60000 assets due, above the cap of 50000");
+        let tripped = verdict(&due(5, 10_000_000, (1 << 40) + 1, 1 << 50), &LIMITS).expect("bytes cap");
+        assert!(tripped.contains("bytes due, above the cap"), "{tripped}");
+    }
+}

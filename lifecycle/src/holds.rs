@@ -1,0 +1,99 @@
+//! Why a destruction waits though nothing refers to the asset by id: adopted bytes whose key a record names, or
+//! that the census's key scan has not yet covered the schema for (invariant 13). Read in the settle's transaction,
+//! after the asset and its object are locked; the plan reads the same.
+
+use sqlx::PgConnection;
+
+use crate::rules::{Decision, Deferral};
+use platform::AssetId;
+
+/// `decision` as an adopted asset's holds leave it: a delete or purge waits while [`hold`] says so. What the settle
+/// acts on and the plan shows.
+pub async fn weigh(
+    conn: &mut PgConnection,
+    asset: AssetId,
+    storage_key: &str,
+    decision: Decision,
+) -> Result<(Decision, Option<Hold>), sqlx::Error> {
+    let hold = match decision {
+        Decision::Delete | Decision::Purge => hold(conn, asset, storage_key).await?,
+        _ => None,
+    };
+    Ok((held(decision, hold.as_ref()), hold))
+}
+
+/// Why an adopted asset's bytes must wait, though nothing refers to it by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// A record names its key: `schema.table.column`. The integration gap to fix: a record without an asset row.
+    Named(String),
+    /// The key scan has not covered these text and JSON columns as they stand since the adoption (the first few).
+    Unscanned(Vec<String>),
+}
+
+/// Whether `asset`, about to be destroyed, was adopted and must wait: read in the settle's transaction, after the
+/// asset and its object are locked. `None` for an asset the application wrote, for an adopted one whose bytes
+/// another asset shares (only its row goes), and for an adopted one no record names once the key scan has read
+/// every text and JSON column, in a scan begun after the adoption, with the layout that adopted it.
+pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) -> Result<Option<Hold>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = $1) AS "adopted!",
+                  (SELECT asset_sweeper_column_name(c)
+                     FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+                    WHERE n.storage_key = $2
+                    ORDER BY 1 LIMIT 1) AS named_by,
+                  ARRAY(SELECT asset_sweeper_column_name(c)
+                          FROM census_columns c JOIN adopted_assets d ON d.asset_id = $1
+                         WHERE asset_sweeper_keys_unscanned(c, d)
+                         ORDER BY 1 LIMIT 5) AS "unscanned!""#,
+        asset.0,
+        storage_key,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if !row.adopted {
+        return Ok(None);
+    }
+    // Bytes another asset row shares are not removed: the adopted row alone goes, as for any sharer. The sharers are
+    // locked, so none can go before the settle counts them again and removes the row only.
+    let shared = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "shared!" FROM (SELECT 1 FROM assets WHERE storage_key = $2 AND id <> $1 FOR KEY SHARE) s"#,
+        asset.0,
+        storage_key,
+    )
+    .fetch_one(conn)
+    .await?;
+    if shared > 0 {
+        return Ok(None);
+    }
+    if let Some(column) = row.named_by {
+        return Ok(Some(Hold::Named(column)));
+    }
+    Ok((!row.unscanned.is_empty()).then_some(Hold::Unscanned(row.unscanned)))
+}
+
+/// A delete or purge of adopted bytes waits while a record names their key or the key scan has not covered the
+/// schema (`hold`, read under the settle's locks); every other decision stands.
+pub fn held(decision: Decision, hold: Option<&Hold>) -> Decision {
+    match (decision, hold) {
+        (Decision::Delete | Decision::Purge, Some(Hold::Named(_))) => Decision::Defer(Deferral::Named),
+        (Decision::Delete | Decision::Purge, Some(Hold::Unscanned(_))) => Decision::Defer(Deferral::KeyScan),
+        (decision, _) => decision,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adopted_bytes_wait_while_named_or_unscanned_and_only_their_destruction_waits() {
+        let named = Hold::Named("public.pages.body".into());
+        let unscanned = Hold::Unscanned(vec!["public.pages.body".into()]);
+        assert_eq!(held(Decision::Delete, Some(&named)), Decision::Defer(Deferral::Named));
+        assert_eq!(held(Decision::Purge, Some(&unscanned)), Decision::Defer(Deferral::KeyScan));
+        assert_eq!(held(Decision::Delete, None), Decision::Delete);
+        assert_eq!(held(Decision::Retire, Some(&named)), Decision::Retire);
+        assert_eq!(held(Decision::Keep, Some(&unscanned)), Decision::Keep);
+    }
+}

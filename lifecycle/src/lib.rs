@@ -1,0 +1,21 @@
+//! The asset's lifecycle: its states and the rules that decide what settlement does ([`rules`]), the holds that make
+//! a destruction wait ([`holds`]), the judgement of one asset that the settle acts on and the operator's `plan` and
+//! `explain` print ([`judgement`]), the settle itself ([`settle`]), discovery, the blast-radius brake, the cleanup
+//! message, the run outcomes, restore, and every write to the `assets` table ([`assets`]): nothing outside this
+//! crate writes an asset row.
+
+#![warn(missing_docs)]
+
+pub mod assets;
+pub mod brake;
+pub mod discovery;
+pub mod holds;
+pub mod judgement;
+pub mod message;
+pub mod restore;
+pub mod rules;
+pub mod runs;
+pub mod settle;
+
+pub use message::CleanupMessage;
+pub use rules::*;

@@ -1,0 +1,250 @@
+//! The lifecycle's rules: an asset's states, and what settlement decides from the facts about one asset. The
+//! settle acts on the decision inside its transaction, with the rows locked; the operator's `plan` and `explain`
+//! show it without acting.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use platform::AssetId;
+use platform::audit::AuditAction;
+use platform::text_enum;
+
+text_enum! {
+    /// Where an asset is in its lifecycle: the column `assets.state`.
+    pub enum AssetState {
+        /// Uploaded, not yet referred to by the application; deleted if still unattached after the abandon window.
+        Pending = "pending",
+        /// In use. Not swept until released (or found by a recheck to be unreferenced when due).
+        Attached = "attached",
+        /// Let go by the application: retired when nothing refers to it.
+        Released = "released",
+        /// Hidden, bytes kept, restorable until its purge time.
+        Retired = "retired",
+        /// Failed every delivery of its message: waits for an operator.
+        Failed = "failed",
+    }
+}
+
+/// The asset row with the facts a decision needs, computed by the database's clock.
+#[derive(Debug)]
+pub struct Facts {
+    /// The workspace that owns the asset.
+    pub workspace_id: Uuid,
+    /// The object its bytes are stored as.
+    pub storage_key: String,
+    /// Its size in bytes.
+    pub byte_size: i64,
+    /// Its state.
+    pub state: AssetState,
+    /// The claim a sweep pass holds on it, if any.
+    pub lease_token: Option<Uuid>,
+    /// Its due time has come and it is not `failed`.
+    pub due: bool,
+    /// Written (it or its stored object) less than the grace period ago: untouchable (invariant 3).
+    pub within_grace: bool,
+    /// When the grace period ends, as the database prints it.
+    pub grace_ends: String,
+    /// Created longer ago than the abandon window.
+    pub abandoned: bool,
+    /// Retired and past its purge time.
+    pub purge_due: bool,
+    /// The whole asset row, for the audit record (what `undelete` rebuilds a row from).
+    pub row_json: Value,
+}
+
+/// Reads the facts about `asset`; with `lock`, locks its row and its stored object's row for the transaction
+/// (the object row is what a concurrent upload of the same bytes needs).
+pub async fn read(
+    conn: &mut PgConnection,
+    asset: AssetId,
+    grace: Duration,
+    abandon_after: Duration,
+    lock: bool,
+) -> Result<Option<Facts>, sqlx::Error> {
+    // One text for both: the lock is the only difference, so the locked read and the plan's cannot drift apart.
+    macro_rules! select_facts {
+        ($ending:tt) => {
+            sqlx::query_as!(
+                Facts,
+                r#"SELECT a.workspace_id, a.storage_key, a.byte_size, a.state AS "state: AssetState", a.lease_token,
+                          asset_sweeper_due(a) AS "due!",
+                          asset_sweeper_grace_ends(a, o, $2 * interval '1 second') > now() AS "within_grace!",
+                          asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
+                          a.created_at + $3 * interval '1 second' <= now() AS "abandoned!",
+                          a.purge_after IS NOT NULL AND a.purge_after <= now() AS "purge_due!",
+                          to_jsonb(a) AS "row_json!"
+                     FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
+                    WHERE a.id = $1"#
+                    + $ending,
+                asset.0,
+                grace.as_secs_f64(),
+                abandon_after.as_secs_f64()
+            )
+            .fetch_optional(conn)
+            .await
+        };
+    }
+    if lock { select_facts!(" FOR UPDATE OF a, o") } else { select_facts!("") }
+}
+
+/// Why a decision waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deferral {
+    /// Written too recently: the grace floor (invariant 3).
+    Grace,
+    /// An upload still inside its abandon window.
+    AbandonWindow,
+    /// Retired, before its purge time.
+    Retention,
+    /// Deleting or purging, while the census has not proven every column of the schema as it stands
+    /// (invariant 13): looked at again after [`CENSUS_HOLD`].
+    Census,
+    /// Adopted bytes whose key a record names (a key, path or URL in a text or JSON column): looked at again after
+    /// [`NAMED_HOLD`], kept while the record names it.
+    Named,
+    /// Adopted bytes, while the census's key scan has not covered every text and JSON column as it stands:
+    /// looked at again after [`CENSUS_HOLD`].
+    KeyScan,
+}
+
+/// How long adopted bytes a record names wait before they are looked at again: the record is the application's,
+/// and it changes on its own time.
+pub const NAMED_HOLD: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a delete or purge held back by an unfinished census waits before it is looked at again: a few sweep
+/// passes, each of which reads more of the schema.
+pub const CENSUS_HOLD: Duration = Duration::from_secs(3600);
+
+impl Deferral {
+    /// The name recorded in a deferral's evidence.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deferral::Grace => "grace",
+            Deferral::AbandonWindow => "abandon_window",
+            Deferral::Retention => "retention",
+            Deferral::Census => "census",
+            Deferral::Named => "named",
+            Deferral::KeyScan => "key_scan",
+        }
+    }
+}
+
+/// What settlement does with a due, claimed asset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A source refers to it: back to `attached`.
+    Keep,
+    /// Looked at again later, for the reason given.
+    Defer(Deferral),
+    /// An abandoned upload: its row, and its bytes unless another asset shares them.
+    Delete,
+    /// Retired past its purge time: its row, and its bytes unless shared.
+    Purge,
+    /// Released (or attached) with nothing referring to it: hidden, restorable.
+    Retire,
+}
+
+/// The rules, in order: a reference keeps; then nothing inside its grace period is touched; then the state
+/// decides; a delete or purge waits while the census has not `proven` the schema. The recheck is the authority,
+/// not the state: an `attached` asset nothing refers to retires.
+pub fn decide(referenced: bool, facts: &Facts, proven: bool) -> Decision {
+    if referenced {
+        return Decision::Keep;
+    }
+    if facts.within_grace {
+        return Decision::Defer(Deferral::Grace);
+    }
+    let decision = match facts.state {
+        AssetState::Pending if !facts.abandoned => Decision::Defer(Deferral::AbandonWindow),
+        AssetState::Pending => Decision::Delete,
+        AssetState::Retired if !facts.purge_due => Decision::Defer(Deferral::Retention),
+        AssetState::Retired => Decision::Purge,
+        AssetState::Attached | AssetState::Released | AssetState::Failed => Decision::Retire,
+    };
+    match decision {
+        Decision::Delete | Decision::Purge if !proven => Decision::Defer(Deferral::Census),
+        decision => decision,
+    }
+}
+
+impl Decision {
+    /// The audit action a settle records for this decision.
+    pub fn action(self) -> AuditAction {
+        match self {
+            Decision::Keep => AuditAction::Keep,
+            Decision::Defer(_) => AuditAction::Defer,
+            Decision::Delete => AuditAction::Delete,
+            Decision::Purge => AuditAction::Purge,
+            Decision::Retire => AuditAction::Retire,
+        }
+    }
+}
+
+/// How many other asset rows share `asset`'s stored object.
+pub async fn sharers(conn: &mut PgConnection, storage_key: &str, asset: AssetId) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "sharers!" FROM assets WHERE storage_key = $1 AND id <> $2"#,
+        storage_key,
+        asset.0
+    )
+    .fetch_one(conn)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(state: &str, within_grace: bool, abandoned: bool, purge_due: bool) -> Facts {
+        Facts {
+            workspace_id: Uuid::nil(),
+            storage_key: "k".into(),
+            byte_size: 1,
+            state: state.parse().expect("a state"),
+            lease_token: None,
+            due: true,
+            within_grace,
+            grace_ends: String::new(),
+            abandoned,
+            purge_due,
+            row_json: Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_reference_keeps_whatever_the_state_and_grace_protects_before_the_state_decides() {
+        for state in ["pending", "released", "retired", "attached"] {
+            assert_eq!(decide(true, &facts(state, false, true, true), true), Decision::Keep);
+            assert_eq!(decide(false, &facts(state, true, true, true), true), Decision::Defer(Deferral::Grace));
+        }
+    }
+
+    #[test]
+    fn the_state_decides_what_goes() {
+        assert_eq!(
+            decide(false, &facts("pending", false, false, false), true),
+            Decision::Defer(Deferral::AbandonWindow)
+        );
+        assert_eq!(decide(false, &facts("pending", false, true, false), true), Decision::Delete);
+        assert_eq!(decide(false, &facts("retired", false, false, false), true), Decision::Defer(Deferral::Retention));
+        assert_eq!(decide(false, &facts("retired", false, false, true), true), Decision::Purge);
+        assert_eq!(decide(false, &facts("released", false, false, false), true), Decision::Retire);
+        assert_eq!(decide(false, &facts("attached", false, false, false), true), Decision::Retire);
+    }
+
+    #[test]
+    fn an_unproven_schema_holds_deletes_and_purges_but_not_retiring() {
+        let census = Decision::Defer(Deferral::Census);
+        assert_eq!(decide(false, &facts("pending", false, true, false), false), census);
+        assert_eq!(decide(false, &facts("retired", false, false, true), false), census);
+        assert_eq!(decide(false, &facts("released", false, false, false), false), Decision::Retire);
+        assert_eq!(
+            decide(false, &facts("pending", false, false, false), false),
+            Decision::Defer(Deferral::AbandonWindow)
+        );
+        assert_eq!(decide(true, &facts("pending", false, true, false), false), Decision::Keep);
+    }
+}

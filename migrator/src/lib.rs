@@ -1,0 +1,364 @@
+//! The product's database definition, applied by its own migrator: the versioned migrations (tables, columns,
+//! constraints, indexes), then every subsystem's SQL functions and triggers, and the lists the Rust code and the
+//! SQL share, each written once here.
+//!
+//! The definition files live with their subsystems (`platform/sql`, `schema/sql`, `lifecycle/sql`, `records/sql`)
+//! and hold the live text of every function and trigger; each is applied, with the shared lists written in, whenever
+//! that text changed. The migrations' own copies of those definitions are history: applied databases hold their
+//! checksums, so they stay as they were.
+//!
+//! It holds no checked query (`sqlx::query!`), so `scripts/sqlx-prepare` can build it, and migrate the database the
+//! query data is prepared against, before any checked query of the other crates compiles.
+
+use sqlx::migrate::{Migrate, MigrateError, Migrator};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool};
+
+/// Tables the project owns: their columns are bookkeeping, not owner records. Written into retention.sql's
+/// `asset_sweeper_own_tables()`, which refuses a retention rule on one of them, as `{{own_tables}}`.
+pub const OWN_TABLES: &[&str] = &[
+    "assets",
+    "stored_objects",
+    "asset_reference_sources",
+    "asset_reference_exclusions",
+    "sweep_runs",
+    "settlement_events",
+    "brake_approvals",
+    "asset_sweeper_migrations",
+    "asset_sweeper_schema_state",
+    "schema_verdicts",
+    "census_columns",
+    "census_state",
+    "asset_id_spellings",
+    "discovery_state",
+    "reconcile_listings",
+    "reconcile_keys",
+    "lost_assets",
+    "reconcile_prefixes",
+    "adopted_assets",
+    "named_keys",
+    "retention_rules",
+    "workspace_quotas",
+    "workspace_objects",
+    "workspace_usage",
+    "workspace_object_changes",
+    "asset_sweeper_definitions",
+];
+
+/// A hyphenated uuid's shape as a POSIX regular expression, over the hex digit class `$hex`: the one source of
+/// both uuid patterns below.
+macro_rules! uuid_shape {
+    ($hex:literal) => {
+        concat!($hex, "{8}-", $hex, "{4}-", $hex, "{4}-", $hex, "{4}-", $hex, "{12}")
+    };
+}
+
+/// A POSIX regular expression whose first group is a hyphenated uuid in any letter case: how the sample and the
+/// census find asset ids inside text and JSON.
+pub const UUID_IN_TEXT: &str = concat!("(", uuid_shape!("[0-9a-fA-F]"), ")");
+
+/// A POSIX regular expression for a string that is one hyphenated uuid and nothing else, for the case-insensitive
+/// `~*` (so lowercase digits only, as the guard was first written; its text is part of the catalog fingerprint):
+/// how the reference guard tells the asset ids at a declared path. Written into guards.sql as `{{uuid_pattern}}`.
+pub const UUID_WHOLE: &str = concat!("^", uuid_shape!("[0-9a-f]"), "$");
+
+/// Every value of `settlement_events.action`, in the order of `platform::audit::AuditAction` (which is checked
+/// against this list when it compiles). Written into audit.sql's CHECK constraint as `{{audit_actions}}`.
+pub const AUDIT_ACTIONS: &[&str] = &[
+    "keep",
+    "retire",
+    "delete",
+    "purge",
+    "defer",
+    "noop",
+    "reject",
+    "failed",
+    "restore",
+    "integrity",
+    "lost",
+    "redrive",
+    "undelete",
+    "discovered",
+    "adopted",
+];
+
+/// The project's own migrations table, so it can live beside an application that also migrates with sqlx.
+pub const MIGRATIONS_TABLE: &str = "asset_sweeper_migrations";
+
+/// What one migrate applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// How many versioned migrations it applied.
+    pub migrations: usize,
+    /// The definition files it applied because their text had changed, as `schema/sql/guards.sql`.
+    pub definitions: Vec<String>,
+}
+
+/// Why the schema could not be brought up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    /// The database could not be reached.
+    #[error("cannot connect to Postgres to apply the asset-sweeper migrations: {0}")]
+    Connect(#[source] sqlx::Error),
+    /// A migration failed, or the database holds one this build does not know.
+    #[error("cannot apply the asset-sweeper migrations: {0}")]
+    Apply(#[from] MigrateError),
+    /// A definition file failed to apply; none of the files' changes was kept.
+    #[error("cannot apply the asset-sweeper SQL definitions in {file}: {source}")]
+    Definition {
+        /// The file, as `schema/sql/guards.sql`.
+        file: &'static str,
+        /// What Postgres said.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The record of the definitions applied could not be read or written.
+    #[error("cannot record the asset-sweeper SQL definitions applied: {0}")]
+    Record(#[source] sqlx::Error),
+}
+
+/// The migrations embedded in this build.
+pub fn migrator() -> Migrator {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
+    migrator
+}
+
+/// A definition file: its path from the workspace root, and its text.
+macro_rules! definition {
+    ($path:literal) => {
+        ($path, include_str!(concat!("../../", $path)))
+    };
+}
+
+/// Every subsystem's SQL functions, triggers and generated constraints, each written once, in an order in which
+/// what a file's functions call already exists (SQL-language bodies are checked when they are created).
+const DEFINITIONS: &[(&str, &str)] = &[
+    definition!("platform/sql/audit.sql"),
+    definition!("schema/sql/detector.sql"),
+    definition!("schema/sql/guards.sql"),
+    definition!("schema/sql/census.sql"),
+    definition!("lifecycle/sql/lifecycle.sql"),
+    definition!("records/sql/retention.sql"),
+    definition!("records/sql/quota.sql"),
+];
+
+/// The column the project's SQL is written to: an `{{own_tables}}` array wraps there.
+const SQL_WIDTH: usize = 120;
+
+/// A definition file's text with the lists it shares with the Rust code written in.
+fn render(sql: &str) -> String {
+    let actions = AUDIT_ACTIONS.iter().map(|a| quoted(a)).collect::<Vec<_>>().join(", ");
+    let mut sql = sql.replace("{{audit_actions}}", &actions).replace("{{uuid_pattern}}", UUID_WHOLE);
+    const OWN: &str = "{{own_tables}}";
+    while let Some(at) = sql.find(OWN) {
+        let column = at - sql[..at].rfind('\n').map_or(0, |newline| newline + 1);
+        sql.replace_range(at..at + OWN.len(), &sql_array(OWN_TABLES, column));
+    }
+    sql
+}
+
+/// `text` as an SQL string literal.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// `ARRAY['a', 'b', …]` starting at `column`, filled to `SQL_WIDTH` with continuation lines under the first
+/// element: the layout the list had when written by hand, so the function's text did not change when it became
+/// generated.
+fn sql_array(items: &[&str], column: usize) -> String {
+    let indent = column + "ARRAY[".len();
+    let mut array = String::from("ARRAY[");
+    let mut width = indent;
+    for (i, item) in items.iter().enumerate() {
+        let element = quoted(item) + if i + 1 == items.len() { "]" } else { "," };
+        if i > 0 {
+            if width + 1 + element.len() > SQL_WIDTH {
+                array.push('\n');
+                array.push_str(&" ".repeat(indent));
+                width = indent;
+            } else {
+                array.push(' ');
+                width += 1;
+            }
+        }
+        width += element.len();
+        array.push_str(&element);
+    }
+    array
+}
+
+/// Applies every versioned migration not yet applied, then every definition file whose text changed since it was
+/// last applied. Safe to run again, and from two processes at once.
+pub async fn migrate(pool: &PgPool) -> Result<Applied, MigrationError> {
+    let mut conn = pool.acquire().await.map_err(MigrationError::Connect)?;
+    let result = migrate_locked(&mut conn).await;
+    if result.is_err() {
+        // A failure returns before the advisory lock is released: retire the connection rather than hand a
+        // lock-holding session back to the pool, where the next migrator would wait forever.
+        let _ = conn.detach().close().await;
+    }
+    result
+}
+
+async fn migrate_locked(conn: &mut PgConnection) -> Result<Applied, MigrationError> {
+    // sqlx's own lock, held over both halves: a second migrator waits, then finds nothing left to do.
+    conn.lock().await?;
+    let before = applied_migrations(conn).await?;
+    let mut migrator = migrator();
+    migrator.set_locking(false);
+    migrator.run(&mut *conn).await?;
+    let migrations = applied_migrations(conn).await?.saturating_sub(before);
+    let definitions = apply_definitions(conn).await?;
+    conn.unlock().await?;
+    Ok(Applied { migrations, definitions })
+}
+
+async fn applied_migrations(conn: &mut PgConnection) -> Result<usize, MigrateError> {
+    // Not `ensure_migrations_table`: before the first run the table does not exist, and creating it here would be
+    // one more DDL for the schema change detector to count.
+    let exists: bool =
+        sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL").bind(MIGRATIONS_TABLE).fetch_one(&mut *conn).await?;
+    if !exists {
+        return Ok(0);
+    }
+    Ok(conn.list_applied_migrations(MIGRATIONS_TABLE).await?.len())
+}
+
+/// Applies, in one transaction, each definition file whose text differs from the one last applied (by the digest
+/// `asset_sweeper_definitions` keeps), and names them. The caller holds the migrations' lock.
+async fn apply_definitions(conn: &mut PgConnection) -> Result<Vec<String>, MigrationError> {
+    let mut tx = conn.begin().await.map_err(MigrationError::Record)?;
+    let mut applied = Vec::new();
+    for &(file, text) in DEFINITIONS {
+        let sql = render(text);
+        // Returns a row only when the file is new or its digest changed.
+        let changed = sqlx::query_scalar::<_, String>(
+            "INSERT INTO asset_sweeper_definitions AS d (name, digest)
+             VALUES ($1, encode(sha256(convert_to($2, 'UTF8')), 'hex'))
+             ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()
+              WHERE d.digest <> EXCLUDED.digest
+             RETURNING d.name",
+        )
+        .bind(file)
+        .bind(&sql)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(MigrationError::Record)?;
+        if changed.is_some() {
+            sqlx::raw_sql(AssertSqlSafe(sql))
+                .execute(&mut *tx)
+                .await
+                .map_err(|source| MigrationError::Definition { file, source })?;
+            applied.push(file.to_owned());
+        }
+    }
+    tx.commit().await.map_err(MigrationError::Record)?;
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// The last migration whose definitions are kept as history: later ones hold tables, columns and data only.
+    const LAST_WITH_DEFINITIONS: i64 = 20261201000010;
+
+    /// `sql` lowercase, without `--` comments, every run of whitespace one space.
+    fn normalized(sql: &str) -> String {
+        let code: Vec<&str> = sql.lines().map(|line| line.find("--").map_or(line, |at| &line[..at])).collect();
+        code.join(" ").to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// What begins the definition of a function, a trigger or an event trigger, as `normalized` spells it.
+    const DEFINING: &[&str] = &[
+        "create function",
+        "create or replace function",
+        "create trigger",
+        "create or replace trigger",
+        "create event trigger",
+        "create procedure",
+        "create or replace procedure",
+    ];
+
+    /// The names of the functions, triggers and event triggers `sql` creates (a name built at run time, as a
+    /// retention filter's `%I.%I`, is none).
+    fn defined(sql: &str) -> Vec<String> {
+        let sql = normalized(sql);
+        let mut names = Vec::new();
+        for opener in DEFINING {
+            for (at, _) in sql.match_indices(&format!("{opener} ")) {
+                let name: String = sql[at + opener.len() + 1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+                    .collect();
+                let name = name.rsplit('.').next().unwrap_or_default();
+                if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn migrations_after_the_definition_files_define_no_function_or_trigger() {
+        for migration in migrator().iter().filter(|m| m.version > LAST_WITH_DEFINITIONS) {
+            let sql = normalized(migration.sql.as_str());
+            for opener in DEFINING {
+                assert!(
+                    !sql.contains(opener),
+                    "migration {} has `{opener}`: functions and triggers belong in their subsystem's definition file",
+                    migration.version
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_function_and_trigger_of_the_migrations_is_defined_once_in_the_files() {
+        let mut in_files: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for &(file, text) in DEFINITIONS {
+            for name in defined(text) {
+                in_files.entry(name).or_default().push(file);
+            }
+        }
+        let twice: Vec<_> = in_files.iter().filter(|(_, files)| files.len() > 1).collect();
+        assert!(twice.is_empty(), "defined more than once: {twice:?}");
+        let mut missing: Vec<String> =
+            migrator().iter().flat_map(|m| defined(m.sql.as_str())).filter(|n| !in_files.contains_key(n)).collect();
+        missing.sort();
+        missing.dedup();
+        assert!(missing.is_empty(), "defined by a migration, in no definition file: {missing:?}");
+    }
+
+    #[test]
+    fn every_placeholder_is_filled_in() {
+        for &(file, text) in DEFINITIONS {
+            assert!(!render(text).contains("{{"), "{file} keeps a placeholder");
+        }
+    }
+
+    #[test]
+    fn own_tables_keep_the_layout_the_function_was_written_with() {
+        let migrator = migrator();
+        let retention = migrator.iter().find(|m| m.version == 20261201000009).expect("the retention migration");
+        let written =
+            "ARRAY['assets', 'stored_objects', 'asset_reference_sources', 'asset_reference_exclusions', 'sweep_runs',
+                 'settlement_events', 'brake_approvals', 'asset_sweeper_migrations', 'asset_sweeper_schema_state',
+                 'schema_verdicts', 'census_columns', 'census_state', 'asset_id_spellings', 'discovery_state',
+                 'reconcile_listings', 'reconcile_keys', 'lost_assets', 'reconcile_prefixes', 'adopted_assets',
+                 'named_keys', 'retention_rules', 'workspace_quotas', 'workspace_objects', 'workspace_usage',
+                 'workspace_object_changes']";
+        assert!(retention.sql.as_str().contains(&format!("    SELECT {written}\n")));
+        assert_eq!(sql_array(&OWN_TABLES[..25], "    SELECT ".len()), written);
+    }
+
+    #[test]
+    fn uuid_patterns_are_spelled_as_before() {
+        assert_eq!(UUID_IN_TEXT, "([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})");
+        let guards = DEFINITIONS.iter().find(|(file, _)| file.ends_with("guards.sql")).expect("guards.sql");
+        assert!(render(guards.1).contains("~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'"));
+    }
+}

@@ -1,0 +1,23 @@
+//! The ground every subsystem of asset-sweeper stands on, and nothing of the lifecycle: ids and typed text enums,
+//! the build's version, the database pool and the limits of every session, AWS clients and secrets, object storage
+//! and queues, the bucket's key layout, SQL quoting, metrics, and the audit trail every settlement writes.
+//!
+//! "Invariant N" in comments throughout the workspace is the Nth safety invariant of docs/design.md.
+
+#![warn(missing_docs)]
+
+pub mod audit;
+pub mod aws;
+pub mod db;
+pub mod ids;
+pub mod keys;
+pub mod location;
+pub mod metrics;
+pub mod objects;
+pub mod queues;
+pub mod secrets;
+pub mod sql;
+pub mod text_enum;
+pub mod version;
+
+pub use ids::{AssetId, WorkspaceId};

@@ -1,0 +1,482 @@
+//! Reconciliation: the bucket's keys against `stored_objects`, both ways (invariant 12 for bytes). Bytes no row
+//! knows cost money forever and no sweep finds them, because the sweep starts from rows; rows whose bytes are
+//! gone show readers a broken image. A reading of the bucket (an inventory report or a listing) streams into
+//! `reconcile_keys` in bulk, and two anti-joins find both.
+//!
+//! - [`layout`]: which keys are this product's (managed prefixes, key pattern, the workspace a key names).
+//! - [`inventory`]: S3 Inventory's manifest and gzipped CSV files; [`read`]: the report or a listing, streamed.
+//! - [`ingest`]: `COPY` into `reconcile_keys`.
+//! - [`adopt`]: bytes no row knows, under an approved prefix, become `pending` assets the pipeline settles.
+//! - [`once`]: a whole reconciliation at once, as an operator (or the demo) runs it.
+//! - [`advance`]: a sweep pass's share: the newest inventory report, a file at a time, resumed across passes.
+//!
+//! Nothing here destroys anything. What no row knows is adopted (given a row the consumer settles like any other)
+//! on prefixes an operator approved; what is gone is reported, after the bucket itself confirms it (a report can
+//! be two days old), and never deleted.
+
+pub mod adopt;
+pub mod advance;
+pub mod ingest;
+pub mod inventory;
+pub mod once;
+pub mod read;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use inventory::InventoryError;
+use platform::audit::{AuditAction, Event};
+use platform::keys::KeyLayout;
+use platform::objects::{self, Found, StorageError};
+use platform::text_enum;
+use platform::{AssetId, WorkspaceId};
+
+/// One current object of the bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketKey {
+    /// Its key.
+    pub key: String,
+    /// Its size.
+    pub byte_size: i64,
+    /// When it was last written.
+    pub last_modified: DateTime<Utc>,
+}
+
+/// Why a reconciliation stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The inventory report cannot be used.
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    /// An S3 call failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A key no database column can hold.
+    #[error("a key in the bucket cannot be compared: {0}")]
+    Key(String),
+    /// The database failed.
+    #[error("the database failed while reconciling: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl From<platform::aws::AwsFailure> for ReconcileError {
+    fn from(failure: platform::aws::AwsFailure) -> Self {
+        ReconcileError::Storage(failure.into())
+    }
+}
+
+text_enum! {
+    /// How a listing read the bucket: the column `reconcile_listings.source`.
+    pub enum ListingSource {
+        /// An S3 Inventory report.
+        Inventory = "inventory",
+        /// `ListObjectsV2` over the managed prefixes.
+        List = "list",
+    }
+}
+
+/// One reading of the bucket, being ingested or compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listing {
+    /// Its row in `reconcile_listings`.
+    pub id: i64,
+    /// What the bucket held as of this time.
+    pub taken_at: DateTime<Utc>,
+}
+
+/// Starts a listing of `files_total` files (0 for a listing made here).
+pub async fn open(
+    conn: &mut PgConnection,
+    source: ListingSource,
+    location: &str,
+    taken_at: DateTime<Utc>,
+    files_total: usize,
+) -> Result<Listing, sqlx::Error> {
+    let id = sqlx::query_scalar!(
+        "INSERT INTO reconcile_listings (source, location, taken_at, files_total) VALUES ($1, $2, $3, $4)
+         RETURNING id",
+        source as ListingSource,
+        location,
+        taken_at,
+        i32::try_from(files_total).unwrap_or(i32::MAX),
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Listing { id, taken_at })
+}
+
+/// Bytes in the bucket no row knows, of one prefix and workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unknown {
+    /// The managed prefix.
+    pub prefix: String,
+    /// The workspace the keys name.
+    pub workspace_id: Uuid,
+    /// How many keys.
+    pub keys: i64,
+    /// Their bytes.
+    pub bytes: i64,
+    /// Of them, written within the grace period: an upload whose row may not have committed yet.
+    pub young: i64,
+    /// The first few keys, in key order.
+    pub sample: Vec<String>,
+}
+
+/// Keys in a managed prefix that break the key pattern: another writer shares the prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OffPattern {
+    /// The managed prefix.
+    pub prefix: String,
+    /// How many keys.
+    pub keys: i64,
+    /// Of them, keys a `stored_objects` row names: the application's own writes the pattern does not describe.
+    pub known: i64,
+    /// The first few keys, in key order.
+    pub sample: Vec<String>,
+}
+
+/// An asset whose bytes the listing does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Missing {
+    /// The asset.
+    pub asset_id: Uuid,
+    /// Its workspace.
+    pub workspace_id: Uuid,
+    /// The key its bytes should be at.
+    pub storage_key: String,
+    /// Its state.
+    pub state: String,
+    /// Its size.
+    pub byte_size: i64,
+}
+
+/// An asset whose bytes the bucket itself confirms are gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Lost {
+    /// What the listing showed.
+    #[serde(flatten)]
+    pub asset: Missing,
+    /// A kept version hidden by a delete marker, which `asset-sweeper undelete`'s restore could bring back.
+    pub restorable_version: Option<String>,
+}
+
+/// What one comparison found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Findings {
+    /// Keys the listing holds inside the managed prefixes, and their bytes.
+    pub keys: i64,
+    /// Their bytes.
+    pub bytes: i64,
+    /// Bytes no row knows, per prefix and workspace.
+    pub unknown: Vec<Unknown>,
+    /// Managed prefixes another writer shares.
+    pub off_pattern: Vec<OffPattern>,
+    /// Assets the listing lacks, confirmed gone.
+    pub lost: Vec<Lost>,
+    /// Assets the listing lacks whose bytes the bucket does hold (written or restored since it was taken).
+    pub present_after_all: u64,
+    /// Their ids: a finding about them is forgotten.
+    #[serde(skip)]
+    pub present: Vec<Uuid>,
+    /// Assets the listing lacks that were not confirmed (more than one run confirms).
+    pub unconfirmed: u64,
+    /// Keys adopted, per prefix and workspace.
+    pub adopted: Vec<adopt::Adopted>,
+    /// Prefixes holding keys no row knows (older than the grace period) that nothing is adopted from until an
+    /// operator approves them.
+    pub awaiting_approval: Vec<String>,
+}
+
+impl Findings {
+    /// Keys no row knows, and their bytes.
+    pub fn unknown_totals(&self) -> (i64, i64) {
+        self.unknown.iter().fold((0, 0), |(k, b), u| (k + u.keys, b + u.bytes))
+    }
+
+    /// Keys adopted, and their bytes.
+    pub fn adopted_totals(&self) -> (i64, i64) {
+        self.adopted.iter().fold((0, 0), |(k, b), a| (k + a.keys, b + a.bytes))
+    }
+}
+
+/// Keys listed per group in the findings.
+const SAMPLE: i32 = 5;
+
+/// Compares listing `listing` with `stored_objects`, both ways, and confirms what seems gone with the bucket
+/// (`bucket`, at most `confirm` assets, 16 at once). Reads only.
+pub async fn compare(
+    conn: &mut PgConnection,
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    layout: &KeyLayout,
+    listing: Listing,
+    grace: Duration,
+    confirm: usize,
+) -> Result<Findings, ReconcileError> {
+    // Just written in bulk: without statistics the planner would take a nested loop over a million keys. The hash
+    // tables of the anti-joins hold every key, in parallel batches that fit at a million keys; a larger bucket
+    // would spill them to disk with the default work_mem. Set for this transaction only.
+    sqlx::query!("ANALYZE reconcile_keys").execute(&mut *conn).await?;
+    sqlx::query!("SELECT set_config('work_mem', '256MB', true)").fetch_one(&mut *conn).await?;
+    let totals = sqlx::query!(
+        r#"SELECT count(*) AS "keys!", coalesce(sum(byte_size), 0)::bigint AS "bytes!"
+             FROM reconcile_keys WHERE listing_id = $1"#,
+        listing.id
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let unknown = sqlx::query_as!(
+        Unknown,
+        r#"SELECT k.prefix AS "prefix!", k.workspace_id AS "workspace_id!", count(*) AS "keys!",
+                  sum(k.byte_size)::bigint AS "bytes!",
+                  count(*) FILTER (WHERE k.last_modified > now() - $2 * interval '1 second') AS "young!",
+                  (array_agg(k.storage_key ORDER BY k.storage_key))[1:$3] AS "sample!"
+             FROM reconcile_keys k
+            WHERE k.listing_id = $1 AND k.workspace_id IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = k.storage_key)
+            GROUP BY k.prefix, k.workspace_id
+            ORDER BY k.prefix, k.workspace_id"#,
+        listing.id,
+        grace.as_secs_f64(),
+        SAMPLE,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let off_pattern = sqlx::query_as!(
+        OffPattern,
+        r#"SELECT k.prefix AS "prefix!", count(*) AS "keys!", count(o.storage_key) AS "known!",
+                  (array_agg(k.storage_key ORDER BY k.storage_key))[1:$2] AS "sample!"
+             FROM reconcile_keys k
+             LEFT JOIN stored_objects o ON o.storage_key = k.storage_key
+            WHERE k.listing_id = $1 AND k.workspace_id IS NULL
+            GROUP BY k.prefix
+            ORDER BY k.prefix"#,
+        listing.id,
+        SAMPLE,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let prefixes: Vec<String> = layout.prefixes().into_iter().map(str::to_owned).collect();
+    // Bytes are due in the bucket for an asset in use or restorable; an upload still pending may not have sent
+    // them yet, and one never sent is the abandoned upload the lifecycle deletes. An asset row written after the
+    // listing was taken may have bytes the listing could not show (its stored object, which the row's foreign key
+    // makes older, is not read: a third hash join over every row, for nothing the row's own time does not say).
+    let missing = sqlx::query_as!(
+        Missing,
+        r#"SELECT a.id AS asset_id, a.workspace_id, a.storage_key, a.state, a.byte_size
+             FROM assets a
+            WHERE a.state IN ('attached', 'released', 'retired') AND a.created_at < $2
+              AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(a.storage_key, p))
+              AND NOT EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = $1 AND k.storage_key = a.storage_key)
+            ORDER BY (SELECT l.confirmed_at FROM lost_assets l WHERE l.asset_id = a.id) NULLS FIRST, a.storage_key, a.id"#,
+        listing.id,
+        listing.taken_at,
+        &prefixes,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    // Those never confirmed come first, then those confirmed longest ago: a cap smaller than what is missing
+    // reaches every asset over a few runs. A lookup that fails leaves its asset unconfirmed, not the run failed.
+    let mut unconfirmed = missing.len().saturating_sub(confirm) as u64;
+    let looked: Vec<(Missing, Result<Found, StorageError>)> = futures::stream::iter(missing.into_iter().take(confirm))
+        .map(|asset| async move {
+            let found = objects::inspect(s3, bucket, &asset.storage_key).await;
+            (asset, found)
+        })
+        .buffered(16)
+        .collect()
+        .await;
+    // A prefix another writer shares holds nothing of ours: its keys are reported as refused, not as unknown.
+    let unknown: Vec<Unknown> =
+        unknown.into_iter().filter(|u| !off_pattern.iter().any(|o| o.prefix == u.prefix)).collect();
+    let mut findings = Findings { keys: totals.keys, bytes: totals.bytes, unknown, off_pattern, ..Findings::default() };
+    for (asset, found) in looked {
+        match found {
+            Ok(Found::Present) => findings.present.push(asset.asset_id),
+            Ok(Found::Hidden { version_id }) => {
+                findings.lost.push(Lost { asset, restorable_version: Some(version_id) });
+            }
+            Ok(Found::Lost) => findings.lost.push(Lost { asset, restorable_version: None }),
+            Err(e) => {
+                tracing::warn!(asset_id = %asset.asset_id, error = %e, "could not confirm missing bytes");
+                unconfirmed += 1;
+            }
+        }
+    }
+    findings.present_after_all = findings.present.len() as u64;
+    findings.unconfirmed = unconfirmed;
+    Ok(findings)
+}
+
+/// Records what `listing` found, in the caller's transaction: the findings on the listing's row; each asset newly
+/// found lost in `lost_assets` with its `lost` event; and forgets earlier findings whose bytes are back (in the
+/// listing, or confirmed present now) or whose asset is gone. Returns how many assets were newly found lost. The listing's keys are removed.
+pub async fn record(conn: &mut PgConnection, listing: Listing, findings: &Findings) -> Result<u64, sqlx::Error> {
+    sqlx::query!(
+        "DELETE FROM lost_assets l
+          WHERE NOT EXISTS (SELECT 1 FROM assets a WHERE a.id = l.asset_id AND a.storage_key = l.storage_key)
+             OR EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = $1 AND k.storage_key = l.storage_key)
+             OR l.asset_id = ANY ($2)",
+        listing.id,
+        &findings.present,
+    )
+    .execute(&mut *conn)
+    .await?;
+    let mut newly = Vec::new();
+    for lost in &findings.lost {
+        let inserted = sqlx::query_scalar!(
+            "INSERT INTO lost_assets (asset_id, storage_key, workspace_id, restorable_version, listing_id)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (asset_id) DO UPDATE SET confirmed_at = now(), listing_id = EXCLUDED.listing_id,
+                                                  restorable_version = EXCLUDED.restorable_version
+             RETURNING (xmax = 0) AS \"inserted!\"",
+            lost.asset.asset_id,
+            lost.asset.storage_key,
+            lost.asset.workspace_id,
+            lost.restorable_version,
+            listing.id,
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        if inserted {
+            newly.push(lost);
+        }
+    }
+    let evidence: Vec<_> = newly
+        .iter()
+        .map(|lost| {
+            json!({
+                "found_by": "reconciliation",
+                "listing": listing.id,
+                "listing_taken_at": listing.taken_at,
+                "state": lost.asset.state,
+                "restorable_version": lost.restorable_version,
+            })
+        })
+        .collect();
+    let events: Vec<Event<'_>> = newly
+        .iter()
+        .zip(evidence)
+        .map(|(lost, evidence)| {
+            Event::new(AssetId(lost.asset.asset_id), WorkspaceId(lost.asset.workspace_id), AuditAction::Lost, evidence)
+                .storage_key(&lost.asset.storage_key)
+        })
+        .collect();
+    platform::audit::write_all(&mut *conn, &events).await?;
+    sqlx::query!(
+        "UPDATE reconcile_listings SET compared_at = now(), findings = $2 WHERE id = $1",
+        listing.id,
+        serde_json::to_value(findings).unwrap_or_default(),
+    )
+    .execute(&mut *conn)
+    .await?;
+    forget_keys(conn, listing.id).await?;
+    Ok(newly.len() as u64)
+}
+
+/// Removes the keys of listing `listing`, once compared or given up.
+pub(crate) async fn forget_keys(conn: impl sqlx::PgExecutor<'_>, listing: i64) -> Result<(), sqlx::Error> {
+    sqlx::query!("DELETE FROM reconcile_keys WHERE listing_id = $1", listing).execute(conn).await?;
+    Ok(())
+}
+
+/// The newest compared listing, as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LastListing {
+    /// Its row in `reconcile_listings`.
+    pub id: i64,
+    /// How it read the bucket.
+    pub source: ListingSource,
+    /// When the bucket was as it read it.
+    pub taken_at: String,
+    /// When it was compared.
+    pub compared_at: String,
+    /// Keys no row knows, and their bytes.
+    pub unknown_keys: i64,
+    /// Their bytes.
+    pub unknown_bytes: i64,
+    /// Managed prefixes it found shared with another writer.
+    pub shared_prefixes: Vec<String>,
+    /// Managed prefixes whose bytes no row knows wait for an operator's approval.
+    pub awaiting_approval: Vec<String>,
+}
+
+/// Where reconciliation stands: its newest compared listing and the assets whose bytes are gone.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Standing {
+    /// The newest compared listing, if any.
+    pub last: Option<LastListing>,
+    /// Assets still found lost (their row unchanged since).
+    pub lost: i64,
+    /// The first few of them: (asset, key).
+    pub lost_sample: Vec<(Uuid, String)>,
+    /// Adopted assets not yet settled away.
+    pub adopted: i64,
+    /// Of them, those a record names by key: a record without an asset row, the integration gap to fix.
+    pub named_without_row: i64,
+    /// The first few of those: (key, `schema.table.column` naming it).
+    pub named_sample: Vec<(String, String)>,
+}
+
+/// Where reconciliation stands now.
+pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> {
+    let last = sqlx::query_as!(
+        LastListing,
+        r#"SELECT id, source AS "source: ListingSource", taken_at::text AS "taken_at!",
+                  compared_at::text AS "compared_at!",
+                  coalesce((SELECT sum((u->>'keys')::bigint) FROM jsonb_array_elements(findings->'unknown') u), 0)::bigint
+                      AS "unknown_keys!",
+                  coalesce((SELECT sum((u->>'bytes')::bigint) FROM jsonb_array_elements(findings->'unknown') u), 0)::bigint
+                      AS "unknown_bytes!",
+                  ARRAY(SELECT o->>'prefix' FROM jsonb_array_elements(findings->'off_pattern') o) AS "shared_prefixes!",
+                  ARRAY(SELECT p FROM jsonb_array_elements_text(coalesce(findings->'awaiting_approval', '[]')) p
+                         WHERE NOT EXISTS (SELECT 1 FROM reconcile_prefixes r
+                                            WHERE r.prefix = p AND r.approved_at IS NOT NULL))
+                      AS "awaiting_approval!"
+             FROM reconcile_listings WHERE compared_at IS NOT NULL
+            ORDER BY compared_at DESC, id DESC LIMIT 1"#
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let lost = sqlx::query!(
+        r#"SELECT l.asset_id, l.storage_key, count(*) OVER () AS "total!"
+             FROM lost_assets l JOIN assets a ON a.id = l.asset_id AND a.storage_key = l.storage_key
+            ORDER BY l.found_at, l.asset_id LIMIT 5"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let adopted = sqlx::query!(
+        r#"SELECT count(*) AS "adopted!",
+                  count(*) FILTER (WHERE EXISTS (
+                      SELECT 1 FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+                       WHERE n.storage_key = d.storage_key)) AS "named!"
+             FROM adopted_assets d JOIN assets a ON a.id = d.asset_id"#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let named_sample = sqlx::query!(
+        r#"SELECT DISTINCT ON (d.storage_key) d.storage_key,
+                  asset_sweeper_column_name(c) AS "column!"
+             FROM adopted_assets d
+             JOIN assets a ON a.id = d.asset_id
+             JOIN named_keys n ON n.storage_key = d.storage_key
+             JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+            ORDER BY d.storage_key LIMIT 5"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Standing {
+        last,
+        lost: lost.first().map_or(0, |l| l.total),
+        lost_sample: lost.into_iter().map(|l| (l.asset_id, l.storage_key)).collect(),
+        adopted: adopted.adopted,
+        named_without_row: adopted.named,
+        named_sample: named_sample.into_iter().map(|n| (n.storage_key, n.column)).collect(),
+    })
+}

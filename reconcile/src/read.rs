@@ -1,0 +1,192 @@
+//! Reading the bucket: an S3 Inventory report (in S3 or, for a copy of one, on local disk) for a large bucket,
+//! `ListObjectsV2` for a small one. Either way the keys go into `reconcile_keys` a batch at a time as they arrive.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use tokio::sync::mpsc;
+
+use super::ingest::{self, Encoder, Ingested};
+use super::inventory::{self, Columns, InventoryError, Manifest};
+use super::{BucketKey, ReconcileError};
+use platform::aws::AwsFailure;
+use platform::keys::KeyLayout;
+
+/// Keys handed to one `COPY`.
+pub const BATCH: usize = 10_000;
+
+/// An inventory report, opened: its manifest checked, its files not yet read.
+#[derive(Debug)]
+pub struct Report {
+    /// Where its manifest is (`s3://bucket/key` or a local path).
+    pub location: String,
+    /// Its manifest.
+    pub manifest: Manifest,
+    columns: Columns,
+    store: Store,
+}
+
+#[derive(Debug)]
+enum Store {
+    S3 { client: aws_sdk_s3::Client, bucket: String },
+    Local { root: PathBuf },
+}
+
+impl Report {
+    /// Opens the report whose manifest is at `location`: `s3://bucket/key/manifest.json`, or a path on local disk
+    /// (a report copied from S3 with its keys as paths below some folder). It must list `asset_bucket`.
+    pub async fn open(s3: &aws_sdk_s3::Client, location: &str, asset_bucket: &str) -> Result<Report, ReconcileError> {
+        if let Some(address) = location.strip_prefix("s3://") {
+            let (bucket, key) = address.split_once('/').ok_or_else(|| {
+                InventoryError::Manifest(format!("{location} names no key: write s3://bucket/path/manifest.json"))
+            })?;
+            let bytes = get(s3, bucket, key).await?;
+            let (manifest, columns) = Manifest::parse(&bytes, asset_bucket)?;
+            let store = Store::S3 { client: s3.clone(), bucket: bucket.to_owned() };
+            return Ok(Report { location: location.to_owned(), manifest, columns, store });
+        }
+        let path = Path::new(location);
+        let bytes = std::fs::read(path).map_err(|e| InventoryError::Manifest(format!("{location}: {e}")))?;
+        let (manifest, columns) = Manifest::parse(&bytes, asset_bucket)?;
+        let root = local_root(path, &manifest)?;
+        Ok(Report { location: location.to_owned(), manifest, columns, store: Store::Local { root } })
+    }
+
+    /// When S3 began the scan this report records.
+    pub fn taken_at(&self) -> DateTime<Utc> {
+        // Checked when the manifest was parsed.
+        self.manifest.taken_at().unwrap_or_default()
+    }
+
+    /// Streams data file `index` into listing `listing`: decompressed and parsed on a blocking thread while the
+    /// batches before are copied, never more than a few batches in memory.
+    pub async fn ingest_file(
+        &self,
+        conn: &mut PgConnection,
+        listing: i64,
+        layout: &KeyLayout,
+        index: usize,
+    ) -> Result<Ingested, ReconcileError> {
+        let Some(file) = self.manifest.files.get(index) else { return Ok(Ingested::default()) };
+        let body: Box<dyn Read + Send> = match &self.store {
+            Store::S3 { client, bucket } => {
+                let out = client
+                    .get_object()
+                    .bucket(bucket)
+                    .key(&file.key)
+                    .send()
+                    .await
+                    .map_err(|e| AwsFailure::from_sdk(format!("GetObject {}", file.key), &e))?;
+                Box::new(tokio_util::io::SyncIoBridge::new(out.body.into_async_read()))
+            }
+            Store::Local { root } => {
+                let path = root.join(&file.key);
+                let opened = std::fs::File::open(&path)
+                    .map_err(|e| InventoryError::File { file: file.key.clone(), reason: e.to_string() })?;
+                Box::new(std::io::BufReader::new(opened))
+            }
+        };
+        // Parsed and encoded on a blocking thread while Postgres takes in the chunks before: one COPY per file.
+        let (sender, mut chunks) = mpsc::channel::<(String, Ingested)>(4);
+        let (name, columns, owned_layout) = (file.key.clone(), self.columns, layout.clone());
+        let parse = tokio::task::spawn_blocking(move || {
+            let mut encoder = Encoder::new(listing, &owned_layout);
+            inventory::read_file(&name, body, columns, BATCH, |batch| {
+                for key in &batch {
+                    encoder.push(key).map_err(|reason| InventoryError::File { file: name.clone(), reason })?;
+                }
+                sender.blocking_send(encoder.take()).map_err(|_| InventoryError::File {
+                    file: name.clone(),
+                    reason: "the database side stopped reading".to_owned(),
+                })
+            })
+        });
+        let mut copy = ingest::begin(conn).await?;
+        let mut ingested = Ingested::default();
+        while let Some((data, counts)) = chunks.recv().await {
+            if !data.is_empty() {
+                copy.send(data.as_bytes()).await?;
+            }
+            ingested += counts;
+        }
+        match parse.await {
+            Ok(Ok(_)) => {
+                copy.finish().await?;
+                Ok(ingested)
+            }
+            // The reading's own error is the one to report; the aborted COPY fails the caller's transaction.
+            Ok(Err(e)) => {
+                let _ = copy.abort(e.to_string()).await;
+                Err(e.into())
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                let _ = copy.abort(reason.clone()).await;
+                Err(InventoryError::File { file: file.key.clone(), reason }.into())
+            }
+        }
+    }
+}
+
+/// Lists every managed prefix of `bucket` into listing `listing`, a page at a time.
+pub async fn ingest_listing(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    conn: &mut PgConnection,
+    listing: i64,
+    layout: &KeyLayout,
+) -> Result<Ingested, ReconcileError> {
+    let mut ingested = Ingested::default();
+    let prefixes = layout.prefixes();
+    for (i, prefix) in prefixes.iter().enumerate() {
+        // A prefix inside another is listed with it.
+        if prefixes
+            .iter()
+            .enumerate()
+            .any(|(j, outer)| j != i && outer.len() < prefix.len() && prefix.starts_with(outer))
+        {
+            continue;
+        }
+        let mut pages = s3.list_objects_v2().bucket(bucket).prefix(*prefix).into_paginator().send();
+        let mut batch = Vec::with_capacity(BATCH);
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| AwsFailure::from_sdk(format!("ListObjectsV2 {bucket}/{prefix}"), &e))?;
+            for object in page.contents() {
+                let (Some(key), Some(modified)) = (object.key(), object.last_modified()) else { continue };
+                let last_modified =
+                    DateTime::from_timestamp(modified.secs(), modified.subsec_nanos()).unwrap_or_default();
+                batch.push(BucketKey { key: key.to_owned(), byte_size: object.size().unwrap_or(0), last_modified });
+            }
+            if batch.len() >= BATCH {
+                ingested += ingest::copy(conn, listing, layout, &std::mem::take(&mut batch)).await?;
+            }
+        }
+        ingested += ingest::copy(conn, listing, layout, &batch).await?;
+    }
+    Ok(ingested)
+}
+
+async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, ReconcileError> {
+    let operation = || format!("GetObject s3://{bucket}/{key}");
+    let out =
+        s3.get_object().bucket(bucket).key(key).send().await.map_err(|e| AwsFailure::from_sdk(operation(), &e))?;
+    let bytes = out.body.collect().await.map_err(|e| InventoryError::Manifest(format!("{}: {e}", operation())))?;
+    Ok(bytes.into_bytes().to_vec())
+}
+
+/// The folder a local copy of a report keeps its destination bucket's keys under: the nearest folder above the
+/// manifest below which the first data file's key exists.
+fn local_root(manifest_path: &Path, manifest: &Manifest) -> Result<PathBuf, InventoryError> {
+    let Some(first) = manifest.files.first() else { return Ok(PathBuf::new()) };
+    manifest_path.ancestors().skip(1).find(|dir| dir.join(&first.key).is_file()).map(Path::to_path_buf).ok_or_else(
+        || {
+            InventoryError::Unusable(format!(
+                "its data file {} is in no folder above {}",
+                first.key,
+                manifest_path.display()
+            ))
+        },
+    )
+}

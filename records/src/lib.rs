@@ -1,0 +1,304 @@
+//! Record retention: the first step of a sweep pass deletes the application's records its retention rules say
+//! have expired, so the assets those records were the last reference to are unreferenced when discovery asks in
+//! the same pass.
+//!
+//! Rules are data (`retention_rules`: a table, a timestamp column, a period, an optional filter), validated when
+//! written; the step puts each into the `DELETE` itself. Every rule runs in batches of at most
+//! [`rule::BATCH_SIZE`] records, one transaction each, so the application's writer is free between batches. The
+//! step keeps to its share of the pass's time and starts no batch it may not finish in it; what it did not reach
+//! waits for the next pass. Every batch of a pass cuts off from the pass's own day in the application's time zone.
+//! A batch the database refuses (a restricting foreign key, a trigger) stops that rule for the pass, with its
+//! error; the other rules go on. A rule that would delete more than its share of its table is held until an
+//! operator approves it: a mistyped period must not empty a table.
+
+pub mod quota;
+pub mod rule;
+
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDate;
+use serde::Serialize;
+use serde_json::json;
+use sqlx::{Connection, PgPool};
+use uuid::Uuid;
+
+pub use rule::{Rule, Weight, pass_day};
+
+/// How the step runs in a pass.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace<'a> {
+    /// The application's time zone (a Postgres time zone name): which day a pass belongs to.
+    pub time_zone: &'a str,
+    /// No batch starts that could not end before this.
+    pub until: Instant,
+    /// A rule that would delete more than this share of its table, in percent, waits for an approval.
+    pub brake_share_percent: u32,
+}
+
+/// Why a rule stopped in a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleStop {
+    /// No expired record is left (those another transaction held were skipped).
+    Finished,
+    /// The step's share of the pass ran out: the next pass goes on.
+    TimeShare,
+    /// The database refused a batch, or the rule no longer fits the schema: the error says which.
+    Failed,
+    /// The brake holds it until an operator approves it.
+    Held,
+    /// The step's time ran out before its turn.
+    NotReached,
+    /// Its batches were under way when the run row was last written: a pass that says so at its end died there
+    /// (a timeout or a crash), its count exact.
+    Running,
+}
+
+/// One rule's part in a pass: the run record's `records.rules[]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleRun {
+    /// `retention_rules.id`.
+    pub rule_id: i64,
+    /// The table.
+    pub table: String,
+    /// The timestamp column, the period and the filter, as declared.
+    pub column: String,
+    /// The period.
+    pub keep: String,
+    /// The filter, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// Records older than this (in the application's time zone) were expired.
+    pub cutoff: String,
+    /// Records deleted in this pass (whole batches, committed).
+    pub deleted: u64,
+    /// Batches committed.
+    pub batches: u64,
+    /// Whether no expired record was left.
+    pub finished: bool,
+    /// Why it stopped.
+    pub stopped: RuleStop,
+    /// The database's error, when it refused a batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What the brake weighed, when the rule was weighed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Weight>,
+    /// Who released it from the brake, when the brake would have held it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+}
+
+/// What the records step did in one pass: the run record's `records`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    /// The pass's own day, in `time_zone`.
+    pub day: NaiveDate,
+    /// The application's time zone.
+    pub time_zone: String,
+    /// Records deleted by every rule.
+    pub deleted: u64,
+    /// Each rule, in id order.
+    pub rules: Vec<RuleRun>,
+}
+
+impl Progress {
+    /// Rules the database refused in this pass.
+    pub fn failed(&self) -> u64 {
+        self.rules.iter().filter(|r| r.stopped == RuleStop::Failed).count() as u64
+    }
+
+    /// Rules the brake held in this pass.
+    pub fn held(&self) -> u64 {
+        self.rules.iter().filter(|r| r.stopped == RuleStop::Held).count() as u64
+    }
+}
+
+/// Why the step could not run at all (a rule failing is recorded in its [`RuleRun`] instead).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordsError {
+    /// Postgres does not know the configured time zone.
+    #[error("RECORDS_TIME_ZONE {0:?} is not a time zone Postgres knows (an IANA name such as Europe/Paris)")]
+    TimeZone(String),
+    /// The rules or the run record could not be read or written.
+    #[error("the records step could not read its rules: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Runs every rule of `run_id`'s pass within `pace`, recording each batch's count in the run row in the batch's
+/// own transaction, so the record and the deletions never disagree.
+pub async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Result<Progress, RecordsError> {
+    fail::fail_point!("records::advance", |_| Err(RecordsError::Database(sqlx::Error::Protocol(
+        "injected: the records step failed".into()
+    ))));
+    let mut conn = pool.acquire().await?;
+    let day = match pass_day(&mut conn, pace.time_zone, Some(run_id)).await {
+        Ok(day) => day,
+        // invalid_parameter_value: Postgres's "time zone … not recognized".
+        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("22023") => {
+            return Err(RecordsError::TimeZone(pace.time_zone.to_owned()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let rules = Rule::all(&mut conn, day).await?;
+    let progress = Progress { day, time_zone: pace.time_zone.to_owned(), deleted: 0, rules: Vec::new() };
+    let mut step = Step { run_id, pace, progress, longest: Duration::ZERO };
+    let mut out_of_time = false;
+    for rule in rules {
+        let mut run = RuleRun {
+            rule_id: rule.id,
+            table: rule.table.clone(),
+            column: rule.column.clone(),
+            keep: rule.keep.clone(),
+            filter: rule.filter.clone(),
+            cutoff: rule.cutoff.to_string(),
+            deleted: 0,
+            batches: 0,
+            finished: false,
+            stopped: RuleStop::NotReached,
+            error: None,
+            weight: None,
+            approved_by: None,
+        };
+        if !out_of_time && Instant::now() + step.longest >= pace.until {
+            out_of_time = true;
+        }
+        if !out_of_time {
+            sqlx::query!("UPDATE retention_rules SET last_turn_at = now() WHERE id = $1", rule.id)
+                .execute(&mut *conn)
+                .await?;
+            run.stopped = step.run_rule(&mut conn, &rule, &mut run).await;
+            run.finished = run.stopped == RuleStop::Finished;
+            out_of_time = run.stopped == RuleStop::TimeShare;
+        }
+        step.progress.rules.push(run);
+    }
+    let mut progress = step.progress;
+    progress.rules.sort_by_key(|r| r.rule_id);
+    record(&mut conn, run_id, &progress).await?;
+    Ok(progress)
+}
+
+/// The step under way: its pass, its pace, what it did so far, and its longest batch (what it keeps in reserve).
+struct Step<'a> {
+    run_id: Uuid,
+    pace: Pace<'a>,
+    progress: Progress,
+    longest: Duration,
+}
+
+impl Step<'_> {
+    /// One rule's turn: weighed by the brake, then batch after batch until none is left, the time runs out or the
+    /// database refuses one.
+    async fn run_rule(&mut self, conn: &mut sqlx::PgConnection, rule: &Rule, run: &mut RuleRun) -> RuleStop {
+        let pace = self.pace;
+        if let Some(problem) = rule.unusable() {
+            run.error = Some(problem.to_owned());
+            return RuleStop::Failed;
+        }
+        match weigh(conn, rule, pace).await {
+            Ok(weight) => {
+                run.weight = Some(weight);
+                if weight.braked() {
+                    match &rule.approved_by {
+                        Some(by) => run.approved_by = Some(by.clone()),
+                        None => return RuleStop::Held,
+                    }
+                }
+                if weight.expired == 0 {
+                    return RuleStop::Finished;
+                }
+            }
+            Err(e) if cancelled(&e) => return RuleStop::TimeShare,
+            Err(e) => {
+                run.error = Some(message(&e));
+                return RuleStop::Failed;
+            }
+        }
+        run.stopped = RuleStop::Running;
+        loop {
+            let now = Instant::now();
+            if now + self.longest >= pace.until {
+                return RuleStop::TimeShare;
+            }
+            let started = now;
+            match self.batch(conn, rule, run).await {
+                Ok(deleted) => {
+                    self.longest = self.longest.max(started.elapsed());
+                    if deleted < rule::BATCH_SIZE as u64 {
+                        return RuleStop::Finished;
+                    }
+                }
+                // The batch ran into the end of the step's share and was rolled back whole.
+                Err(e) if cancelled(&e) => return RuleStop::TimeShare,
+                Err(e) => {
+                    run.error = Some(message(&e));
+                    return RuleStop::Failed;
+                }
+            }
+        }
+    }
+
+    /// One batch in its own transaction, with the run row's counts, so a pass that dies still says exactly how many
+    /// records went.
+    async fn batch(
+        &mut self,
+        conn: &mut sqlx::PgConnection,
+        rule: &Rule,
+        run: &mut RuleRun,
+    ) -> Result<u64, sqlx::Error> {
+        let pace = self.pace;
+        let mut tx = conn.begin().await?;
+        // Never past the step's share: a batch that would run over is cancelled and rolled back whole.
+        within_share(&mut tx, pace).await?;
+        let deleted = rule.delete_batch(&mut tx, pace.time_zone).await?;
+        fail::fail_point!("records::batch");
+        let mut this = run.clone();
+        this.deleted += deleted;
+        this.batches += 1;
+        let mut so_far = self.progress.clone();
+        so_far.deleted += deleted;
+        so_far.rules.push(this.clone());
+        record(&mut tx, self.run_id, &so_far).await?;
+        tx.commit().await?;
+        *run = this;
+        self.progress.deleted += deleted;
+        Ok(deleted)
+    }
+}
+
+/// query_canceled: a statement ran into the end of the step's share.
+fn cancelled(e: &sqlx::Error) -> bool {
+    e.as_database_error().and_then(|d| d.code()).as_deref() == Some("57014")
+}
+
+/// The database's own words, for the run record.
+fn message(e: &sqlx::Error) -> String {
+    e.as_database_error().map_or_else(|| e.to_string(), |db| db.message().to_owned())
+}
+
+/// Sets the transaction's statement timeout to what is left of the step's share, so no statement runs past it.
+async fn within_share(tx: &mut sqlx::PgConnection, pace: Pace<'_>) -> Result<(), sqlx::Error> {
+    platform::db::statements_until(tx, pace.until, Duration::from_millis(100)).await
+}
+
+/// The brake's weighing, read only and within the step's share: its count may scan much of a large table.
+async fn weigh(conn: &mut sqlx::PgConnection, rule: &Rule, pace: Pace<'_>) -> Result<Weight, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+    within_share(&mut tx, pace).await?;
+    let weight = rule.weigh(&mut tx, pace.time_zone, pace.brake_share_percent, false).await?;
+    tx.commit().await?;
+    Ok(weight)
+}
+
+async fn record(conn: &mut sqlx::PgConnection, run_id: Uuid, progress: &Progress) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE sweep_runs SET records = $2 WHERE id = $1",
+        run_id,
+        serde_json::to_value(progress).unwrap_or_else(|e| json!({ "error": e.to_string() })),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

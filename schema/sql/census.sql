@@ -1,0 +1,54 @@
+-- The census: it reads every column that is not a reference source completely, a bounded batch of table blocks
+-- at a time across sweep passes, and its key scan finds the keys of ours a record names. Here: a table's size in
+-- blocks (the cursor's unit), the tables a named column's rows are on, a census column's name, and whether a
+-- column leaves an adopted asset unscanned for keys. How a JSON document is matched against an asset id
+-- (`asset_sweeper_id_matches`, `asset_sweeper_path_matching`) is in guards.sql, beside the guard that notes the
+-- spellings it reads.
+--
+-- Applied by the migrator after the versioned migrations, whenever this file's text changed.
+
+-- A table's size in blocks now (0 once it is gone): the census's cursor counts blocks, and so does its plan.
+CREATE OR REPLACE FUNCTION asset_sweeper_blocks(relid oid) RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce(pg_relation_size(relid) / current_setting('block_size')::bigint, 0)
+$$;
+
+-- The tables that hold each named column's rows, with the column's attribute number and type there: the table
+-- itself, or every leaf partition of a partitioned table (a foreign partition holds no rows here and is not read).
+-- One home for the expansion: the census keeps its rows by it, and the schema check asks it which are proven.
+CREATE OR REPLACE FUNCTION asset_sweeper_census_leaves(schemas text[], tables text[], columns text[])
+RETURNS TABLE ("position" bigint, relid oid, attnum smallint, type_oid oid)
+LANGUAGE sql STABLE AS $$
+    -- In steps, so each join has both halves of its catalog index (a lateral union here made the planner look
+    -- columns up by name alone, across every table: seconds for a thousand tables).
+    WITH roots AS MATERIALIZED (
+        SELECT t.position, t.column_name, c.oid, c.relkind
+          FROM unnest(schemas, tables, columns) WITH ORDINALITY AS t(schema_name, table_name, column_name, position)
+          JOIN pg_namespace n ON n.nspname = t.schema_name
+          JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.table_name AND c.relkind IN ('r', 'p')
+    ),
+    leaves AS MATERIALIZED (
+        SELECT r.position, r.column_name, r.oid AS relid FROM roots r WHERE r.relkind = 'r'
+        UNION ALL
+        SELECT r.position, r.column_name, p.relid
+          FROM roots r CROSS JOIN LATERAL pg_partition_tree(r.oid) p
+         WHERE r.relkind = 'p' AND p.isleaf
+    )
+    SELECT l.position, l.relid, a.attnum, a.atttypid
+      FROM leaves l
+      JOIN pg_class k ON k.oid = l.relid AND k.relkind = 'r'
+      JOIN pg_attribute a ON a.attrelid = l.relid AND a.attname = l.column_name AND a.attnum > 0
+                         AND NOT a.attisdropped
+$$;
+
+-- Whether column `c` leaves adopted asset `d` unscanned for keys: a text or JSON column not key-scanned at all,
+-- not in a scan begun after the adoption, or not with the layout that adopted it. One home for the test the
+-- sweep makes adopted assets due by and the consumer holds them by.
+CREATE OR REPLACE FUNCTION asset_sweeper_keys_unscanned(c census_columns, d adopted_assets) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN c.family <> 'uuid'
+           AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at OR c.keys_layout IS DISTINCT FROM d.layout);
+
+-- A census column as the schema check names it: `schema.table.column`.
+CREATE OR REPLACE FUNCTION asset_sweeper_column_name(c census_columns) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN format('%s.%s.%s', c.table_schema, c.table_name, c.column_name);

@@ -1,0 +1,91 @@
+//! One batch's question, set-based: which of these assets does no reference source refer to? The same sources
+//! and the same tests as the recheck, asked once for the whole batch in one statement instead of once per asset.
+
+use sqlx::{AssertSqlSafe, PgConnection};
+use uuid::Uuid;
+
+use platform::sql::quote_ident;
+
+use crate::map::{ReferenceMap, SourceKind};
+
+/// The ids of `batch` (ascending) that no source of `map` refers to, in ascending order. One statement, so every
+/// answer comes from one snapshot; nothing is locked and nothing is written. Run it after [`without_jit`].
+///
+/// Each source is read only where it can hold the batch's ids, through the index the schema check requires of it
+/// (measured in `tests/benches/discovery.rs`; the shapes that lost are in docs/design.md, "Discovery"):
+/// - scalar sources (foreign keys, `asset_id`) together: a range scan of each between the batch's first and last
+///   id (the walk goes in id order, so the range holds the batch and little else), hashed against the batch;
+/// - an `asset_id[]` source: `@>` per id on its GIN index;
+/// - a JSON document: `@?` per id with the recheck's own path — the declared path narrowed to every spelling of
+///   the id (lowercase, uppercase, and those noted in `asset_id_spellings`). On a default (`jsonb_ops`) GIN index
+///   that path is found by its spellings alone (`$.**`), which the index answers from the values' entries without
+///   intersecting every document that has the path's keys; the declared path then decides.
+pub async fn unreferenced(
+    conn: &mut PgConnection,
+    map: &ReferenceMap,
+    batch: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let (Some(first), Some(last)) = (batch.first(), batch.last()) else { return Ok(Vec::new()) };
+    let mut scalar = Vec::new();
+    let mut per_id = Vec::new();
+    // $1 the batch, $2 and $3 its bounds; declared paths follow.
+    let mut paths: Vec<&str> = Vec::new();
+    for source in &map.sources {
+        let table = source.quoted_table();
+        let column = quote_ident(&source.column);
+        match &source.kind {
+            SourceKind::ForeignKey | SourceKind::Domain => {
+                scalar.push(format!("SELECT {column}::text FROM {table} WHERE {column} BETWEEN $2 AND $3"));
+            }
+            SourceKind::DomainArray => per_id.push(format!(
+                "NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @> ARRAY[b.id]::{})",
+                source.column_type
+            )),
+            SourceKind::Json { json_path } => {
+                paths.push(json_path);
+                let declared = format!("asset_sweeper_path_matching(${}, m.matches)::jsonpath", paths.len() + 3);
+                per_id.push(if source.value_indexed {
+                    format!(
+                        "NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @? asset_sweeper_path_matching('$.**', m.matches)::jsonpath
+                                       AND jsonb_path_exists({column}, {declared}, '{{}}', true))"
+                    )
+                } else {
+                    format!("NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @? {declared})")
+                });
+            }
+        }
+    }
+    let mut conditions = per_id;
+    if !scalar.is_empty() {
+        conditions.insert(
+            0,
+            format!("NOT EXISTS (SELECT 1 FROM ({}) r(id) WHERE r.id = b.id::text)", scalar.join(" UNION ALL ")),
+        );
+    }
+    if conditions.is_empty() {
+        return Ok(batch.to_vec());
+    }
+    // Every spelling the recheck matches, once per id.
+    let spellings =
+        if paths.is_empty() { "" } else { "CROSS JOIN LATERAL (SELECT asset_sweeper_id_matches(b.id) AS matches) m" };
+    // Built here, not checked at compile time: its tables and columns are the application's, from the map.
+    let sql = format!(
+        "SELECT b.id FROM unnest($1::uuid[]) AS b(id) {spellings}
+          WHERE {}
+          ORDER BY b.id",
+        conditions.join("\n AND ")
+    );
+    let mut query = sqlx::query_scalar::<_, Uuid>(AssertSqlSafe(sql)).bind(batch).bind(first).bind(last);
+    for path in paths {
+        query = query.bind(path);
+    }
+    query.persistent(false).fetch_all(conn).await
+}
+
+/// Turns JIT off for the rest of the caller's transaction. The planner's estimate for a statement over many sources
+/// is high enough to compile it, which took 440 ms of a 520 ms batch at 1 000 000 assets: for statements this
+/// short, compiling costs more than it saves.
+pub async fn without_jit(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT set_config('jit', 'off', true)").fetch_one(conn).await?;
+    Ok(())
+}

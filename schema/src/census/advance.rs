@@ -1,0 +1,402 @@
+//! One pass's share of the census: bring its rows in step with the schema, plan the work once, then read batch
+//! after batch until the cycle is done, the time share is spent or the batch cap is reached.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::scan::{Column, Group, scan};
+use super::{Columns, Target, named, summary};
+use platform::keys::KeyLayout;
+
+/// How far a pass may go.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// No batch starts after this.
+    pub until: Instant,
+    /// The most statements this pass runs.
+    pub max_batches: u32,
+    /// Table blocks each statement reads.
+    pub batch_blocks: u32,
+    /// How long after a cycle ends the next one begins (columns never proven are read meanwhile).
+    pub cycle_interval: Duration,
+}
+
+/// Why the census stopped in a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// Every column was read in this cycle: the next starts after the cycle interval.
+    CycleComplete,
+    /// The last cycle ended less than the cycle interval ago, and every column is proven: nothing to read.
+    Resting,
+    /// Its share of the pass's time ran out.
+    TimeShare,
+    /// It ran its most batches for one pass.
+    BatchCap,
+}
+
+/// What the census did in one pass, and where it stands: the run record's `census`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    /// The cycle it worked on.
+    pub cycle: i64,
+    /// When that cycle's first batch ran.
+    pub cycle_started_at: Option<String>,
+    /// Statements run in this pass.
+    pub batches: u64,
+    /// Table blocks read in this pass.
+    pub blocks: u64,
+    /// Columns whose scan ended in this pass.
+    pub columns_finished: u64,
+    /// Columns in which this pass found an asset id.
+    pub findings: u64,
+    /// The longest batch of this pass, in milliseconds: how long one census statement held its snapshot.
+    pub longest_batch_ms: u64,
+    /// Time spent in the batches' reading statements, in milliseconds (the rest of the pass's census time is
+    /// its bookkeeping).
+    pub reading_ms: u64,
+    /// Columns the census reads (one per table holding rows).
+    pub columns: i64,
+    /// Of those, read completely in the current cycle.
+    pub columns_done: i64,
+    /// Of those, never proven as they stand.
+    pub columns_unproven: i64,
+    /// How much of the cycle's reading is done, by table blocks, in percent.
+    pub percent_done: f64,
+    /// Columns whose last scan found an asset id.
+    pub columns_found: u64,
+    /// How long the last complete cycle took, in seconds.
+    pub last_cycle_seconds: Option<f64>,
+    /// Why it stopped.
+    pub stopped: Stop,
+}
+
+/// Whether `error` is the statement timeout cancelling a statement.
+fn timed_out(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
+}
+
+/// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
+/// runs out or the batch cap is reached. Each batch is its own short statement; nothing is held between them.
+/// With a key `layout` (reconciliation configured), each batch also notes the keys of ours its text names.
+pub async fn advance(
+    conn: &mut PgConnection,
+    targets: &[Target],
+    budget: Budget,
+    layout: Option<&KeyLayout>,
+) -> Result<Progress, sqlx::Error> {
+    fail::fail_point!("census::advance", |_| Err(sqlx::Error::Protocol("injected: the census failed".into())));
+    sync(conn, targets, layout).await?;
+    let mut batches = 0u64;
+    let mut blocks = 0u64;
+    let mut columns_finished = 0u64;
+    let mut findings = 0u64;
+    let (mut longest, mut reading) = (Duration::ZERO, Duration::ZERO);
+    // Halved for the rest of the pass when a batch outlasts the statement timeout (TOASTed documents can make a
+    // few blocks hold far more than their 8 KiB).
+    let mut batch_blocks = i64::from(budget.batch_blocks.max(1));
+    let mut work = plan(conn, budget.cycle_interval, layout.is_some()).await?.into_iter();
+    let mut group = work.next();
+    if group.is_some() {
+        // The cycle's clock starts only past the rest: reading unproven columns while resting is not a cycle.
+        sqlx::query!(
+            "UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())
+              WHERE last_cycle_completed_at IS NULL OR last_cycle_completed_at <= now() - $1 * interval '1 second'",
+            budget.cycle_interval.as_secs_f64(),
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    let stopped = loop {
+        let Some(current) = group.as_mut() else { break Stop::CycleComplete };
+        if batches >= u64::from(budget.max_batches) {
+            break Stop::BatchCap;
+        }
+        if Instant::now() >= budget.until {
+            break Stop::TimeShare;
+        }
+        let mut end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
+        if end >= current.blocks {
+            // The table may have grown since the work was planned: its end is where it ends now.
+            current.blocks = file_now(conn, current.relid).await?.0.max(current.blocks);
+            end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
+        }
+        let started = Instant::now();
+        let found = if current.next_block < end {
+            let scanned = match (scan(conn, current, end).await, layout) {
+                (Ok(found), Some(layout)) => named::scan(conn, current, end, layout).await.map(|_| found),
+                (scanned, _) => scanned,
+            };
+            match scanned {
+                Ok(found) => found,
+                Err(e) if timed_out(&e) && end - current.next_block > 1 => {
+                    batch_blocks = ((end - current.next_block) / 2).max(1);
+                    let table = &current.heap;
+                    tracing::warn!(%table, batch_blocks, "a census batch timed out: reading fewer blocks");
+                    batches += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            Vec::new()
+        };
+        let took = started.elapsed();
+        longest = longest.max(took);
+        reading += took;
+        let finished = end >= current.blocks;
+        let first = current.next_block == 0;
+        if record(conn, current, end, finished, &found, took).await? {
+            // Rewritten under the scan: read it again from its first block, in its new file.
+            let (blocks_then, filenode) = file_now(conn, current.relid).await?;
+            (current.next_block, current.blocks, current.filenode) = (0, blocks_then, filenode);
+            batches += 1;
+            continue;
+        }
+        named::record(conn, current, first, finished, layout).await?;
+        batches += 1;
+        blocks += u64::try_from(end - current.next_block).unwrap_or(0);
+        findings += found.iter().filter(|f| f.is_some()).count() as u64;
+        current.next_block = end;
+        if finished {
+            columns_finished += current.columns.len() as u64;
+            group = work.next();
+        }
+    };
+    let state = summary(conn).await?;
+    // Counted before a completed cycle ends, so the record shows the cycle this pass finished.
+    let completed = if stopped == Stop::CycleComplete { complete_cycle(conn).await? } else { None };
+    // Nothing left to read yet the cycle did not end here: it is resting between cycles.
+    let stopped = if stopped == Stop::CycleComplete && completed.is_none() { Stop::Resting } else { stopped };
+    Ok(Progress {
+        cycle: state.cycle,
+        cycle_started_at: state.cycle_started_at,
+        batches,
+        blocks,
+        columns_finished,
+        findings,
+        longest_batch_ms: u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
+        reading_ms: u64::try_from(reading.as_millis()).unwrap_or(u64::MAX),
+        columns: state.columns,
+        columns_done: state.columns_done,
+        columns_unproven: state.columns_unproven,
+        percent_done: state.percent_done,
+        columns_found: state.findings.len() as u64,
+        last_cycle_seconds: completed.or(state.last_cycle_seconds),
+        stopped,
+    })
+}
+
+/// Adds a row for every column of `targets` on every table holding its rows, resets a row whose type or declared
+/// paths changed, and drops the rows of columns no longer read (and the keys they named); a key scan made with
+/// another `layout` than
+/// today's covers nothing any more. Two statements.
+async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLayout>) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE census_columns SET keys_proven_at = NULL
+          WHERE keys_proven_at IS NOT NULL AND ($1::text IS NULL OR keys_layout IS DISTINCT FROM $1)",
+        layout.map(KeyLayout::signature),
+    )
+    .execute(&mut *conn)
+    .await?;
+    let cols = Columns::of(targets);
+    sqlx::query!(
+        r#"WITH t AS (
+               SELECT l.relid, l.attnum, l.type_oid, t.schema_name, t.table_name, t.column_name, t.family, t.shape,
+                      ARRAY(SELECT jsonb_array_elements_text(t.paths)) AS json_paths
+                 FROM asset_sweeper_census_leaves($1, $2, $3) l
+                 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
+                      WITH ORDINALITY AS t(schema_name, table_name, column_name, family, shape, paths, position)
+                   ON t.position = l.position
+           ),
+           gone AS (
+               DELETE FROM census_columns c
+                WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.relid = c.relid AND t.attnum = c.attnum)
+               RETURNING c.relid, c.attnum
+           ),
+           -- A column no longer read names no key.
+           unnamed AS (
+               DELETE FROM named_keys n USING gone g WHERE n.relid = g.relid AND n.attnum = g.attnum
+           )
+           INSERT INTO census_columns AS c (relid, attnum, type_oid, json_paths, table_schema, table_name,
+                                            column_name, family, shape)
+           SELECT relid, attnum, type_oid, json_paths, schema_name, table_name, column_name, family, shape FROM t
+           ON CONFLICT (relid, attnum) DO UPDATE
+              SET table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,
+                  column_name = EXCLUDED.column_name, family = EXCLUDED.family, shape = EXCLUDED.shape,
+                  type_oid = EXCLUDED.type_oid, json_paths = EXCLUDED.json_paths, added_at = now(),
+                  next_block = 0, scan_started_at = NULL, done_cycle = 0, proven_at = NULL, keys_proven_at = NULL,
+                  found_asset = NULL, found_at = NULL, found_cycle = NULL
+            WHERE (c.type_oid, c.json_paths) IS DISTINCT FROM (EXCLUDED.type_oid, EXCLUDED.json_paths)
+               OR (c.table_schema, c.table_name, c.column_name) IS DISTINCT FROM
+                  (EXCLUDED.table_schema, EXCLUDED.table_name, EXCLUDED.column_name)"#,
+        &cols.schemas,
+        &cols.tables,
+        &cols.columns,
+        &cols.families,
+        &cols.shapes,
+        &cols.paths,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The columns to read in this cycle, in order: never-proven columns first (they hold destruction back), then
+/// table by table; columns of one table whose scans stand at the same block go together. Within `interval` of the
+/// last cycle's end only never-proven columns are read. With `keys`, text and JSON columns the key scan has not
+/// covered, or not since the newest adoption still waiting for it, are read whether or not this cycle read them. One statement per pass: each batch then costs only its reading statement and the update that
+/// records it.
+async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result<Vec<Group>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT c.relid, c.next_block,
+                  quote_ident(n.nspname) || '.' || quote_ident(t.relname) AS "heap!",
+                  asset_sweeper_blocks(c.relid) AS "blocks!",
+                  pg_relation_filenode(c.relid) AS filenode,
+                  array_agg(c.attnum ORDER BY c.attnum) AS "attnums!",
+                  array_agg(a.attname::text ORDER BY c.attnum) AS "names!",
+                  array_agg(c.family ORDER BY c.attnum) AS "families!",
+                  array_agg(c.shape ORDER BY c.attnum) AS "shapes!",
+                  jsonb_agg(to_jsonb(c.json_paths) ORDER BY c.attnum) AS "paths!"
+             FROM census_columns c
+            CROSS JOIN census_state s
+             JOIN pg_class t ON t.oid = c.relid
+             JOIN pg_namespace n ON n.oid = t.relnamespace
+             JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = c.attnum AND NOT a.attisdropped
+            WHERE (c.done_cycle < s.cycle
+                   AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
+                        OR s.last_cycle_completed_at <= now() - $1 * interval '1 second'))
+               -- Whether or not read in this cycle: adopted bytes wait for a key scan begun after their adoption.
+               OR ($2 AND c.family <> 'uuid'
+                   AND (c.keys_proven_at IS NULL
+                        OR c.keys_proven_at <= (SELECT max(d.adopted_at) FROM adopted_assets d
+                                                  JOIN assets a ON a.id = d.asset_id
+                                                 WHERE a.due_at = 'infinity')))
+            GROUP BY c.relid, c.next_block, n.nspname, t.relname
+            ORDER BY bool_or(c.proven_at IS NULL) DESC, c.relid, c.next_block"#,
+        interval.as_secs_f64(),
+        keys,
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut groups = Vec::with_capacity(rows.len());
+    for row in rows {
+        let paths: Vec<Vec<String>> = serde_json::from_value(row.paths).unwrap_or_default();
+        let columns = row
+            .attnums
+            .into_iter()
+            .zip(row.names)
+            .zip(row.families.into_iter().zip(row.shapes))
+            .zip(paths.into_iter().chain(std::iter::repeat(Vec::new())))
+            .map(|(((attnum, name), (family, shape)), json_paths)| Column { attnum, name, family, shape, json_paths })
+            .collect();
+        groups.push(Group {
+            relid: row.relid,
+            filenode: row.filenode,
+            next_block: row.next_block,
+            heap: row.heap,
+            blocks: row.blocks,
+            columns,
+        });
+    }
+    Ok(groups)
+}
+
+/// A table's size in blocks now (0 once it is gone) and its file.
+async fn file_now(
+    conn: &mut PgConnection,
+    relid: sqlx::postgres::types::Oid,
+) -> Result<(i64, Option<sqlx::postgres::types::Oid>), sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT asset_sweeper_blocks($1::oid) AS "blocks!",
+                  pg_relation_filenode($1::oid) AS filenode"#,
+        relid
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((row.blocks, row.filenode))
+}
+
+/// Moves the group's cursor to `end`; a finding is kept with its cycle. When the scan is `finished`, a column
+/// that found nothing in this cycle is proven as of its scan's start, and its cursor wraps. Answers whether the
+/// table was rewritten under the scan, which then starts over.
+async fn record(
+    conn: &mut PgConnection,
+    group: &Group,
+    end: i64,
+    finished: bool,
+    found: &[Option<Uuid>],
+    took: Duration,
+) -> Result<bool, sqlx::Error> {
+    let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
+    // A scan's first batch dates it: by the database's clock, from when that batch's reading began.
+    let started_at = (group.next_block == 0).then_some(took.as_secs_f64());
+    // The table's file this scan reads: the planned one for a first batch, else the one recorded then. Another
+    // file now means a rewrite moved the rows: the scan starts over, proving nothing and keeping what it found.
+    let rewritten = sqlx::query_scalar!(
+        r#"WITH current AS (
+               SELECT c.attnum, r.rewritten,
+                      -- The scan ended on the file it began on, having found nothing in this cycle.
+                      $3 AND NOT r.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle AS clean_end
+                 FROM census_columns c
+                CROSS JOIN census_state s
+                CROSS JOIN LATERAL (
+                      SELECT CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END
+                                 IS DISTINCT FROM pg_relation_filenode(c.relid) AS rewritten
+                ) r
+                WHERE c.relid = $1 AND c.attnum = ANY ($2)
+           )
+           UPDATE census_columns c
+              SET next_block = CASE WHEN w.rewritten OR $3 THEN 0 ELSE $4::bigint END,
+                  filenode = CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END,
+                  scan_started_at = CASE WHEN w.rewritten THEN NULL
+                                         WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                         ELSE c.scan_started_at END,
+                  found_asset = CASE WHEN f.found IS NOT NULL THEN f.found
+                                     WHEN w.clean_end THEN NULL
+                                     ELSE c.found_asset END,
+                  found_at = CASE WHEN f.found IS NOT NULL THEN now()
+                                  WHEN w.clean_end THEN NULL
+                                  ELSE c.found_at END,
+                  found_cycle = CASE WHEN f.found IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
+                  proven_at = CASE WHEN f.found IS NOT NULL THEN NULL
+                                   WHEN w.clean_end
+                                        THEN CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                                  ELSE c.scan_started_at END
+                                   ELSE c.proven_at END,
+                  done_cycle = CASE WHEN $3 AND NOT w.rewritten THEN s.cycle ELSE c.done_cycle END
+             FROM unnest($2::int2[], $5::uuid[]) AS f(attnum, found), census_state s, current w
+            WHERE c.relid = $1 AND c.attnum = f.attnum AND w.attnum = c.attnum
+           RETURNING w.rewritten"#,
+        group.relid,
+        &attnums,
+        finished,
+        end,
+        found as &[Option<Uuid>],
+        started_at,
+        group.filenode,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rewritten.into_iter().any(|r| r == Some(true)))
+}
+
+/// Ends the cycle when every column has been read in it, and answers how long it took; the next one starts with
+/// the next pass's first batch.
+async fn complete_cycle(conn: &mut PgConnection) -> Result<Option<f64>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE census_state s
+            SET last_cycle_completed_at = now(),
+                last_cycle_seconds = extract(epoch FROM now() - s.cycle_started_at)::float8,
+                cycle = s.cycle + 1, cycle_started_at = NULL
+          WHERE s.cycle_started_at IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM census_columns c WHERE c.done_cycle < s.cycle)
+          RETURNING s.last_cycle_seconds"
+    )
+    .fetch_optional(conn)
+    .await
+    .map(Option::flatten)
+}

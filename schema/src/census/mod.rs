@@ -1,0 +1,238 @@
+//! The census: the proof behind the schema check's sample (invariant 13). The sample reads the first values of
+//! each column that is not a reference source; the census reads all of them, a bounded batch of table blocks per
+//! statement across sweep passes, and records per column when a complete scan last found no asset id in it.
+//!
+//! A column is named by its table's oid and attribute number (a partitioned table's column by each leaf
+//! partition's), so a column added, re-created or changed in type starts unproven. While any column of the schema
+//! as it stands is unproven, the schema verdict names it and the consumer deletes and purges nothing; retiring,
+//! which is reversible, goes on. An asset id found is a schema problem naming the column, like the sample's.
+//!
+//! What a batch reads: a uuid column's values; every uuid-shaped string (any letter case) inside a text or JSON
+//! value, and a text value equal to a storage key; in a declared JSONB source, any asset id its declared paths do
+//! not select (a field the format gained). An id at a declared path in mixed letter case is not a finding but a
+//! spelling, noted in `asset_id_spellings` for the recheck (the reference guard notes those written later).
+//! Batches are ranges of table blocks (`ctid` ranges, which Postgres reads without touching the rest of the
+//! table), so a batch costs the same at the start of a table as at its end, and a table without a primary key is
+//! read like any other.
+//!
+//! With reconciliation configured, each batch also reads the text and JSON values for keys of ours a record names
+//! (`named`): an adopted asset, whose id nobody holds, is destroyed only once that scan has covered the schema and
+//! no record names its key.
+//!
+//! Here: what the census reads (`targets`) and what its record says (`standing`, `summary`); `advance` runs one
+//! pass's share; `scan` is one batch's statement, `named` its key scan.
+
+mod advance;
+mod named;
+mod scan;
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::map::{Candidate, ReferenceSource, SchemaProblem, SourceKind};
+
+pub use advance::{Budget, Progress, Stop, advance};
+
+/// A column the census reads, as the schema check names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The schema of its table.
+    pub schema: String,
+    /// Its table (a partitioned table's root).
+    pub table: String,
+    /// The column.
+    pub column: String,
+    /// `uuid`, `text` or `json`.
+    pub family: String,
+    /// `scalar` or `array`.
+    pub shape: String,
+    /// For a declared JSONB source, its declared paths (sorted); empty otherwise.
+    pub json_paths: Vec<String>,
+}
+
+impl Target {
+    fn name(&self) -> String {
+        format!("{}.{}.{}", self.schema, self.table, self.column)
+    }
+}
+
+/// What the census reads: every candidate column, and every declared JSONB source the check could read (one
+/// target per column, with all its declared paths).
+pub fn targets(sources: &[ReferenceSource], problems: &[SchemaProblem], candidates: &[Candidate]) -> Vec<Target> {
+    let mut targets: Vec<Target> = candidates
+        .iter()
+        .map(|c| Target {
+            schema: c.schema.clone(),
+            table: c.table.clone(),
+            column: c.column.clone(),
+            family: c.family.clone(),
+            shape: c.shape.clone(),
+            json_paths: Vec::new(),
+        })
+        .collect();
+    let troubled = |s: &ReferenceSource| problems.iter().any(|p| p.column() == Some((&s.schema, &s.table, &s.column)));
+    for source in sources {
+        let SourceKind::Json { json_path } = &source.kind else { continue };
+        if source.column_type != "jsonb" || troubled(source) {
+            continue;
+        }
+        let same = |t: &Target| t.schema == source.schema && t.table == source.table && t.column == source.column;
+        match targets.iter_mut().find(|t| same(t)) {
+            Some(target) => target.json_paths.push(json_path.clone()),
+            None => targets.push(Target {
+                schema: source.schema.clone(),
+                table: source.table.clone(),
+                column: source.column.clone(),
+                family: "json".to_owned(),
+                shape: "scalar".to_owned(),
+                json_paths: vec![json_path.clone()],
+            }),
+        }
+    }
+    for target in &mut targets {
+        target.json_paths.sort();
+        target.json_paths.dedup();
+    }
+    targets
+}
+
+/// What the census's record says of the schema as it stands.
+#[derive(Debug, Clone, Default)]
+pub struct Standing {
+    /// Targets not yet proven (`schema.table.column`).
+    pub unproven: Vec<String>,
+    /// Asset ids found, as schema problems naming their columns.
+    pub problems: Vec<SchemaProblem>,
+}
+
+/// The columns arranged for one query: the targets' names and paths as parallel arrays.
+struct Columns {
+    schemas: Vec<String>,
+    tables: Vec<String>,
+    columns: Vec<String>,
+    families: Vec<String>,
+    shapes: Vec<String>,
+    /// Each target's paths as a JSON array (Postgres has no arrays of arrays of varying length).
+    paths: Vec<serde_json::Value>,
+}
+
+impl Columns {
+    fn of(targets: &[Target]) -> Self {
+        Columns {
+            schemas: targets.iter().map(|t| t.schema.clone()).collect(),
+            tables: targets.iter().map(|t| t.table.clone()).collect(),
+            columns: targets.iter().map(|t| t.column.clone()).collect(),
+            families: targets.iter().map(|t| t.family.clone()).collect(),
+            shapes: targets.iter().map(|t| t.shape.clone()).collect(),
+            paths: targets.iter().map(|t| serde_json::json!(t.json_paths)).collect(),
+        }
+    }
+}
+
+/// Reads the census's record for `targets`: which are proven on every table holding their rows (a target with
+/// no such table holds nothing to read), and what was found. One statement.
+pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Standing, sqlx::Error> {
+    if targets.is_empty() {
+        return Ok(Standing::default());
+    }
+    let cols = Columns::of(targets);
+    let rows = sqlx::query!(
+        r#"SELECT l.position AS "position!",
+                  bool_and(c.proven_at IS NOT NULL AND c.found_asset IS NULL) AS "proven!",
+                  (array_agg(c.found_asset) FILTER (WHERE c.found_asset IS NOT NULL))[1] AS found
+             FROM asset_sweeper_census_leaves($1, $2, $3) l
+             LEFT JOIN census_columns c
+                    ON c.relid = l.relid AND c.attnum = l.attnum AND c.type_oid = l.type_oid
+                   AND c.json_paths = ARRAY(SELECT jsonb_array_elements_text(($4::jsonb[])[l.position]))
+            GROUP BY l.position
+            ORDER BY l.position"#,
+        &cols.schemas,
+        &cols.tables,
+        &cols.columns,
+        &cols.paths,
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut standing = Standing::default();
+    for row in rows {
+        let Some(target) = usize::try_from(row.position - 1).ok().and_then(|i| targets.get(i)) else { continue };
+        if let Some(asset_id) = row.found {
+            let (schema, table, column) = (target.schema.clone(), target.table.clone(), target.column.clone());
+            standing.problems.push(if target.json_paths.is_empty() {
+                SchemaProblem::FoundByCensus { schema, table, column, asset_id }
+            } else {
+                let json_path = target.json_paths.join(" or ");
+                SchemaProblem::IdOutsideDeclaredPath { schema, table, column, json_path, asset_id }
+            });
+        } else if !row.proven {
+            standing.unproven.push(target.name());
+        }
+    }
+    Ok(standing)
+}
+
+/// Where the census stands: what `asset-sweeper status` shows and each pass records.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The cycle under way (or about to start).
+    pub cycle: i64,
+    /// When its first batch ran; `None` until it has.
+    pub cycle_started_at: Option<String>,
+    /// Columns the census reads (one per table holding rows).
+    pub columns: i64,
+    /// Of those, read completely in this cycle.
+    pub columns_done: i64,
+    /// Of those, never proven as they stand (deletes and purges wait while any is).
+    pub columns_unproven: i64,
+    /// How much of this cycle's reading is done, by table blocks, in percent.
+    pub percent_done: f64,
+    /// Up to ten unproven columns, `schema.table.column`.
+    pub unproven_sample: Vec<String>,
+    /// Columns whose last scan found an asset id, as `schema.table.column` and the asset.
+    pub findings: Vec<(String, Uuid)>,
+    /// When the last complete cycle ended, and how long it took in seconds.
+    pub last_cycle_completed_at: Option<String>,
+    /// How long the last complete cycle took, in seconds.
+    pub last_cycle_seconds: Option<f64>,
+}
+
+/// Reads where the census stands. Sizes come from the catalog, so this reads no application row.
+pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH c AS (
+               SELECT c.*, s.cycle, greatest(asset_sweeper_blocks(c.relid), 1)
+                      AS blocks,
+                      format('%s.%s.%s', c.table_schema, c.table_name, c.column_name) AS name
+                 FROM census_columns c CROSS JOIN census_state s
+           )
+           SELECT s.cycle, s.cycle_started_at::text AS cycle_started_at, s.last_cycle_seconds,
+                  s.last_cycle_completed_at::text AS last_cycle_completed_at,
+                  (SELECT count(*) FROM c) AS "columns!",
+                  (SELECT count(*) FROM c WHERE c.done_cycle >= c.cycle) AS "done!",
+                  (SELECT count(*) FROM c WHERE c.proven_at IS NULL) AS "unproven!",
+                  (SELECT coalesce(100.0 * sum(CASE WHEN c.done_cycle >= c.cycle THEN c.blocks
+                                                    ELSE least(c.next_block, c.blocks) END)
+                                   / nullif(sum(c.blocks), 0), 100)::float8 FROM c) AS "percent!",
+                  ARRAY(SELECT DISTINCT name FROM c WHERE c.proven_at IS NULL ORDER BY name LIMIT 10)
+                      AS "unproven_sample!",
+                  ARRAY(SELECT DISTINCT name FROM c WHERE c.found_asset IS NOT NULL ORDER BY name) AS "found_names!",
+                  ARRAY(SELECT DISTINCT ON (name) c.found_asset FROM c WHERE c.found_asset IS NOT NULL
+                         ORDER BY name) AS "found_assets!: Vec<Uuid>"
+             FROM census_state s"#
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Summary {
+        cycle: row.cycle,
+        cycle_started_at: row.cycle_started_at,
+        columns: row.columns,
+        columns_done: row.done,
+        columns_unproven: row.unproven,
+        percent_done: row.percent,
+        unproven_sample: row.unproven_sample,
+        findings: row.found_names.into_iter().zip(row.found_assets).collect(),
+        last_cycle_completed_at: row.last_cycle_completed_at,
+        last_cycle_seconds: row.last_cycle_seconds,
+    })
+}

@@ -1,0 +1,203 @@
+//! The key scan: which of our keys the application's records name as text (a key, a path, a URL in a text or JSON
+//! column). Bytes no row knew have an id nobody holds, so a record can only ever name them by key: an adopted
+//! asset whose key is named here is kept (invariant 13 for adopted bytes). The scan rides on the census's
+//! batches, reading the same block range; a column's scan that ends with one layout throughout covers it, and
+//! forgets the keys of that column two scans in a row did not see.
+
+use std::collections::HashSet;
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use sqlx::{AssertSqlSafe, PgConnection};
+
+use super::scan::Group;
+use platform::keys::KeyLayout;
+use platform::sql::quote_ident;
+
+/// What a URL leaves as it is in a path: a prefix with a space is found in a URL as `%20`.
+const IN_PATH: &AsciiSet = &NON_ALPHANUMERIC.remove(b'/').remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// The strings a text naming one of our keys must contain, compared as written: each managed prefix as written,
+/// with `+` for its spaces, percent-encoded as in a path and as a whole (`/` as `%2F`, in a query string) in both
+/// cases of hex, and with JSON's escaped slashes (`\/`, `\u002f`). A text that spells the prefix otherwise (an
+/// encoder escaping letters, `\u` escapes of its other characters) is not read for keys.
+fn prefilter(layout: &KeyLayout) -> Vec<String> {
+    let mut needles: Vec<String> = Vec::new();
+    for prefix in layout.prefixes() {
+        let encoded = [
+            utf8_percent_encode(prefix, IN_PATH).to_string(),
+            utf8_percent_encode(prefix, NON_ALPHANUMERIC).to_string(),
+        ];
+        let mut spellings = vec![
+            prefix.to_owned(),
+            prefix.replace(' ', "+"),
+            prefix.replace('/', "\\/"),
+            prefix.replace('/', "\\u002f"),
+            prefix.replace('/', "\\u002F"),
+        ];
+        for e in encoded {
+            spellings.push(lower_hex(&e));
+            spellings.push(e);
+        }
+        for needle in spellings {
+            if !needles.contains(&needle) {
+                needles.push(needle);
+            }
+        }
+    }
+    needles
+}
+
+/// `encoded` with its percent escapes' hex digits in lowercase.
+fn lower_hex(encoded: &str) -> String {
+    let mut out = String::with_capacity(encoded.len());
+    let mut left = 0;
+    for c in encoded.chars() {
+        if c == '%' {
+            left = 2;
+            out.push(c);
+        } else if left > 0 {
+            left -= 1;
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Reads the text and JSON columns of blocks `[group.next_block, end)` and notes each key of ours they name, with
+/// its column. Only values holding a managed prefix (in any of its spellings: [`prefilter`]) leave the database.
+/// Answers how many (key, column) pairs.
+pub(super) async fn scan(
+    conn: &mut PgConnection,
+    group: &Group,
+    end: i64,
+    layout: &KeyLayout,
+) -> Result<u64, sqlx::Error> {
+    let texts: Vec<(i16, String)> = group
+        .columns
+        .iter()
+        .filter(|c| c.family != "uuid")
+        .map(|c| {
+            let col = format!("r.{}", quote_ident(&c.name));
+            let value = if c.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
+            (c.attnum, format!("SELECT {}::int2 AS a, {value} AS v FROM r", c.attnum))
+        })
+        .collect();
+    if texts.is_empty() {
+        return Ok(0);
+    }
+    let selected: Vec<String> =
+        group.columns.iter().filter(|c| c.family != "uuid").map(|c| quote_ident(&c.name)).collect();
+    // Built here, not checked at compile time: the table and its columns are the application's, known only now.
+    let sql = format!(
+        "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
+         SELECT x.a, x.v FROM ({}) x
+          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)",
+        selected.join(", "),
+        group.heap,
+        texts.into_iter().map(|(_, s)| s).collect::<Vec<_>>().join(" UNION ALL "),
+    );
+    let rows: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
+        .bind(format!("({},0)", group.next_block))
+        .bind(format!("({end},0)"))
+        .bind(prefilter(layout))
+        .persistent(false)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut named: HashSet<(String, i16)> = HashSet::new();
+    for (attnum, value) in rows {
+        named.extend(layout.named_in(&value).into_iter().map(|key| (key, attnum)));
+    }
+    if named.is_empty() {
+        return Ok(0);
+    }
+    let (keys, attnums): (Vec<String>, Vec<i16>) = named.into_iter().unzip();
+    sqlx::query!(
+        "INSERT INTO named_keys (storage_key, relid, attnum, seen_at)
+         SELECT k, $1, a, now() FROM unnest($2::text[], $3::int2[]) AS t(k, a)
+         ON CONFLICT (storage_key, relid, attnum) DO UPDATE SET seen_at = EXCLUDED.seen_at",
+        group.relid,
+        &keys,
+        &attnums,
+    )
+    .execute(conn)
+    .await?;
+    Ok(keys.len() as u64)
+}
+
+/// After a batch ended at the group's cursor (already recorded): a scan's first batch dates the layout it reads
+/// with, a batch with another layout spoils the scan, and a scan that ended (`finished`) with one layout
+/// throughout covers its columns as of its start. It forgets their keys seen by neither it nor the scan before
+/// it: an update can move a row into a block a scan has read, and one scan missing a name must not forget it. `layout` is `None`
+/// when reconciliation is not configured: nothing is covered then.
+pub(super) async fn record(
+    conn: &mut PgConnection,
+    group: &Group,
+    first: bool,
+    finished: bool,
+    layout: Option<&KeyLayout>,
+) -> Result<(), sqlx::Error> {
+    let attnums: Vec<i16> = group.columns.iter().filter(|c| c.family != "uuid").map(|c| c.attnum).collect();
+    if attnums.is_empty() {
+        return Ok(());
+    }
+    let signature = layout.map(KeyLayout::signature);
+    sqlx::query!(
+        "UPDATE census_columns
+            SET keys_layout = CASE WHEN $3 THEN $4 WHEN keys_layout IS DISTINCT FROM $4 THEN NULL ELSE keys_layout END
+          WHERE relid = $1 AND attnum = ANY ($2)",
+        group.relid,
+        &attnums,
+        first,
+        signature,
+    )
+    .execute(&mut *conn)
+    .await?;
+    if !finished {
+        return Ok(());
+    }
+    sqlx::query!(
+        "WITH before AS (
+             SELECT relid, attnum, keys_proven_at FROM census_columns
+              WHERE relid = $1 AND attnum = ANY ($2) AND keys_layout IS NOT NULL AND keys_layout = $3
+                AND scan_started_at IS NOT NULL
+         ),
+         covered AS (
+             UPDATE census_columns c SET keys_proven_at = c.scan_started_at
+               FROM before b
+              WHERE c.relid = b.relid AND c.attnum = b.attnum
+             RETURNING c.relid, c.attnum, b.keys_proven_at AS previous
+         )
+         DELETE FROM named_keys n USING covered c
+          WHERE n.relid = c.relid AND n.attnum = c.attnum AND n.seen_at < c.previous",
+        group.relid,
+        &attnums,
+        signature,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_is_searched_for_in_every_spelling_a_url_or_document_gives_it() {
+        let layout = KeyLayout::new("Fotos/My Uploads/", r"Fotos/My Uploads/.+").expect("a layout");
+        let needles = prefilter(&layout);
+        for spelling in [
+            "Fotos/My Uploads/",
+            "Fotos/My+Uploads/",
+            "Fotos/My%20Uploads/",
+            "Fotos%2FMy%20Uploads%2F",
+            "Fotos%2fMy%20Uploads%2f",
+            "Fotos\\/My Uploads\\/",
+            "Fotos\\u002fMy Uploads\\u002f",
+        ] {
+            assert!(needles.iter().any(|n| n == spelling), "{spelling}: {needles:?}");
+        }
+    }
+}

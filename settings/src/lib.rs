@@ -1,0 +1,646 @@
+//! Typed settings, read from the environment once per cold start.
+//!
+//! Every missing or invalid variable is collected, so an operator fixes a deployment in one round instead of
+//! one variable per failed cold start. Secret values never reach an error message or a log line.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use lifecycle::brake::BrakeSettings;
+use platform::db::DatabaseSettings;
+use platform::location::InventoryLocation;
+use schema::UnindexedSources;
+use sqlx::postgres::PgConnectOptions;
+
+/// Everything the functions are configured with: docs/operating.md, "Configuration", lists every setting.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the database is and how many connections to use.
+    pub database: DatabaseSettings,
+    /// The cleanup queue.
+    pub queue: QueueSettings,
+    /// The bucket that holds the assets' bytes.
+    pub asset_bucket: String,
+    /// Path-style S3 addressing, for S3-compatible endpoints without virtual-host DNS (LocalStack).
+    pub s3_force_path_style: bool,
+    /// How long a retired asset stays restorable before it is purged.
+    pub retention: Duration,
+    /// Nothing written more recently than this is retired or deleted (invariant 3).
+    pub grace: Duration,
+    /// An upload still `pending` this long after it was created is abandoned and may be deleted.
+    pub abandon_after: Duration,
+    /// The timeout of the one S3 call made while a settle transaction holds its row locks (invariant 5).
+    pub s3_delete_timeout: Duration,
+    /// How many values of each unexplained uuid, text or jsonb column the schema check samples (invariant 4).
+    pub schema_sample_rows: u32,
+    /// The consumer settles only on a schema verdict a sweep pass recorded at most this long ago (invariant 4).
+    pub schema_verdict_max_age: Duration,
+    /// What the schema check does with a reference source that no index serves.
+    pub unindexed_sources: UnindexedSources,
+    /// How a sweep pass claims and sends.
+    pub sweep: SweepSettings,
+    /// The blast-radius brake's limits (invariant 11).
+    pub brake: BrakeSettings,
+    /// How the census reads the columns that are not reference sources.
+    pub census: CensusSettings,
+    /// How discovery walks the assets nobody scheduled.
+    pub discovery: DiscoverySettings,
+    /// Which keys of the bucket reconciliation compares with the rows.
+    pub reconcile: ReconcileSettings,
+    /// How the records step applies the application's retention rules.
+    pub records: RecordsSettings,
+}
+
+/// How the schema check runs, as the functions and the CLI are configured.
+impl From<&Settings> for schema::CheckOptions {
+    fn from(settings: &Settings) -> Self {
+        schema::CheckOptions { sample_rows: settings.schema_sample_rows, unindexed: settings.unindexed_sources }
+    }
+}
+
+/// The records step: the application's retention rules, applied first in every pass.
+#[derive(Debug, Clone)]
+pub struct RecordsSettings {
+    /// The application's time zone (a Postgres time zone name): the day a pass belongs to, which every rule's
+    /// cutoff counts back from.
+    pub time_zone: String,
+    /// The share, in percent, of a pass's time budget the step may use before the rest of the pass.
+    pub time_share_percent: u32,
+    /// A rule that would delete more than this share of its table, in percent, waits for an operator's approval.
+    pub brake_share_percent: u32,
+}
+
+/// Reconciliation: which keys of the bucket are this product's, compared with the rows both ways.
+#[derive(Debug, Clone)]
+pub struct ReconcileSettings {
+    /// The managed prefixes and the key pattern; `None` (neither set) leaves the bucket unread.
+    pub layout: Option<platform::keys::KeyLayout>,
+    /// The most assets one reconciliation confirms gone with a request to the bucket each.
+    pub confirm_lost: u32,
+    /// The most keys one reconciliation adopts (the rest wait for the next report).
+    pub adopt_max: u32,
+    /// Where S3 Inventory writes the asset bucket's reports; `None`: the sweep does not reconcile.
+    pub inventory: Option<InventoryLocation>,
+    /// The share, in percent, of what is left of a pass's time budget (after discovery) reconciliation may use.
+    pub time_share_percent: u32,
+}
+
+/// Discovery's pace: it walks the assets nobody scheduled, a batch at a time, and makes due the ones no source
+/// refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscoverySettings {
+    /// Whether the sweep pass discovers at all.
+    pub enabled: bool,
+    /// The share, in percent, of what is left of a pass's time budget (after the census and the schema check)
+    /// discovery may use before the brake and the claim.
+    pub time_share_percent: u32,
+    /// Assets one discovery statement looks at.
+    pub batch_size: u32,
+    /// The most assets one pass looks at.
+    pub max_per_pass: u32,
+}
+
+/// The census's pace: it reads every column that is not a reference source, a batch of table blocks at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CensusSettings {
+    /// The share, in percent, of a pass's time budget the census may use before the claim.
+    pub time_share_percent: u32,
+    /// Table blocks (8 KiB each) one census statement reads.
+    pub batch_blocks: u32,
+    /// The most census statements one pass runs.
+    pub max_batches: u32,
+    /// How long after a cycle ends the next one begins; columns not yet proven are read meanwhile all the same.
+    pub cycle_interval: Duration,
+}
+
+/// The cleanup queue, as the sweep and the consumer must both see it.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    /// Where the sweep sends one message per claimed asset.
+    pub url: String,
+    /// The queue's visibility timeout; with `max_receive_count` it sets how long a claim must live.
+    pub visibility_timeout: Duration,
+    /// Must equal the queue's redrive `maxReceiveCount`: the consumer records the failure on the last receive.
+    pub max_receive_count: u32,
+}
+
+impl QueueSettings {
+    /// How long a claim lives: longer than the queue takes to redeliver one message until it dead-letters
+    /// (visibility timeout × maxReceiveCount), plus one more visibility period of margin. Time a message waits
+    /// unreceived in a backlog is not covered: a claim can lapse with its message still queued, so a second
+    /// message for the asset is possible and the consumer must treat a stale claim as a no-op (invariant 6).
+    pub fn lease(&self) -> Duration {
+        self.visibility_timeout * (self.max_receive_count + 1)
+    }
+}
+
+/// Assets one consumer is assumed to settle per second when the queue's ceiling is not set: a tenth of what the
+/// benchmark measures, so the default stays safe on a slow database.
+pub const ASSUMED_SETTLES_PER_SECOND: u64 = 10;
+
+/// How one sweep pass paces itself.
+#[derive(Debug, Clone)]
+pub struct SweepSettings {
+    /// The most assets one pass claims.
+    pub max_per_pass: u32,
+    /// Rows claimed by one statement (one short transaction) before they are sent.
+    pub batch_size: u32,
+    /// `SendMessageBatch` calls in flight at once.
+    pub send_concurrency: u32,
+    /// The pass stops starting new batches when less than this remains before the Lambda deadline.
+    pub time_reserve: Duration,
+    /// The most messages the cleanup queue may hold (waiting and in flight) after a pass: a pass claims only
+    /// what keeps it under this, so a slow consumer never lets leases lapse and the same assets go out again.
+    pub queue_ceiling: u64,
+}
+
+/// One thing wrong with the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// A required variable is not set.
+    Missing {
+        /// The variable.
+        name: &'static str,
+    },
+    /// A variable is set to something unusable.
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+}
+
+impl Problem {
+    /// The variable this problem is about.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Problem::Missing { name } | Problem::Invalid { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Missing { name: "DATABASE_URL" } => {
+                f.write_str("DATABASE_URL is not set (nor DATABASE_SECRET_ARN)")
+            }
+            Problem::Missing { name } => write!(f, "{name} is not set"),
+            Problem::Invalid { name, reason } => write!(f, "{name} {reason}"),
+        }
+    }
+}
+
+/// Why settings could not be loaded in AWS: the environment, or the database secret.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The environment.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// The database secret.
+    #[error(transparent)]
+    Secret(#[from] platform::secrets::SecretError),
+}
+
+/// All problems found in one reading of the environment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SettingsError {
+    /// Every problem, in the order the variables are read.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(f, "invalid configuration ({n} problem{}): ", if n == 1 { "" } else { "s" })?;
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Settings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, SettingsError> {
+        Self::from_lookup(process_env)
+    }
+
+    /// Reads settings through `lookup`, so tests need not touch the process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        Self::read(&lookup, None)
+    }
+
+    /// Reads the environment as in AWS: when `DATABASE_SECRET_ARN` is set instead of `DATABASE_URL`, the
+    /// connection comes from that Secrets Manager secret (fetched once, at cold start).
+    pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, LoadError> {
+        Self::load_from(sdk, process_env).await
+    }
+
+    /// [`Settings::load`] through `lookup`.
+    pub async fn load_from(
+        sdk: &aws_config::SdkConfig,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, LoadError> {
+        let set = |name| lookup(name).filter(|v| !v.trim().is_empty());
+        let database = match (set("DATABASE_URL"), set("DATABASE_SECRET_ARN")) {
+            (None, Some(arn)) => Some(platform::secrets::database_options(sdk, arn.trim()).await?),
+            _ => None,
+        };
+        Ok(Self::read(&lookup, database)?)
+    }
+
+    fn read(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        database: Option<PgConnectOptions>,
+    ) -> Result<Self, SettingsError> {
+        let mut reader = Reader { lookup, problems: Vec::new() };
+
+        let database_url = if database.is_some() { None } else { reader.required("DATABASE_URL") };
+        let database_options = database.or_else(|| {
+            database_url.as_deref().and_then(|url| {
+                // The parser's message can quote the URL, password included: name the variable only.
+                match PgConnectOptions::from_str(url) {
+                    Ok(options) => Some(options),
+                    Err(_) => {
+                        reader.invalid("DATABASE_URL", "is not a valid postgres:// connection URL");
+                        None
+                    }
+                }
+            })
+        });
+        let max_connections = reader.parsed("DATABASE_MAX_CONNECTIONS", 4, 1..=100u32);
+        let cleanup_queue_url = reader.required("CLEANUP_QUEUE_URL").and_then(|url| {
+            if url.starts_with("https://") || url.starts_with("http://") {
+                Some(url)
+            } else {
+                reader.invalid("CLEANUP_QUEUE_URL", format!("must be an http(s) queue URL, got {url:?}"));
+                None
+            }
+        });
+        let asset_bucket =
+            reader.required("ASSET_BUCKET").and_then(|bucket| match platform::location::bucket_name_problem(&bucket) {
+                None => Some(bucket),
+                Some(reason) => {
+                    reader.invalid("ASSET_BUCKET", format!("{bucket:?} {reason}"));
+                    None
+                }
+            });
+        let s3_force_path_style = reader.flag("S3_FORCE_PATH_STYLE", false);
+        // SQS allows 1..=1000; 1 would send a message to the DLQ on its first failure.
+        let max_receive_count = reader.parsed("MAX_RECEIVE_COUNT", 5, 2..=1000u32);
+        // SQS allows up to 12 hours.
+        let visibility_timeout = reader.duration_between("QUEUE_VISIBILITY_TIMEOUT", secs(360), secs(1)..=hours(12));
+        let retention = reader.duration("RETENTION", days(30), days(1));
+        let grace = reader.duration("GRACE", hours(24), hours(1));
+        let abandon_after = reader.duration("ABANDON_AFTER", days(7), hours(1));
+        if abandon_after < grace {
+            reader.invalid("ABANDON_AFTER", "must not be shorter than GRACE: an upload in flight is never abandoned");
+        }
+        let s3_delete_timeout = reader.duration_between("S3_DELETE_TIMEOUT", secs(5), secs(1)..=secs(60));
+        let schema_sample_rows = reader.parsed("SCHEMA_SAMPLE_ROWS", 100, 1..=100_000u32);
+        let schema_verdict_max_age = reader.duration_between("SCHEMA_VERDICT_MAX_AGE", hours(1), secs(60)..=hours(24));
+        let unindexed_sources = match reader.get("UNINDEXED_SOURCES").map(|v| v.to_ascii_lowercase()).as_deref() {
+            None | Some("refuse") => UnindexedSources::Refuse,
+            Some("warn") => UnindexedSources::Warn,
+            Some(other) => {
+                reader.invalid("UNINDEXED_SOURCES", format!("must be refuse or warn, got {other:?}"));
+                UnindexedSources::Refuse
+            }
+        };
+        let census = CensusSettings {
+            time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
+            batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
+            max_batches: reader.parsed("CENSUS_MAX_BATCHES", 10_000, 1..=10_000_000u32),
+            cycle_interval: reader.duration_between("CENSUS_CYCLE_INTERVAL", hours(24), secs(0)..=days(30)),
+        };
+        let discovery = DiscoverySettings {
+            enabled: reader.flag("DISCOVERY_ENABLED", true),
+            time_share_percent: reader.parsed("DISCOVERY_TIME_SHARE_PERCENT", 25, 1..=90u32),
+            batch_size: reader.parsed("DISCOVERY_BATCH_SIZE", 5_000, 1..=100_000u32),
+            max_per_pass: reader.parsed("DISCOVERY_MAX_PER_PASS", 2_000_000, 1..=1_000_000_000u32),
+        };
+        let reconcile = ReconcileSettings {
+            layout: match (reader.get("RECONCILE_PREFIXES"), reader.get("RECONCILE_KEY_PATTERN")) {
+                (None, None) => None,
+                (Some(_), None) => {
+                    reader.problems.push(Problem::Missing { name: "RECONCILE_KEY_PATTERN" });
+                    None
+                }
+                (None, Some(_)) => {
+                    reader.problems.push(Problem::Missing { name: "RECONCILE_PREFIXES" });
+                    None
+                }
+                (Some(prefixes), Some(pattern)) => match platform::keys::KeyLayout::new(&prefixes, &pattern) {
+                    Ok(layout) => Some(layout),
+                    Err(e @ platform::keys::LayoutError::Prefixes(_)) => {
+                        reader.invalid("RECONCILE_PREFIXES", e.to_string());
+                        None
+                    }
+                    Err(e) => {
+                        reader.invalid("RECONCILE_KEY_PATTERN", e.to_string());
+                        None
+                    }
+                },
+            },
+            // Confirmed while the comparison's transaction waits: 10 000 lookups, 16 at once, stay well inside the
+            // sessions' idle-in-transaction timeout.
+            confirm_lost: reader.parsed("RECONCILE_CONFIRM_LOST", 1_000, 1..=10_000u32),
+            // Each adopted key is an asset row, a stored object and an audit row written in the comparison's
+            // transaction: 100 000 take seconds; a bucket of millions of orphans is adopted over a few reports.
+            adopt_max: reader.parsed("RECONCILE_ADOPT_MAX", 100_000, 1..=1_000_000u32),
+            inventory: reader.get("RECONCILE_INVENTORY").and_then(|text| match InventoryLocation::parse(&text) {
+                Ok(location) => Some(location),
+                Err(reason) => {
+                    reader.invalid("RECONCILE_INVENTORY", reason);
+                    None
+                }
+            }),
+            time_share_percent: reader.parsed("RECONCILE_TIME_SHARE_PERCENT", 25, 1..=90u32),
+        };
+        if reconcile.inventory.is_some()
+            && reconcile.layout.is_none()
+            && !reader.problems.iter().any(|p| p.name().starts_with("RECONCILE_"))
+        {
+            reader.invalid(
+                "RECONCILE_INVENTORY",
+                "needs RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN: which keys are ours",
+            );
+        }
+        let records = RecordsSettings {
+            time_zone: reader.get("RECORDS_TIME_ZONE").unwrap_or_else(|| "UTC".to_owned()),
+            time_share_percent: reader.parsed("RECORDS_TIME_SHARE_PERCENT", 20, 1..=90u32),
+            brake_share_percent: reader.parsed("RECORDS_BRAKE_SHARE_PERCENT", 50, 1..=100u32),
+        };
+        let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
+        // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.
+        let default_ceiling = queue.lease().as_secs() / 2 * 2 * ASSUMED_SETTLES_PER_SECOND;
+        let sweep = SweepSettings {
+            max_per_pass: reader.parsed("SWEEP_MAX_PER_PASS", 100_000, 1..=10_000_000u32),
+            batch_size: reader.parsed("SWEEP_BATCH_SIZE", 1_000, 10..=50_000u32),
+            send_concurrency: reader.parsed("SWEEP_SEND_CONCURRENCY", 8, 1..=64u32),
+            time_reserve: reader.duration("SWEEP_TIME_RESERVE", secs(60), secs(5)),
+            queue_ceiling: reader.parsed("SWEEP_QUEUE_CEILING", default_ceiling, 10..=100_000_000u64),
+        };
+        let brake = BrakeSettings {
+            max_share_percent: reader.parsed("BRAKE_MAX_SHARE_PERCENT", 25, 1..=100u32),
+            share_min_assets: reader.parsed("BRAKE_SHARE_MIN_ASSETS", 100, 1..=u64::MAX),
+            max_assets: reader.parsed("BRAKE_MAX_ASSETS", 50_000, 1..=u64::MAX),
+            max_bytes: reader.parsed("BRAKE_MAX_BYTES", 1 << 40, 1..=u64::MAX),
+        };
+
+        match (database_options, cleanup_queue_url, asset_bucket) {
+            (Some(options), Some(url_of_queue), Some(asset_bucket)) if reader.problems.is_empty() => Ok(Settings {
+                database: DatabaseSettings::new(options, max_connections),
+                queue: QueueSettings { url: url_of_queue, ..queue },
+                asset_bucket,
+                s3_force_path_style,
+                retention,
+                grace,
+                abandon_after,
+                s3_delete_timeout,
+                schema_sample_rows,
+                schema_verdict_max_age,
+                unindexed_sources,
+                sweep,
+                brake,
+                census,
+                discovery,
+                reconcile,
+                records,
+            }),
+            _ => Err(SettingsError { problems: reader.problems }),
+        }
+    }
+}
+
+/// One variable of the process environment (non-UTF-8 bytes replaced, so validation can name them).
+fn process_env(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
+}
+
+struct Reader<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    problems: Vec<Problem>,
+}
+
+impl Reader<'_> {
+    /// A set, non-blank value; blank counts as unset (a template parameter left empty).
+    fn get(&self, name: &str) -> Option<String> {
+        (self.lookup)(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+    }
+
+    fn invalid(&mut self, name: &'static str, reason: impl Into<String>) {
+        self.problems.push(Problem::Invalid { name, reason: reason.into() });
+    }
+
+    fn required(&mut self, name: &'static str) -> Option<String> {
+        let value = self.get(name);
+        if value.is_none() {
+            self.problems.push(Problem::Missing { name });
+        }
+        value
+    }
+
+    fn parsed<T>(&mut self, name: &'static str, default: T, range: std::ops::RangeInclusive<T>) -> T
+    where
+        T: FromStr + PartialOrd + fmt::Display + Copy,
+    {
+        let Some(raw) = self.get(name) else { return default };
+        match raw.parse::<T>() {
+            Ok(v) if range.contains(&v) => v,
+            _ => {
+                self.invalid(
+                    name,
+                    format!("must be a whole number from {} to {}, got {raw:?}", range.start(), range.end()),
+                );
+                default
+            }
+        }
+    }
+
+    fn flag(&mut self, name: &'static str, default: bool) -> bool {
+        let Some(raw) = self.get(name) else { return default };
+        match raw.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" => false,
+            _ => {
+                self.invalid(name, format!("must be true or false, got {raw:?}"));
+                default
+            }
+        }
+    }
+
+    /// A duration such as `30d`, `24h` or `90s`, no shorter than `min`.
+    fn duration(&mut self, name: &'static str, default: Duration, min: Duration) -> Duration {
+        self.duration_between(name, default, min..=Duration::MAX)
+    }
+
+    fn duration_between(
+        &mut self,
+        name: &'static str,
+        default: Duration,
+        range: std::ops::RangeInclusive<Duration>,
+    ) -> Duration {
+        let Some(raw) = self.get(name) else { return default };
+        match humantime::parse_duration(&raw) {
+            Ok(v) if range.contains(&v) => v,
+            Ok(_) if *range.end() == Duration::MAX => {
+                let min = humantime::format_duration(*range.start());
+                self.invalid(name, format!("must be at least {min}, got {raw:?}"));
+                default
+            }
+            Ok(_) => {
+                let (min, max) = (humantime::format_duration(*range.start()), humantime::format_duration(*range.end()));
+                self.invalid(name, format!("must be from {min} to {max}, got {raw:?}"));
+                default
+            }
+            Err(_) => {
+                self.invalid(name, format!("must be a duration such as 30d, 24h or 90s, got {raw:?}"));
+                default
+            }
+        }
+    }
+}
+
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+const fn hours(n: u64) -> Duration {
+    Duration::from_secs(n * 3600)
+}
+
+const fn days(n: u64) -> Duration {
+    hours(n * 24)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn read(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::from_lookup(|name| vars.get(name).cloned())
+    }
+
+    const COMPLETE: [(&str, &str); 3] = [
+        ("DATABASE_URL", "postgres://sweeper:hunter2@db.internal:5432/app"),
+        ("CLEANUP_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/cleanup"),
+        ("ASSET_BUCKET", "acme-assets"),
+    ];
+
+    #[test]
+    fn a_complete_environment_gets_the_documented_defaults() {
+        let s = read(&COMPLETE).expect("complete environment");
+        assert_eq!(s.queue.max_receive_count, 5);
+        assert_eq!(s.queue.visibility_timeout, secs(360));
+        assert_eq!(s.queue.lease(), secs(360 * 6), "a claim outlives every delivery of its message");
+        assert_eq!(s.brake.max_bytes, 1 << 40);
+        assert_eq!(s.retention, days(30));
+        assert_eq!(s.grace, hours(24));
+        assert_eq!(s.database.max_connections, 4);
+        assert!(!s.s3_force_path_style);
+        assert_eq!(s.asset_bucket, "acme-assets");
+        assert_eq!(s.sweep.queue_ceiling, 21_600, "two consumers at 10/s clear it in half a lease");
+        assert_eq!(s.schema_verdict_max_age, hours(1));
+        assert_eq!(s.unindexed_sources, UnindexedSources::Refuse);
+    }
+
+    #[test]
+    fn overrides_are_parsed() {
+        let mut vars = COMPLETE.to_vec();
+        vars.extend([
+            ("RETENTION", "45d"),
+            ("GRACE", "36h"),
+            ("MAX_RECEIVE_COUNT", "7"),
+            ("S3_FORCE_PATH_STYLE", "true"),
+            ("QUEUE_VISIBILITY_TIMEOUT", "2m"),
+            ("BRAKE_MAX_BYTES", "5000000000000"),
+        ]);
+        let s = read(&vars).expect("valid overrides");
+        assert_eq!(s.retention, days(45));
+        assert_eq!(s.grace, hours(36));
+        assert_eq!(s.queue.max_receive_count, 7);
+        assert_eq!(s.queue.lease(), secs(120 * 8));
+        assert_eq!(s.brake.max_bytes, 5_000_000_000_000);
+        assert!(s.s3_force_path_style);
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_one_error() {
+        let err = read(&[("DATABASE_URL", "postgres://localhost/app"), ("MAX_RECEIVE_COUNT", "1"), ("GRACE", "5m")])
+            .expect_err("two variables are missing and two are invalid");
+        let names: Vec<_> = err.problems.iter().map(Problem::name).collect();
+        assert_eq!(names, ["CLEANUP_QUEUE_URL", "ASSET_BUCKET", "MAX_RECEIVE_COUNT", "GRACE"]);
+        let text = err.to_string();
+        assert!(text.starts_with("invalid configuration (4 problems): "), "{text}");
+        assert!(text.contains("CLEANUP_QUEUE_URL is not set; ASSET_BUCKET is not set"), "{text}");
+        assert!(text.contains("MAX_RECEIVE_COUNT must be a whole number from 2 to 1000, got \"1\""), "{text}");
+    }
+
+    #[test]
+    fn reconciliation_takes_both_of_its_layout_settings_or_neither() {
+        assert!(read(&COMPLETE).expect("complete").reconcile.layout.is_none(), "off unless configured");
+        let mut vars = COMPLETE.to_vec();
+        vars.extend([
+            ("RECONCILE_PREFIXES", "uploads/"),
+            ("RECONCILE_KEY_PATTERN", "uploads/(?P<workspace>[0-9a-f-]{36})/.+"),
+            ("RECONCILE_INVENTORY", "s3://acme-inventory/reports/acme-assets/all"),
+        ]);
+        let s = read(&vars).expect("a complete reconciliation");
+        assert!(s.reconcile.layout.is_some());
+        let inventory = s.reconcile.inventory.expect("an inventory location");
+        assert_eq!(inventory.to_string(), "s3://acme-inventory/reports/acme-assets/all/");
+        let mut half = COMPLETE.to_vec();
+        half.extend([("RECONCILE_PREFIXES", "uploads/"), ("RECONCILE_INVENTORY", "acme-inventory/reports")]);
+        let err = read(&half).expect_err("a pattern is missing and the location is no address");
+        let names: Vec<_> = err.problems.iter().map(Problem::name).collect();
+        assert_eq!(names, ["RECONCILE_KEY_PATTERN", "RECONCILE_INVENTORY"], "{err}");
+        let mut broken = COMPLETE.to_vec();
+        broken.extend([("RECONCILE_PREFIXES", "uploads/"), ("RECONCILE_KEY_PATTERN", "uploads/(")]);
+        let err = read(&broken).expect_err("not a regular expression").to_string();
+        assert!(err.contains("RECONCILE_KEY_PATTERN is not a regular expression"), "{err}");
+        let mut alone = COMPLETE.to_vec();
+        alone.push(("RECONCILE_INVENTORY", "s3://acme-inventory/"));
+        let err = read(&alone).expect_err("no layout").to_string();
+        assert!(err.contains("RECONCILE_INVENTORY needs RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN"), "{err}");
+    }
+
+    #[test]
+    fn blank_values_count_as_missing() {
+        let mut vars = COMPLETE.to_vec();
+        vars[2] = ("ASSET_BUCKET", "  ");
+        let err = read(&vars).expect_err("blank bucket");
+        assert_eq!(err.problems, [Problem::Missing { name: "ASSET_BUCKET" }]);
+    }
+
+    #[test]
+    fn secrets_never_appear_in_errors_or_debug_output() {
+        let err = read(&[("DATABASE_URL", "mysql//sweeper:hunter2@db")]).expect_err("malformed url");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(err.to_string().contains("DATABASE_URL is not a valid postgres:// connection URL"));
+
+        let s = read(&COMPLETE).expect("complete environment");
+        let debug = format!("{s:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("db.internal"), "{debug}");
+    }
+
+    #[test]
+    fn bucket_names_follow_s3_rules() {
+        for bad in ["b", "Upper-Case", "-leading", "trailing-", "under_score"] {
+            let mut vars = COMPLETE.to_vec();
+            vars[2] = ("ASSET_BUCKET", bad);
+            let err = read(&vars).expect_err(bad);
+            assert_eq!(err.problems[0].name(), "ASSET_BUCKET", "{bad}");
+        }
+    }
+}
