@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use lifecycle::AssetState;
+use lifecycle::judgement::{self, Judged, Terms};
 use platform::AssetId;
 use platform::audit::AuditAction;
 use schema::{self, SchemaCheckError};
@@ -71,6 +72,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
 
     let mut text = String::new();
     let mut kept_by = Vec::new();
+    let mut would_json = Value::Null;
     let mut schema = json!("valid");
     let mut row_json = Value::Null;
     let mut due_json = Value::Null;
@@ -100,8 +102,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             let mut conn = pool.acquire().await?;
             match schema::check(&mut conn, (&settings).into()).await {
                 Ok(map) => {
-                    let found = schema::recheck::recheck(&mut conn, &map, AssetId(id)).await?;
-                    for answer in found.answers.into_iter().filter(|a| a.referenced) {
+                    let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after };
+                    let Judged::Judged(judgement) = judgement::judge(&mut conn, &map, AssetId(id), terms, None).await?
+                    else {
+                        bail!("asset {id} was removed while it was being explained");
+                    };
+                    let would = match judgement.decision {
+                        lifecycle::Decision::Defer(why) => format!("defer ({})", why.as_str()),
+                        decision => decision.action().to_string(),
+                    };
+                    text.push_str(&format!("  a settle now would: {would}\n"));
+                    would_json = json!(would);
+                    for answer in judgement.found.answers.into_iter().filter(|a| a.referenced) {
                         text.push_str(&format!(
                             "  kept by {} record {}\n",
                             answer.source,
@@ -145,7 +157,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     Ok(Output {
         text: text.trim_end().to_owned(),
         json: json!({
-            "asset_id": id, "row": row_json, "due": due_json, "kept_by": kept_by, "schema": schema,
+            "asset_id": id, "row": row_json, "due": due_json, "kept_by": kept_by, "would": would_json, "schema": schema,
             "decisions": decisions_json,
         }),
         attention: Vec::new(),

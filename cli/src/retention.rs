@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use anyhow::{Context, bail};
+use platform::step::Step;
 use records::{Rule, pass_day};
 use serde_json::{Value, json};
 use settings::Settings;
@@ -14,13 +15,8 @@ use crate::Output;
 /// The newest pass's records step: a line per rule, the JSON, and what needs a person (a rule the database refused
 /// or the brake held).
 pub(crate) async fn last_pass(pool: &PgPool) -> anyhow::Result<(String, Value, Vec<String>)> {
-    let last = sqlx::query!(
-        "SELECT id, started_at::text AS started_at, records FROM sweep_runs
-          WHERE records IS NOT NULL ORDER BY started_at DESC LIMIT 1"
-    )
-    .fetch_optional(pool)
-    .await?;
-    let rules = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM retention_rules"#).fetch_one(pool).await?;
+    let mut conn = pool.acquire().await?;
+    let records::Standing { rules, last_pass: last } = <records::Records<'_> as Step>::standing(&mut conn).await?;
     let mut text = String::new();
     let mut attention = Vec::new();
     let Some(last) = last else {

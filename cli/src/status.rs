@@ -3,6 +3,7 @@
 //! refuses now, a retention rule failed or is held by its brake, or reconciliation found assets whose bytes are gone or a prefix shared with another writer — so it can
 //! back a monitor.
 
+use platform::step::Step;
 use std::fmt::Write as _;
 
 use lifecycle::runs::RunOutcome;
@@ -177,12 +178,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             Err(e) => Err(e.to_string()),
         }
     };
-    let (census, discovery, reconciliation) = {
+    // Each step of a pass, as it stands.
+    let (census, discovery, reconciliation, adopted) = {
         let mut conn = pool.acquire().await?;
         (
-            schema::census::summary(&mut conn).await?,
-            lifecycle::discovery::standing(&mut conn).await?,
-            ::reconcile::standing(&mut conn).await?,
+            <schema::census::Census<'_> as Step>::standing(&mut conn).await?,
+            <lifecycle::discovery::Discovery<'_> as Step>::standing(&mut conn).await?,
+            <::reconcile::advance::Reconciliation<'_> as Step>::standing(&mut conn).await?,
+            <lifecycle::adopted::AdoptedDue as Step>::standing(&mut conn).await?,
         )
     };
     let (records_text, records, records_attention) = crate::retention::last_pass(&pool).await?;
@@ -433,6 +436,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "census": census,
         "discovery": json!({ "enabled": settings.discovery.enabled, "standing": discovery }),
         "reconciliation": json!({ "configured": settings.reconcile.layout.is_some(), "standing": reconciliation }),
+        "adoption": adopted,
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
     });

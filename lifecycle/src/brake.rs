@@ -186,4 +186,23 @@ mod tests {
         let tripped = verdict(&due(5, 10_000_000, (1 << 40) + 1, 1 << 50), &LIMITS).expect("bytes cap");
         assert!(tripped.contains("bytes due, above the cap"), "{tripped}");
     }
+
+    #[test]
+    fn a_workspace_is_held_only_when_the_brake_trips_and_nobody_approved() {
+        let approval = Approval {
+            workspace_id: WorkspaceId(Uuid::nil()),
+            id: 1,
+            approved_by: "ops".into(),
+            reason: "a migration".into(),
+        };
+        let weighed = |tripped: Option<&str>, approval: Option<Approval>| Weighed {
+            due: due(200, 400, 1, 1),
+            tripped: tripped.map(str::to_owned),
+            approval,
+        };
+        assert!(weighed(Some("too much"), None).held());
+        assert!(!weighed(Some("too much"), Some(approval.clone())).held());
+        assert!(!weighed(None, None).held());
+        assert!(!weighed(None, Some(approval)).held());
+    }
 }

@@ -16,6 +16,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
 use platform::audit::{self, AuditAction, Event};
+use platform::step::{Share, Step};
 use platform::{AssetId, WorkspaceId};
 use schema::ReferenceMap;
 use schema::batch;
@@ -355,6 +356,55 @@ fn injected_pause(batch: &[Uuid]) {
 /// The id right after `id` in Postgres's order (bytewise, as `u128`), or `None` after the last there is.
 fn successor(id: Uuid) -> Option<Uuid> {
     id.as_u128().checked_add(1).map(Uuid::from_u128)
+}
+
+/// Discovery's share of a pass: makes due the unscheduled assets no source of `map` refers to (invariant 12).
+#[derive(Debug, Clone, Copy)]
+pub struct Discovery<'a> {
+    /// The map the pass's verdict validated.
+    pub map: &'a ReferenceMap,
+    /// The pass and its verdict.
+    pub pass: Pass,
+    /// The most assets a pass looks at.
+    pub max_scanned: u64,
+    /// Assets one batch looks at.
+    pub batch_size: u32,
+    /// The grace period (invariant 3).
+    pub grace: Duration,
+}
+
+impl Step for Discovery<'_> {
+    type Progress = Progress;
+    type Standing = Standing;
+    type Error = sqlx::Error;
+    const NAME: &'static str = "discovery";
+    const ON_FAILURE: &'static str = "discovery failed: the rest waits for the next pass";
+
+    async fn advance(&self, pool: &PgPool, share: Share) -> Result<Progress, sqlx::Error> {
+        let budget = Budget {
+            until: share.until,
+            max_scanned: self.max_scanned,
+            batch_size: self.batch_size,
+            grace: self.grace,
+        };
+        advance(pool, self.map, budget, self.pass).await
+    }
+
+    async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> {
+        standing(conn).await
+    }
+
+    fn log(progress: &Progress) {
+        tracing::info!(
+            cycle = progress.cycle,
+            batches = progress.batches,
+            scanned = progress.scanned,
+            found = progress.found,
+            cursor = %progress.cursor,
+            stopped = ?progress.stopped,
+            "discovery advanced"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adopted;
 pub mod assets;
 pub mod brake;
 pub mod discovery;

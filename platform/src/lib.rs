@@ -17,6 +17,7 @@ pub mod objects;
 pub mod queues;
 pub mod secrets;
 pub mod sql;
+pub mod step;
 pub mod text_enum;
 pub mod version;
 

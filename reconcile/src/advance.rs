@@ -13,6 +13,7 @@ use super::{Listing, ListingSource, ReconcileError};
 use platform::aws::AwsFailure;
 use platform::keys::KeyLayout;
 use platform::location::InventoryLocation;
+use platform::step::{Share, Step};
 use platform::text_enum;
 
 text_enum! {
@@ -272,6 +273,60 @@ fn is_scan_time(name: &str) -> bool {
             16 => *c == b'Z',
             _ => c.is_ascii_digit(),
         })
+}
+
+/// Reconciliation's share of a pass, with an inventory location configured and S3 at hand.
+#[derive(Debug, Clone, Copy)]
+pub struct Reconciliation<'a> {
+    /// Which keys are ours.
+    pub layout: &'a KeyLayout,
+    /// Where the inventory reports land.
+    pub inventory: &'a InventoryLocation,
+    /// The asset bucket.
+    pub bucket: &'a str,
+    /// The grace period, for the count of young keys.
+    pub grace: Duration,
+    /// The most assets confirmed gone per comparison.
+    pub confirm: usize,
+    /// The most keys adopted per comparison.
+    pub adopt_max: u32,
+    /// The client of the inventory and asset buckets.
+    pub s3: &'a aws_sdk_s3::Client,
+}
+
+impl Step for Reconciliation<'_> {
+    type Progress = Progress;
+    type Standing = super::Standing;
+    type Error = ReconcileError;
+    const NAME: &'static str = "reconciliation";
+    const ON_FAILURE: &'static str = "reconciliation failed: the next pass resumes it";
+
+    async fn advance(&self, pool: &PgPool, share: Share) -> Result<Progress, ReconcileError> {
+        let pace = Pace {
+            layout: self.layout,
+            inventory: self.inventory,
+            bucket: self.bucket,
+            grace: self.grace,
+            confirm: self.confirm,
+            adopt_max: self.adopt_max,
+            until: share.until,
+            deadline: share.deadline,
+        };
+        advance(pool, self.s3, pace).await
+    }
+
+    async fn standing(conn: &mut sqlx::PgConnection) -> Result<super::Standing, sqlx::Error> {
+        super::standing(conn).await
+    }
+
+    fn log(progress: &Progress) {
+        tracing::info!(
+            files_read = progress.files_read,
+            keys_read = progress.keys_read,
+            stopped = %progress.stopped,
+            "reconciliation advanced"
+        );
+    }
 }
 
 #[cfg(test)]

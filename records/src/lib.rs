@@ -17,6 +17,7 @@ pub mod rule;
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;
+use platform::step::{self, Share};
 use serde::Serialize;
 use serde_json::json;
 use sqlx::{Connection, PgPool};
@@ -301,4 +302,80 @@ async fn record(conn: &mut sqlx::PgConnection, run_id: Uuid, progress: &Progress
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The records step of one pass: [`advance`] within the step's share.
+#[derive(Debug, Clone, Copy)]
+pub struct Records<'a> {
+    /// The pass.
+    pub run_id: Uuid,
+    /// The application's time zone (a Postgres time zone name): which day a pass belongs to.
+    pub time_zone: &'a str,
+    /// A rule that would delete more than this share of its table, in percent, waits for an approval.
+    pub brake_share_percent: u32,
+}
+
+/// Where the records step stands: the rules declared, and what the newest pass that applied them recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Standing {
+    /// Rules declared.
+    pub rules: i64,
+    /// The newest pass with a records step.
+    pub last_pass: Option<LastPass>,
+}
+
+/// The newest pass's records step.
+#[derive(Debug, Clone, Serialize)]
+pub struct LastPass {
+    /// The pass.
+    pub id: Uuid,
+    /// When it started, as the database prints it.
+    pub started_at: Option<String>,
+    /// Its `sweep_runs.records`: the step's progress, or its error.
+    pub records: Option<serde_json::Value>,
+}
+
+/// Reads the records step's standing.
+pub async fn standing(conn: &mut sqlx::PgConnection) -> Result<Standing, sqlx::Error> {
+    let last = sqlx::query_as!(
+        LastPass,
+        "SELECT id, started_at::text AS started_at, records FROM sweep_runs
+          WHERE records IS NOT NULL ORDER BY started_at DESC LIMIT 1"
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let rules = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM retention_rules"#).fetch_one(&mut *conn).await?;
+    Ok(Standing { rules, last_pass: last })
+}
+
+impl step::Step for Records<'_> {
+    type Progress = Progress;
+    type Standing = Standing;
+    type Error = RecordsError;
+    const NAME: &'static str = "records";
+    const ON_FAILURE: &'static str = "the records step could not run: expired records wait for the next pass";
+
+    async fn advance(&self, pool: &PgPool, share: Share) -> Result<Progress, RecordsError> {
+        let pace =
+            Pace { time_zone: self.time_zone, until: share.until, brake_share_percent: self.brake_share_percent };
+        advance(pool, self.run_id, pace).await
+    }
+
+    async fn standing(conn: &mut sqlx::PgConnection) -> Result<Standing, sqlx::Error> {
+        standing(conn).await
+    }
+
+    fn log(records: &Progress) {
+        tracing::info!(
+            deleted = records.deleted,
+            rules = records.rules.len(),
+            failed = records.failed(),
+            held = records.held(),
+            "retention rules applied"
+        );
+        for rule in records.rules.iter().filter(|r| r.error.is_some()) {
+            tracing::warn!(rule = rule.rule_id, table = %rule.table, deleted = rule.deleted,
+                           error = rule.error.as_deref().unwrap_or(""), "a retention rule stopped on an error");
+        }
+    }
 }

@@ -19,8 +19,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Diagnostic, LambdaEvent};
+use lifecycle::adopted::AdoptedDue;
 use lifecycle::runs::RunOutcome;
 use lifecycle::{assets, brake, discovery};
+use platform::step::{Share, Step};
+use reconcile::advance::Reconciliation;
 use schema::{census, verdict};
 use serde_json::json;
 use settings::Settings;
@@ -147,32 +150,13 @@ impl Sweeper {
     ) -> Result<(), sqlx::Error> {
         // Records first, then files: the assets the expired records were the last reference to are unreferenced
         // when discovery asks in this same pass. A failure stops this step only.
-        let pace = records::Pace {
+        let records = records::Records {
+            run_id: report.run_id,
             time_zone: &self.settings.records.time_zone,
-            until: Instant::now()
-                + budget_end.saturating_duration_since(Instant::now()) * self.settings.records.time_share_percent / 100,
             brake_share_percent: self.settings.records.brake_share_percent,
         };
-        match records::advance(&self.pool, report.run_id, pace).await {
-            Ok(records) => {
-                info!(
-                    deleted = records.deleted,
-                    rules = records.rules.len(),
-                    failed = records.failed(),
-                    held = records.held(),
-                    "retention rules applied"
-                );
-                for rule in records.rules.iter().filter(|r| r.error.is_some()) {
-                    warn!(rule = rule.rule_id, table = %rule.table, deleted = rule.deleted,
-                          error = rule.error.as_deref().unwrap_or(""), "a retention rule stopped on an error");
-                }
-                report.records = Some(records);
-            }
-            Err(e) => {
-                warn!(error = %e, "the records step could not run: expired records wait for the next pass");
-                report.records_error = Some(e.to_string());
-            }
-        }
+        (report.records, report.records_error) =
+            self.step(&records, self.settings.records.time_share_percent, budget_end).await;
 
         // The quota's totals take in what the asset writes since the last pass changed; a failure leaves the
         // changes to be read one by one, and folded next pass.
@@ -182,14 +166,17 @@ impl Sweeper {
         }
 
         // The census failing does not stop the pass: its columns stay unproven, so deletes and purges keep
-        // waiting, while the check, the brake and the claim go on.
-        match self.census(lock, budget_end).await {
-            Ok(census) => report.census = Some(census),
-            Err(e) => {
-                warn!(error = %e, "the census could not read: unproven columns stay unproven");
-                report.census_error = Some(e.to_string());
-            }
-        }
+        // waiting, while the check, the brake and the claim go on. Before the schema check, so the verdict the
+        // consumer settles on says what the census has proven (invariant 13).
+        let census = self.settings.census;
+        let census = census::Census {
+            max_batches: census.max_batches,
+            batch_blocks: census.batch_blocks,
+            cycle_interval: census.cycle_interval,
+            layout: self.settings.reconcile.layout.as_ref(),
+        };
+        (report.census, report.census_error) =
+            self.step(&census, self.settings.census.time_share_percent, budget_end).await;
         let checked = verdict::record(lock.conn(), (&self.settings).into(), Some(report.run_id)).await?;
         report.schema_verdict = Some(checked.id);
         let map = match checked.outcome {
@@ -218,50 +205,32 @@ impl Sweeper {
         // Before the brake reads what is due, so what discovery makes due this pass counts in it (invariant 11). A
         // failure stops discovery only: what it did not schedule waits for the next pass.
         if self.settings.discovery.enabled {
-            let pass = discovery::Pass { run_id: report.run_id, verdict: checked.id };
-            match self.discover(&map, budget_end, pass).await {
-                Ok(progress) => report.discovery = Some(progress),
-                Err(e) => {
-                    warn!(error = %e, "discovery failed: the rest waits for the next pass");
-                    report.discovery_error = Some(e.to_string());
-                }
-            }
+            let settings = self.settings.discovery;
+            let discovery = discovery::Discovery {
+                map: &map,
+                pass: discovery::Pass { run_id: report.run_id, verdict: checked.id },
+                max_scanned: u64::from(settings.max_per_pass),
+                batch_size: settings.batch_size,
+                grace: self.settings.grace,
+            };
+            (report.discovery, report.discovery_error) =
+                self.step(&discovery, settings.time_share_percent, budget_end).await;
         }
 
         // It makes nothing due (what it adopts waits for the key scan), so it may run after discovery; a failure
         // stops reconciliation only, and the next pass resumes from the last file read.
-        if let Some(pace) = self.reconcile_pace(budget_end) {
-            match reconcile::advance::advance(&self.pool, pace.1, pace.0).await {
-                Ok(progress) => {
-                    info!(
-                        files_read = progress.files_read,
-                        keys_read = progress.keys_read,
-                        stopped = %progress.stopped,
-                        "reconciliation advanced"
-                    );
-                    report.reconcile = Some(progress);
-                }
-                Err(e) => {
-                    warn!(error = %e, "reconciliation failed: the next pass resumes it");
-                    report.reconcile_error = Some(e.to_string());
-                }
-            }
+        if let Some(reconciliation) = self.reconciliation() {
+            (report.reconcile, report.reconcile_error) =
+                self.step(&reconciliation, self.settings.reconcile.time_share_percent, budget_end).await;
         }
 
         // Adopted bytes become due once the key scan has read every text and JSON column since their adoption:
         // before the brake, which counts them.
         if self.settings.reconcile.layout.is_some() {
-            match assets::schedule_adopted(&self.pool).await {
-                Ok(scheduled) => {
-                    report.adopted_due = scheduled;
-                    if scheduled > 0 {
-                        info!(scheduled, "adopted assets made due");
-                    }
-                }
-                Err(e) => {
-                    warn!(error = %e, "adopted assets could not be made due: the next pass tries again");
-                    report.reconcile_error.get_or_insert_with(|| e.to_string());
-                }
+            let (scheduled, error) = self.step(&AdoptedDue, 100, budget_end).await;
+            report.adopted_due = scheduled.unwrap_or(0);
+            if let Some(error) = error {
+                report.reconcile_error.get_or_insert(error);
             }
         }
 
@@ -300,80 +269,41 @@ impl Sweeper {
         Ok(())
     }
 
-    /// The census's share of the pass: reads more of the columns that are not reference sources, before the
-    /// schema check, so the verdict the consumer settles on says what the census has proven (invariant 13).
-    async fn census(&self, lock: &mut SweepLock, budget_end: Instant) -> Result<census::Progress, sqlx::Error> {
-        let settings = self.settings.census;
-        let left = budget_end.saturating_duration_since(Instant::now());
-        let budget = census::Budget {
-            until: Instant::now() + left * settings.time_share_percent / 100,
-            max_batches: settings.max_batches,
-            batch_blocks: settings.batch_blocks,
-            cycle_interval: settings.cycle_interval,
-        };
-        let derived = schema::derive(lock.conn()).await?;
-        let targets = census::targets(&derived.sources, &derived.problems, &derived.candidates);
-        let progress = census::advance(lock.conn(), &targets, budget, self.settings.reconcile.layout.as_ref()).await?;
-        info!(
-            cycle = progress.cycle,
-            batches = progress.batches,
-            blocks = progress.blocks,
-            columns = progress.columns,
-            done = progress.columns_done,
-            unproven = progress.columns_unproven,
-            findings = progress.findings,
-            stopped = ?progress.stopped,
-            "census advanced"
-        );
-        Ok(progress)
+    /// Runs one step of the pass within `percent` of what is left of it: its progress for the run record, or the
+    /// error that stopped it (the pass goes on without it).
+    async fn step<S: Step>(
+        &self,
+        step: &S,
+        percent: u32,
+        budget_end: Instant,
+    ) -> (Option<S::Progress>, Option<String>) {
+        match step.advance(&self.pool, Share::of(percent, budget_end)).await {
+            Ok(progress) => {
+                S::log(&progress);
+                (Some(progress), None)
+            }
+            Err(e) => {
+                warn!(step = S::NAME, error = %e, "{}", S::ON_FAILURE);
+                (None, Some(e.to_string()))
+            }
+        }
     }
 
-    /// Reconciliation's share of the pass, when it is configured with an inventory location and S3 is at hand.
-    fn reconcile_pace(&self, budget_end: Instant) -> Option<(reconcile::advance::Pace<'_>, &aws_sdk_s3::Client)> {
+    /// Reconciliation, when it is configured with an inventory location and S3 is at hand.
+    fn reconciliation(&self) -> Option<Reconciliation<'_>> {
         let settings = &self.settings.reconcile;
         let (Some(layout), Some(inventory), Some(s3)) = (&settings.layout, &settings.inventory, &self.s3) else {
             return None;
         };
-        let left = budget_end.saturating_duration_since(Instant::now());
-        let pace = reconcile::advance::Pace {
+        Some(Reconciliation {
             layout,
             inventory,
             bucket: &self.settings.asset_bucket,
             grace: self.settings.grace,
             confirm: usize::try_from(settings.confirm_lost).unwrap_or(usize::MAX),
             adopt_max: settings.adopt_max,
-            until: Instant::now() + left * settings.time_share_percent / 100,
-            deadline: budget_end,
-        };
-        Some((pace, s3))
-    }
-
-    /// Discovery's share of the pass: makes due the unscheduled assets no source of `map` refers to (invariant 12).
-    async fn discover(
-        &self,
-        map: &schema::ReferenceMap,
-        budget_end: Instant,
-        pass: discovery::Pass,
-    ) -> Result<discovery::Progress, sqlx::Error> {
-        let settings = self.settings.discovery;
-        let left = budget_end.saturating_duration_since(Instant::now());
-        let budget = discovery::Budget {
-            until: Instant::now() + left * settings.time_share_percent / 100,
-            max_scanned: u64::from(settings.max_per_pass),
-            batch_size: settings.batch_size,
-            grace: self.settings.grace,
-        };
-        let progress = discovery::advance(&self.pool, map, budget, pass).await?;
-        info!(
-            cycle = progress.cycle,
-            batches = progress.batches,
-            scanned = progress.scanned,
-            found = progress.found,
-            cursor = %progress.cursor,
-            stopped = ?progress.stopped,
-            "discovery advanced"
-        );
-        Ok(progress)
+            s3,
+        })
     }
 
     /// How many messages this pass may add to the queue: its ceiling less what it holds now (waiting and in

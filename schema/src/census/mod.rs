@@ -26,8 +26,10 @@ mod advance;
 mod named;
 mod scan;
 
+use platform::keys::KeyLayout;
+use platform::step::{Share, Step};
 use serde::Serialize;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::map::{Candidate, ReferenceSource, SchemaProblem, SourceKind};
@@ -235,4 +237,57 @@ pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
         last_cycle_completed_at: row.last_cycle_completed_at,
         last_cycle_seconds: row.last_cycle_seconds,
     })
+}
+
+/// The census's share of a pass: reads more of the columns that are not reference sources, before the schema check,
+/// so the verdict the consumer settles on says what the census has proven (invariant 13).
+#[derive(Debug, Clone, Copy)]
+pub struct Census<'a> {
+    /// The most statements a pass runs.
+    pub max_batches: u32,
+    /// Table blocks each statement reads.
+    pub batch_blocks: u32,
+    /// How long after a cycle ends the next one begins.
+    pub cycle_interval: std::time::Duration,
+    /// The bucket's key layout, when keys of ours are scanned for too.
+    pub layout: Option<&'a KeyLayout>,
+}
+
+impl Step for Census<'_> {
+    type Progress = Progress;
+    type Standing = Summary;
+    type Error = sqlx::Error;
+    const NAME: &'static str = "census";
+    const ON_FAILURE: &'static str = "the census could not read: unproven columns stay unproven";
+
+    async fn advance(&self, pool: &PgPool, share: Share) -> Result<Progress, sqlx::Error> {
+        let mut conn = pool.acquire().await?;
+        let budget = Budget {
+            until: share.until,
+            max_batches: self.max_batches,
+            batch_blocks: self.batch_blocks,
+            cycle_interval: self.cycle_interval,
+        };
+        let derived = crate::derive::derive(&mut conn).await?;
+        let targets = targets(&derived.sources, &derived.problems, &derived.candidates);
+        advance(&mut conn, &targets, budget, self.layout).await
+    }
+
+    async fn standing(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
+        summary(conn).await
+    }
+
+    fn log(progress: &Progress) {
+        tracing::info!(
+            cycle = progress.cycle,
+            batches = progress.batches,
+            blocks = progress.blocks,
+            columns = progress.columns,
+            done = progress.columns_done,
+            unproven = progress.columns_unproven,
+            findings = progress.findings,
+            stopped = ?progress.stopped,
+            "census advanced"
+        );
+    }
 }
