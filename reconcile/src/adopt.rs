@@ -5,7 +5,8 @@
 //! reuses the adopted object like any existing bytes.
 //!
 //! An adopted asset's id is one nobody could hold, so a record can only name it by key: the consumer destroys one
-//! only once the census's key scan has covered the schema and no record names its key ([`hold`]).
+//! only once the census's key scan has covered the schema and no record names its key
+//! ([`lifecycle::holds::hold`]).
 
 use std::time::Duration;
 

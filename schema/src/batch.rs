@@ -26,6 +26,19 @@ pub async fn unreferenced(
     batch: &[Uuid],
 ) -> Result<Vec<Uuid>, sqlx::Error> {
     let (Some(first), Some(last)) = (batch.first(), batch.last()) else { return Ok(Vec::new()) };
+    let Some((sql, paths)) = statement(map) else { return Ok(batch.to_vec()) };
+    let mut query = sqlx::query_scalar::<_, Uuid>(AssertSqlSafe(sql)).bind(batch).bind(first).bind(last);
+    for path in paths {
+        query = query.bind(path);
+    }
+    query.persistent(false).fetch_all(conn).await
+}
+
+/// The batch question's statement for `map`, and the declared paths it binds: `$1` is the batch (ascending), `$2`
+/// and `$3` its first and last id, `$4`… each JSON source's declared path, in the map's order. `None` for a map
+/// without sources, which refer to no asset of any batch. A pure function of the map, so its text can be read in a
+/// test.
+pub(crate) fn statement(map: &ReferenceMap) -> Option<(String, Vec<&str>)> {
     let mut scalar = Vec::new();
     let mut per_id = Vec::new();
     // $1 the batch, $2 and $3 its bounds; declared paths follow.
@@ -63,7 +76,7 @@ pub async fn unreferenced(
         );
     }
     if conditions.is_empty() {
-        return Ok(batch.to_vec());
+        return None;
     }
     // Every spelling the recheck matches, once per id.
     let spellings =
@@ -75,11 +88,7 @@ pub async fn unreferenced(
           ORDER BY b.id",
         conditions.join("\n AND ")
     );
-    let mut query = sqlx::query_scalar::<_, Uuid>(AssertSqlSafe(sql)).bind(batch).bind(first).bind(last);
-    for path in paths {
-        query = query.bind(path);
-    }
-    query.persistent(false).fetch_all(conn).await
+    Some((sql, paths))
 }
 
 /// Turns JIT off for the rest of the caller's transaction. The planner's estimate for a statement over many sources
@@ -88,4 +97,78 @@ pub async fn unreferenced(
 pub async fn without_jit(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!("SELECT set_config('jit', 'off', true)").fetch_one(conn).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::map::ReferenceSource;
+
+    fn source(schema: &str, table: &str, column: &str, kind: SourceKind, column_type: &str) -> ReferenceSource {
+        ReferenceSource {
+            schema: schema.into(),
+            table: table.into(),
+            column: column.into(),
+            kind,
+            column_type: column_type.into(),
+            key_columns: vec!["id".into()],
+            value_indexed: false,
+        }
+    }
+
+    /// One source of each kind, and a second JSON document, on a default (`jsonb_ops`) GIN index, whose names need
+    /// quoting.
+    fn map() -> ReferenceMap {
+        let json = |json_path: &str| SourceKind::Json { json_path: json_path.into() };
+        let sources = vec![
+            source("public", "products", "image_id", SourceKind::ForeignKey, "uuid"),
+            source("public", "pages", "hero", SourceKind::Domain, "asset_id"),
+            source("public", "galleries", "images", SourceKind::DomainArray, "asset_id[]"),
+            source("public", "documents", "body", json("$.blocks[*].asset_id"), "jsonb"),
+            ReferenceSource {
+                value_indexed: true,
+                ..source("app", r#"page "drafts""#, r#"doc's "body""#, json("$.hero.id"), "jsonb")
+            },
+        ];
+        ReferenceMap { sources, warnings: Vec::new(), unproven: Vec::new() }
+    }
+
+    #[test]
+    fn the_batch_question_reads_scalar_sources_by_range_and_the_others_per_id() {
+        let expected = [
+            r#"SELECT b.id FROM unnest($1::uuid[]) AS b(id) CROSS JOIN LATERAL (SELECT asset_sweeper_id_matches(b.id) AS matches) m"#,
+            r#"          WHERE NOT EXISTS (SELECT 1 FROM (SELECT "image_id"::text FROM "public"."products" WHERE "image_id" BETWEEN $2 AND $3 UNION ALL SELECT "hero"::text FROM "public"."pages" WHERE "hero" BETWEEN $2 AND $3) r(id) WHERE r.id = b.id::text)"#,
+            r#" AND NOT EXISTS (SELECT 1 FROM "public"."galleries" WHERE "images" @> ARRAY[b.id]::asset_id[])"#,
+            r#" AND NOT EXISTS (SELECT 1 FROM "public"."documents" WHERE "body" @? asset_sweeper_path_matching($4, m.matches)::jsonpath)"#,
+            // A value-indexed document is found by the id's spellings alone, then its declared path decides.
+            r#" AND NOT EXISTS (SELECT 1 FROM "app"."page ""drafts""" WHERE "doc's ""body""" @? asset_sweeper_path_matching('$.**', m.matches)::jsonpath"#,
+            r#"                                       AND jsonb_path_exists("doc's ""body""", asset_sweeper_path_matching($5, m.matches)::jsonpath, '{}', true))"#,
+            r#"          ORDER BY b.id"#,
+        ]
+        .join("\n");
+        let map = map();
+        let (sql, paths) = statement(&map).expect("a statement");
+        assert_eq!(sql, expected);
+        // $4 and $5, after the batch and its bounds.
+        assert_eq!(paths, ["$.blocks[*].asset_id", "$.hero.id"]);
+    }
+
+    #[test]
+    fn without_json_sources_no_spelling_is_read_and_without_sources_there_is_no_question() {
+        let mut map = map();
+        map.sources.truncate(1);
+        let expected = [
+            // The spellings' join is left out, its space kept.
+            r#"SELECT b.id FROM unnest($1::uuid[]) AS b(id) "#,
+            r#"          WHERE NOT EXISTS (SELECT 1 FROM (SELECT "image_id"::text FROM "public"."products" WHERE "image_id" BETWEEN $2 AND $3) r(id) WHERE r.id = b.id::text)"#,
+            r#"          ORDER BY b.id"#,
+        ]
+        .join("\n");
+        let (sql, paths) = statement(&map).expect("a statement");
+        assert_eq!(sql, expected);
+        assert!(paths.is_empty());
+
+        map.sources.clear();
+        assert_eq!(statement(&map), None, "no source refers to any asset of a batch");
+    }
 }

@@ -57,18 +57,42 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
     // Built first and bound as constants, so each `@?` is planned with its values and served by the document's
     // index (a spelling read inside the statement would hide them from the planner, which then scans the table). A
     // spelling noted after this read belongs to a write that must wait for the asset row this transaction holds.
-    let declared: Vec<&str> = map
+    let declared = declared_paths(map);
+    let mut paths =
+        if declared.is_empty() { Vec::new() } else { paths_matching(conn, &declared, id).await? }.into_iter();
+    let sql = statement(map);
+    let mut query = sqlx::query_scalar::<_, Vec<Option<Value>>>(AssertSqlSafe(sql)).bind(id);
+    for _ in &declared {
+        query = query.bind(paths.next().unwrap_or_default());
+    }
+    let found = query.persistent(false).fetch_one(conn).await?;
+    let answers = map
         .sources
+        .iter()
+        .zip(found)
+        .map(|(source, record)| SourceAnswer { source: source.to_string(), referenced: record.is_some(), record })
+        .collect();
+    Ok(Recheck { answers })
+}
+
+/// The declared path of each JSON source of `map`, in the map's order: what [`statement`] binds as `$2`, `$3`…,
+/// once narrowed to the spellings of the asset's id.
+fn declared_paths(map: &ReferenceMap) -> Vec<&str> {
+    map.sources
         .iter()
         .filter_map(|s| match &s.kind {
             SourceKind::Json { json_path } => Some(json_path.as_str()),
             _ => None,
         })
-        .collect();
-    let mut paths =
-        if declared.is_empty() { Vec::new() } else { paths_matching(conn, &declared, id).await? }.into_iter();
+        .collect()
+}
+
+/// The recheck's statement for `map`: one subquery per source, in the map's order, each naming one record that
+/// refers. `$1` is the asset id; `$2`, `$3`… each JSON source's declared path narrowed to the id's spellings, in
+/// the map's order ([`declared_paths`]). A pure function of the map, so its text can be read in a test.
+pub(crate) fn statement(map: &ReferenceMap) -> String {
     let mut tests = Vec::with_capacity(map.sources.len());
-    let mut bound = Vec::new();
+    let mut json_sources = 0;
     for source in &map.sources {
         let table = source.quoted_table();
         let column = quote_ident(&source.column);
@@ -77,8 +101,8 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
             // The catalog's own spelling of the column type, so `@>` compares like with like.
             SourceKind::DomainArray => format!("{column} @> ARRAY[$1::uuid]::{}", source.column_type),
             SourceKind::Json { .. } => {
-                bound.push(paths.next().unwrap_or_default());
-                format!("{column} @? ${}::jsonpath", bound.len() + 1)
+                json_sources += 1;
+                format!("{column} @? ${}::jsonpath", json_sources + 1)
             }
         };
         let key = record_key(&source.key_columns);
@@ -97,19 +121,7 @@ pub async fn recheck(conn: &mut PgConnection, map: &ReferenceMap, asset: AssetId
         });
     }
     // Built here, not checked at compile time: its tables and columns are the application's, from the map.
-    let sql = format!("SELECT ARRAY[{}]::jsonb[]", tests.join(", "));
-    let mut query = sqlx::query_scalar::<_, Vec<Option<Value>>>(AssertSqlSafe(sql)).bind(id);
-    for path in bound {
-        query = query.bind(path);
-    }
-    let found = query.persistent(false).fetch_one(conn).await?;
-    let answers = map
-        .sources
-        .iter()
-        .zip(found)
-        .map(|(source, record)| SourceAnswer { source: source.to_string(), referenced: record.is_some(), record })
-        .collect();
-    Ok(Recheck { answers })
+    format!("SELECT ARRAY[{}]::jsonb[]", tests.join(", "))
 }
 
 /// Each of `declared` narrowed to the strings that spell `id` (`asset_sweeper_path_matching`), in order.
@@ -133,4 +145,75 @@ fn record_key(key_columns: &[String]) -> String {
     }
     let pairs: Vec<String> = key_columns.iter().map(|c| format!("{}, {}", quote_literal(c), quote_ident(c))).collect();
     format!("jsonb_build_object({})", pairs.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::map::ReferenceSource;
+
+    fn source(schema: &str, table: &str, column: &str, kind: SourceKind, column_type: &str) -> ReferenceSource {
+        ReferenceSource {
+            schema: schema.into(),
+            table: table.into(),
+            column: column.into(),
+            kind,
+            column_type: column_type.into(),
+            key_columns: vec!["id".into()],
+            value_indexed: false,
+        }
+    }
+
+    /// A map with one source of each kind, and a second JSON source whose names need quoting and whose document
+    /// has a default GIN index (`value_indexed`, which the recheck does not branch on).
+    fn map() -> ReferenceMap {
+        let json = |json_path: &str| SourceKind::Json { json_path: json_path.into() };
+        let sources = vec![
+            source("public", "products", "image_id", SourceKind::ForeignKey, "uuid"),
+            ReferenceSource {
+                key_columns: vec!["site_id".into(), "slug".into()],
+                ..source("public", "pages", "hero", SourceKind::Domain, "asset_id")
+            },
+            ReferenceSource {
+                key_columns: Vec::new(),
+                ..source("public", "galleries", "images", SourceKind::DomainArray, "asset_id[]")
+            },
+            source("public", "documents", "body", json("$.blocks[*].asset_id"), "jsonb"),
+            ReferenceSource {
+                key_columns: vec!["it's".into()],
+                value_indexed: true,
+                ..source("app", r#"page "drafts""#, r#"doc's "body""#, json("$.hero.id"), "jsonb")
+            },
+        ];
+        ReferenceMap { sources, warnings: Vec::new(), unproven: Vec::new() }
+    }
+
+    #[test]
+    fn the_recheck_is_one_statement_with_a_subquery_per_source_in_the_maps_order() {
+        // One line, split here at each source's subquery.
+        let expected = concat!(
+            "SELECT ARRAY[",
+            r#"(SELECT jsonb_build_object('id', "id") FROM "public"."products" WHERE "image_id" = $1 LIMIT 1), "#,
+            r#"(SELECT jsonb_build_object('site_id', "site_id", 'slug', "slug") FROM "public"."pages" WHERE "hero" = $1 LIMIT 1), "#,
+            r#"(WITH r AS MATERIALIZED (SELECT jsonb_build_object('ctid', ctid::text) AS k FROM "public"."galleries" WHERE "images" @> ARRAY[$1::uuid]::asset_id[]) SELECT k FROM r LIMIT 1), "#,
+            r#"(WITH r AS MATERIALIZED (SELECT jsonb_build_object('id', "id") AS k FROM "public"."documents" WHERE "body" @? $2::jsonpath) SELECT k FROM r LIMIT 1), "#,
+            r#"(WITH r AS MATERIALIZED (SELECT jsonb_build_object('it''s', "it's") AS k FROM "app"."page ""drafts""" WHERE "doc's ""body""" @? $3::jsonpath) SELECT k FROM r LIMIT 1)"#,
+            "]::jsonb[]",
+        );
+        let map = map();
+        assert_eq!(statement(&map), expected);
+        // $2 and $3: each JSON source's declared path, in the map's order, once narrowed to the id's spellings.
+        assert_eq!(declared_paths(&map), ["$.blocks[*].asset_id", "$.hero.id"]);
+    }
+
+    #[test]
+    fn a_map_without_json_sources_binds_the_asset_id_alone() {
+        let mut map = map();
+        map.sources.truncate(1);
+        assert_eq!(
+            statement(&map),
+            r#"SELECT ARRAY[(SELECT jsonb_build_object('id', "id") FROM "public"."products" WHERE "image_id" = $1 LIMIT 1)]::jsonb[]"#
+        );
+        assert!(declared_paths(&map).is_empty());
+    }
 }

@@ -1,7 +1,10 @@
 //! The documents' relative links resolve: a reader who follows one from the README or `docs/` lands on a file
-//! that exists and, for `#anchor`, on a heading that does. Needs no services.
+//! that exists and, for `#anchor`, on a heading that does. docs/architecture.md names every workspace crate and
+//! every public module of a library crate, and the architecture invariants it marks as tested hold: each crate's
+//! dependencies stay within its row of the map, and the calls and writes it says only one place makes are made
+//! only there. Needs no services.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -127,4 +130,376 @@ fn the_readme_stays_short() {
     let readme = fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
     let lines = readme.lines().count();
     assert!(lines < 200, "README.md has {lines} lines: move detail into docs/ and link to it");
+}
+
+// The code map: docs/architecture.md against the workspace as it is.
+
+fn architecture() -> String {
+    fs::read_to_string(workspace_root().join("docs/architecture.md")).expect("docs/architecture.md")
+}
+
+/// The workspace's members, as the root `Cargo.toml` lists them (`cli`, `localstack/demo`, …).
+fn members() -> Vec<String> {
+    let manifest = fs::read_to_string(workspace_root().join("Cargo.toml")).expect("the root Cargo.toml");
+    let start = manifest.find("members = [").expect("a members list") + "members = [".len();
+    let end = start + manifest[start..].find(']').expect("the members list's end");
+    manifest[start..end].split(',').map(|m| m.trim().trim_matches('"').to_owned()).filter(|m| !m.is_empty()).collect()
+}
+
+/// What the code map needs of one member's `Cargo.toml`.
+struct Manifest {
+    /// `[package] name`.
+    package: String,
+    /// `[lib] name`, when it has one.
+    lib: Option<String>,
+    /// The keys of `[dependencies]`.
+    dependencies: BTreeSet<String>,
+    /// The keys of `[dev-dependencies]`.
+    dev_dependencies: BTreeSet<String>,
+}
+
+fn manifest(member: &str) -> Manifest {
+    let path = workspace_root().join(member).join("Cargo.toml");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut manifest = Manifest {
+        package: String::new(),
+        lib: None,
+        dependencies: BTreeSet::new(),
+        dev_dependencies: BTreeSet::new(),
+    };
+    let mut section = "";
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        if line.starts_with('#') {
+            continue;
+        }
+        // `aws-config.workspace = true` and `clap = { … }` alike.
+        let key = key.trim().split('.').next().unwrap_or_default().to_owned();
+        let value = value.trim().trim_matches('"').to_owned();
+        match section {
+            "[package]" if key == "name" => manifest.package = value,
+            "[lib]" if key == "name" => manifest.lib = Some(value),
+            "[dependencies]" => {
+                manifest.dependencies.insert(key);
+            }
+            "[dev-dependencies]" => {
+                manifest.dev_dependencies.insert(key);
+            }
+            _ => {}
+        }
+    }
+    assert!(!manifest.package.is_empty(), "{}: no package name", path.display());
+    manifest
+}
+
+/// Every member's manifest, by member.
+fn manifests() -> BTreeMap<String, Manifest> {
+    members().into_iter().map(|m| (m.clone(), manifest(&m))).collect()
+}
+
+/// A member's workspace dependencies, as members (a dependency is named by its package).
+fn workspace_dependencies(manifests: &BTreeMap<String, Manifest>, member: &str) -> BTreeSet<String> {
+    let by_package: BTreeMap<&str, &str> =
+        manifests.iter().map(|(m, man)| (man.package.as_str(), m.as_str())).collect();
+    manifests[member].dependencies.iter().filter_map(|d| by_package.get(d.as_str()).map(|m| (*m).to_owned())).collect()
+}
+
+/// `pub mod x;` lines of `file`, and theirs in turn, as `prefix::x` paths: `src/x.rs` or `src/x/mod.rs` beside a
+/// crate root or a `mod.rs`, below `src/parent/` for a module file `src/parent.rs`.
+fn public_modules(file: &Path, prefix: &str, found: &mut Vec<String>) {
+    let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let parent = file.parent().expect("a source file's directory");
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let children = if stem == "lib" || stem == "mod" { parent.to_path_buf() } else { parent.join(stem) };
+    for line in text.lines().map(str::trim) {
+        let Some(name) = line.strip_prefix("pub mod ").and_then(|rest| rest.strip_suffix(';')) else { continue };
+        let path = format!("{prefix}::{name}");
+        found.push(path.clone());
+        let file =
+            [children.join(format!("{name}.rs")), children.join(name).join("mod.rs")].into_iter().find(|f| f.exists());
+        if let Some(file) = file {
+            public_modules(&file, &path, found);
+        }
+    }
+}
+
+#[test]
+fn the_architecture_names_every_workspace_crate_and_every_public_module() {
+    let doc = architecture();
+    let headings: BTreeSet<&str> = prose(&doc).into_iter().filter(|l| l.starts_with("### ")).collect();
+    let mut missing = Vec::new();
+    let mut modules = 0;
+    for (member, manifest) in manifests() {
+        if !headings.iter().any(|h| h.starts_with(&format!("### `{member}`"))) {
+            missing.push(format!("a section `### `{member}``"));
+        }
+        let root = workspace_root().join(&member).join("src/lib.rs");
+        if !root.exists() {
+            continue;
+        }
+        let name = manifest.lib.clone().unwrap_or_else(|| manifest.package.replace('-', "_"));
+        let mut found = Vec::new();
+        public_modules(&root, &name, &mut found);
+        modules += found.len();
+        missing.extend(found.into_iter().filter(|m| !doc.contains(&format!("`{m}`"))).map(|m| format!("`{m}`")));
+    }
+    assert!(modules > 0, "no public modules found: is the module reader broken?");
+    assert!(missing.is_empty(), "docs/architecture.md does not name:\n{}", missing.join("\n"));
+}
+
+/// The code map's table of which workspace crates each crate may use: member to the members it may name.
+fn allowed_dependencies(doc: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let lines = prose(doc);
+    let header =
+        lines.iter().position(|l| l.starts_with("| crate | may use |")).expect("the table of what each crate may use");
+    let mut allowed = BTreeMap::new();
+    for line in lines[header + 1..].iter().take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (Some(crate_cell), Some(uses)) = (cells.get(1), cells.get(2)) else { continue };
+        let Some(member) = crate_cell.strip_prefix('`').and_then(|c| c.strip_suffix('`')) else { continue };
+        let names = uses.split('`').skip(1).step_by(2).map(str::to_owned).collect();
+        allowed.insert(member.to_owned(), names);
+    }
+    allowed
+}
+
+#[test]
+fn each_crate_uses_only_the_crates_the_architecture_allows_it() {
+    let allowed = allowed_dependencies(&architecture());
+    let manifests = manifests();
+    let mut problems = Vec::new();
+    for member in manifests.keys() {
+        let Some(may) = allowed.get(member) else {
+            problems.push(format!("{member}: no row in the table of what each crate may use"));
+            continue;
+        };
+        for dependency in workspace_dependencies(&manifests, member).difference(may) {
+            problems.push(format!("{member} depends on {dependency}, which its row does not allow"));
+        }
+    }
+    // Not even for its tests: the CLI's end-to-end test is in tests/.
+    for function in ["sweep-lambda", "consumer-lambda"] {
+        if manifests["cli"].dev_dependencies.contains(function) {
+            problems.push(format!("cli has {function} as a dev-dependency"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_consumer_links_no_inventory_reader_no_reconciliation_no_retention_and_no_queue_client() {
+    let manifests = manifests();
+    let mut reached = BTreeSet::from(["consumer-lambda".to_owned()]);
+    let mut todo = vec!["consumer-lambda".to_owned()];
+    while let Some(member) = todo.pop() {
+        for dependency in workspace_dependencies(&manifests, &member) {
+            if reached.insert(dependency.clone()) {
+                todo.push(dependency);
+            }
+        }
+    }
+    for forbidden in ["reconcile", "records", "sweep-lambda"] {
+        assert!(!reached.contains(forbidden), "consumer-lambda reaches {forbidden}: {reached:?}");
+    }
+    for member in &reached {
+        for reader in ["csv", "flate2"] {
+            assert!(
+                !manifests[member].dependencies.contains(reader),
+                "{member}, which the consumer links, uses {reader}"
+            );
+        }
+    }
+    assert!(!manifests["consumer-lambda"].dependencies.contains("aws-sdk-sqs"), "the consumer sends no message");
+    let sqs = mentions(&["consumer-lambda"], &["aws_sdk_sqs"]);
+    assert!(sqs.is_empty(), "the consumer sends no message: {sqs:?}");
+}
+
+#[test]
+fn only_reconciliation_reads_inventory_files_and_neither_schema_nor_records_can_call_s3() {
+    let manifests = manifests();
+    for (member, manifest) in &manifests {
+        if ["reconcile", "tests", "localstack/demo"].contains(&member.as_str()) {
+            continue;
+        }
+        for reader in ["csv", "flate2"] {
+            assert!(!manifest.dependencies.contains(reader), "{member} uses {reader}: inventory files are reconcile's");
+        }
+    }
+    for member in ["schema", "records"] {
+        assert!(!manifests[member].dependencies.contains("aws-sdk-s3"), "{member} depends on aws-sdk-s3");
+    }
+}
+
+/// The product's own code: every member but the tests and the demo, which play the application.
+fn product() -> Vec<String> {
+    members().into_iter().filter(|m| m != "tests" && m != "localstack/demo").collect()
+}
+
+/// Every file under `dir` with extension `ext`, recursively.
+fn files(dir: &Path, ext: &str, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            files(&path, ext, found);
+        } else if path.extension().is_some_and(|e| e == ext) {
+            found.push(path);
+        }
+    }
+}
+
+/// The Rust sources (`src/`) and SQL definitions (`sql/`) of `members`, each as its path from the workspace
+/// root and its text without comment lines, whitespace runs as one space, lowercase.
+fn sources(members: &[&str]) -> Vec<(String, String)> {
+    let root = workspace_root();
+    let mut sources = Vec::new();
+    for member in members {
+        let mut found = Vec::new();
+        files(&root.join(member).join("src"), "rs", &mut found);
+        files(&root.join(member).join("sql"), "sql", &mut found);
+        for file in found {
+            let text = fs::read_to_string(&file).expect("a readable source");
+            let comment = if file.extension().is_some_and(|e| e == "sql") { "--" } else { "//" };
+            let code: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with(comment)).collect();
+            // A Rust string continued with `\` at a line's end is one line of SQL.
+            let code = code.join("\n").replace("\\\n", " ").to_lowercase();
+            let code = code.split_whitespace().collect::<Vec<_>>().join(" ");
+            let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+            sources.push((name, code));
+        }
+    }
+    sources
+}
+
+/// The files of `members` whose code contains any of `needles` (matched in lowercase, whitespace runs as one
+/// space), with the needle.
+fn mentions(members: &[&str], needles: &[&str]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (file, code) in sources(members) {
+        for needle in needles {
+            if code.contains(&needle.to_lowercase()) {
+                found.push((file.clone(), (*needle).to_owned()));
+            }
+        }
+    }
+    found
+}
+
+/// The product's files that write `table`, with the statement's start: `INSERT INTO`, `UPDATE`, `DELETE FROM`,
+/// `TRUNCATE` or `COPY` of it (with or without `ONLY` or `public.`).
+fn writers_of(table: &str) -> BTreeSet<String> {
+    let product = product();
+    let product: Vec<&str> = product.iter().map(String::as_str).collect();
+    let mut writers = BTreeSet::new();
+    for (file, code) in sources(&product) {
+        for verb in ["insert into ", "update ", "delete from ", "truncate ", "copy "] {
+            for only in ["", "only "] {
+                for schema in ["", "public."] {
+                    let statement = format!("{verb}{only}{schema}{table}");
+                    let writes = code.match_indices(&statement).any(|(at, _)| {
+                        let next = code[at + statement.len()..].chars().next();
+                        let before = code[..at].chars().next_back();
+                        !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                            && !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    });
+                    if writes {
+                        writers.insert(file.clone());
+                    }
+                }
+            }
+        }
+    }
+    writers
+}
+
+#[test]
+fn the_products_tables_are_written_only_where_the_architecture_says() {
+    for (table, owners) in [
+        ("assets", &["lifecycle/src/assets.rs"][..]),
+        ("stored_objects", &["lifecycle/src/assets.rs", "lifecycle/sql/lifecycle.sql"][..]),
+        ("settlement_events", &["platform/src/audit.rs"][..]),
+    ] {
+        let writers = writers_of(table);
+        let owners: BTreeSet<String> = owners.iter().map(|o| (*o).to_owned()).collect();
+        let strangers: Vec<&String> = writers.difference(&owners).collect();
+        assert!(strangers.is_empty(), "{table} is written outside {owners:?}: {strangers:?}");
+        assert!(!writers.is_empty(), "no writer of {table} found: is the statement reader broken?");
+    }
+}
+
+#[test]
+fn only_the_settle_deletes_bytes_and_only_through_platform_objects() {
+    let product = product();
+    let product: Vec<&str> = product.iter().map(String::as_str).collect();
+    let calls =
+        |needles: &[&str]| -> BTreeSet<String> { mentions(&product, needles).into_iter().map(|(f, _)| f).collect() };
+    assert_eq!(
+        calls(&[".delete_object()", ".delete_objects()"]),
+        BTreeSet::from(["platform/src/objects.rs".to_owned()])
+    );
+    assert_eq!(calls(&["objects::remove("]), BTreeSet::from(["lifecycle/src/settle.rs".to_owned()]));
+    // The sweep decides nothing about an asset's fate.
+    let sweep = mentions(&["sweep-lambda"], &["settle::", "objects::"]);
+    assert!(sweep.is_empty(), "the sweep settles or touches objects: {sweep:?}");
+}
+
+#[test]
+fn the_settle_plan_and_explain_recheck_through_one_judgement() {
+    let product = product();
+    let product: Vec<&str> = product.iter().map(String::as_str).collect();
+    let callers: BTreeSet<String> = mentions(&product, &["recheck::recheck"]).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(callers, BTreeSet::from(["lifecycle/src/judgement.rs".to_owned()]));
+}
+
+#[test]
+fn no_function_and_no_library_crate_but_settings_reads_the_environment() {
+    let product = product();
+    let readers: Vec<&str> = product.iter().map(String::as_str).filter(|m| *m != "settings" && *m != "cli").collect();
+    let found = mentions(&readers, &["std::env::var", "env::var(", "env::var_os(", "env::vars(", "env::vars_os("]);
+    assert!(found.is_empty(), "the environment is the settings' to read: {found:?}");
+}
+
+#[test]
+fn the_migrator_holds_no_checked_query_and_later_migrations_define_no_function_or_trigger() {
+    let checked = mentions(&["migrator"], &["query!", "query_as!", "query_scalar!", "query_file"]);
+    assert!(checked.is_empty(), "the migrator builds before the query data exists: {checked:?}");
+
+    let dir = workspace_root().join("migrator/migrations");
+    let mut later = 0;
+    for entry in fs::read_dir(&dir).expect("migrator/migrations") {
+        let path = entry.expect("a migration").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let version: u64 = name.split('_').next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        if version <= 20_261_201_000_010 {
+            continue;
+        }
+        later += 1;
+        let text = fs::read_to_string(&path).expect("a readable migration");
+        let code: Vec<&str> = text.lines().map(|l| l.split("--").next().unwrap_or_default()).collect();
+        let code = code.join(" ").to_uppercase().split_whitespace().collect::<Vec<_>>().join(" ");
+        for definition in ["FUNCTION", "TRIGGER", "PROCEDURE"] {
+            for create in ["CREATE ", "CREATE OR REPLACE ", "CREATE CONSTRAINT ", "CREATE EVENT "] {
+                let statement = format!("{create}{definition}");
+                assert!(!code.contains(&statement), "{name}: {statement} belongs in a <crate>/sql/*.sql file");
+            }
+        }
+    }
+    assert!(later > 0, "no migration after 20261201000010 found: is the reader broken?");
+
+    let migrator = fs::read_to_string(workspace_root().join("migrator/src/lib.rs")).expect("migrator/src/lib.rs");
+    for member in members() {
+        let mut found = Vec::new();
+        files(&workspace_root().join(&member).join("sql"), "sql", &mut found);
+        for file in found {
+            let name = file.strip_prefix(workspace_root()).unwrap_or(&file).display().to_string();
+            assert!(
+                migrator.contains(&format!("definition!(\"{name}\")")),
+                "{name} is not in the migrator's DEFINITIONS"
+            );
+        }
+    }
 }

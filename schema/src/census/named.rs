@@ -74,30 +74,7 @@ pub(super) async fn scan(
     end: i64,
     layout: &KeyLayout,
 ) -> Result<u64, sqlx::Error> {
-    let texts: Vec<(i16, String)> = group
-        .columns
-        .iter()
-        .filter(|c| c.family != "uuid")
-        .map(|c| {
-            let col = format!("r.{}", quote_ident(&c.name));
-            let value = if c.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
-            (c.attnum, format!("SELECT {}::int2 AS a, {value} AS v FROM r", c.attnum))
-        })
-        .collect();
-    if texts.is_empty() {
-        return Ok(0);
-    }
-    let selected: Vec<String> =
-        group.columns.iter().filter(|c| c.family != "uuid").map(|c| quote_ident(&c.name)).collect();
-    // Built here, not checked at compile time: the table and its columns are the application's, known only now.
-    let sql = format!(
-        "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
-         SELECT x.a, x.v FROM ({}) x
-          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)",
-        selected.join(", "),
-        group.heap,
-        texts.into_iter().map(|(_, s)| s).collect::<Vec<_>>().join(" UNION ALL "),
-    );
+    let Some(sql) = statement(group) else { return Ok(0) };
     let rows: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
         .bind(format!("({},0)", group.next_block))
         .bind(format!("({end},0)"))
@@ -124,6 +101,38 @@ pub(super) async fn scan(
     .execute(conn)
     .await?;
     Ok(keys.len() as u64)
+}
+
+/// The key scan's statement over `group`'s text and JSON columns: `$1` and `$2` are the block range (`ctid`s), `$3`
+/// every spelling of the managed prefixes ([`prefilter`]); each row is a column's attribute number and one value
+/// holding a prefix. `None` when the group has only uuid columns. A pure function of the group, so its text can be
+/// read in a test.
+fn statement(group: &Group) -> Option<String> {
+    let texts: Vec<(i16, String)> = group
+        .columns
+        .iter()
+        .filter(|c| c.family != "uuid")
+        .map(|c| {
+            let col = format!("r.{}", quote_ident(&c.name));
+            let value = if c.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
+            (c.attnum, format!("SELECT {}::int2 AS a, {value} AS v FROM r", c.attnum))
+        })
+        .collect();
+    if texts.is_empty() {
+        return None;
+    }
+    let selected: Vec<String> =
+        group.columns.iter().filter(|c| c.family != "uuid").map(|c| quote_ident(&c.name)).collect();
+    // Built here, not checked at compile time: the table and its columns are the application's, known only now.
+    let sql = format!(
+        "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
+         SELECT x.a, x.v FROM ({}) x
+          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)",
+        selected.join(", "),
+        group.heap,
+        texts.into_iter().map(|(_, s)| s).collect::<Vec<_>>().join(" UNION ALL "),
+    );
+    Some(sql)
 }
 
 /// After a batch ended at the group's cursor (already recorded): a scan's first batch dates the layout it reads
@@ -182,7 +191,48 @@ pub(super) async fn record(
 
 #[cfg(test)]
 mod tests {
+    use super::super::scan::Column;
     use super::*;
+    use sqlx::postgres::types::Oid;
+
+    fn group(columns: Vec<Column>) -> Group {
+        Group {
+            relid: Oid(16_384),
+            filenode: Some(Oid(16_384)),
+            next_block: 0,
+            heap: r#""public"."pages""#.into(),
+            blocks: 100,
+            columns,
+        }
+    }
+
+    fn column(attnum: i16, name: &str, family: &str, shape: &str) -> Column {
+        Column { attnum, name: name.into(), family: family.into(), shape: shape.into(), json_paths: Vec::new() }
+    }
+
+    #[test]
+    fn the_key_scan_reads_text_and_json_values_that_hold_a_prefix_and_no_uuid_column() {
+        let group = group(vec![
+            column(2, "owner_id", "uuid", "scalar"),
+            column(3, r#"title "alt""#, "text", "scalar"),
+            column(4, "tags", "text", "array"),
+            column(5, "meta", "json", "scalar"),
+        ]);
+        let expected = [
+            r#"WITH r AS MATERIALIZED (SELECT "title ""alt""", "tags", "meta" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid)"#,
+            // Each value named by its column's attribute number; an array's elements one by one.
+            r#"         SELECT x.a, x.v FROM (SELECT 3::int2 AS a, r."title ""alt"""::text AS v FROM r UNION ALL SELECT 4::int2 AS a, unnest(r."tags")::text AS v FROM r UNION ALL SELECT 5::int2 AS a, r."meta"::text AS v FROM r) x"#,
+            r#"          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)"#,
+        ]
+        .join("\n");
+        assert_eq!(statement(&group).as_deref(), Some(expected.as_str()));
+    }
+
+    #[test]
+    fn a_table_of_uuid_columns_alone_has_no_key_scan() {
+        let group = group(vec![column(2, "owner_id", "uuid", "scalar"), column(3, "gallery", "uuid", "array")]);
+        assert_eq!(statement(&group), None);
+    }
 
     #[test]
     fn a_prefix_is_searched_for_in_every_spelling_a_url_or_document_gives_it() {

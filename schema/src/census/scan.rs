@@ -43,6 +43,48 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
         sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
         timed_out?;
     }
+    let (sql, paths) = statement(group);
+    let mut query = sqlx::query_as::<_, (i32, Uuid, Option<String>)>(AssertSqlSafe(sql))
+        .bind(format!("({},0)", group.next_block))
+        .bind(format!("({end},0)"))
+        .bind(UUID_IN_TEXT);
+    for p in paths {
+        query = query.bind(p);
+    }
+    let rows = query.persistent(false).fetch_all(&mut *conn).await?;
+    let mut found = vec![None; group.columns.len()];
+    let (mut ids, mut spellings) = (Vec::new(), Vec::new());
+    for (k, id, spelling) in rows {
+        match spelling {
+            Some(spelling) => {
+                ids.push(id);
+                spellings.push(spelling);
+            }
+            None => {
+                if let Some(slot) = usize::try_from(k).ok().and_then(|k| found.get_mut(k)) {
+                    *slot = Some(id);
+                }
+            }
+        }
+    }
+    if !ids.is_empty() {
+        sqlx::query!(
+            "INSERT INTO asset_id_spellings (asset_id, spelling) SELECT * FROM unnest($1::uuid[], $2::text[])
+             ON CONFLICT DO NOTHING",
+            &ids,
+            &spellings,
+        )
+        .execute(conn)
+        .await?;
+    }
+    Ok(found)
+}
+
+/// One batch's statement over `group`'s columns, and the declared paths it binds: `$1` and `$2` are the block range
+/// (`ctid`s), `$3` the uuid pattern ([`UUID_IN_TEXT`]), `$4`… each declared JSONB source's paths, in the group's
+/// column order. Each row found is `(k, id, spelling)`: `k` the column's position in the group, `spelling` set for
+/// a mixed-case id at a declared path. A pure function of the group, so its text can be read in a test.
+pub(super) fn statement(group: &Group) -> (String, Vec<Vec<String>>) {
     let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let mut finds = Vec::new();
     // Values searched for uuid-shaped strings, and text values compared with storage keys (an adopted asset's key
@@ -113,38 +155,109 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
         group.heap,
         finds.join(" UNION ALL "),
     );
-    let mut query = sqlx::query_as::<_, (i32, Uuid, Option<String>)>(AssertSqlSafe(sql))
-        .bind(format!("({},0)", group.next_block))
-        .bind(format!("({end},0)"))
-        .bind(UUID_IN_TEXT);
-    for p in paths {
-        query = query.bind(p);
-    }
-    let rows = query.persistent(false).fetch_all(&mut *conn).await?;
-    let mut found = vec![None; group.columns.len()];
-    let (mut ids, mut spellings) = (Vec::new(), Vec::new());
-    for (k, id, spelling) in rows {
-        match spelling {
-            Some(spelling) => {
-                ids.push(id);
-                spellings.push(spelling);
-            }
-            None => {
-                if let Some(slot) = usize::try_from(k).ok().and_then(|k| found.get_mut(k)) {
-                    *slot = Some(id);
-                }
-            }
+    (sql, paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::postgres::types::Oid;
+
+    /// A column at attribute `attnum`: `family` `uuid`, `text` or `json`, `shape` `scalar` or `array`.
+    fn column(attnum: i16, name: &str, family: &str, shape: &str, json_paths: &[&str]) -> Column {
+        Column {
+            attnum,
+            name: name.into(),
+            family: family.into(),
+            shape: shape.into(),
+            json_paths: json_paths.iter().map(|p| (*p).to_owned()).collect(),
         }
     }
-    if !ids.is_empty() {
-        sqlx::query!(
-            "INSERT INTO asset_id_spellings (asset_id, spelling) SELECT * FROM unnest($1::uuid[], $2::text[])
-             ON CONFLICT DO NOTHING",
-            &ids,
-            &spellings,
-        )
-        .execute(conn)
-        .await?;
+
+    /// The columns of `heap` (already quoted, as the plan writes it) at the start of their scans.
+    fn group(heap: &str, columns: Vec<Column>) -> Group {
+        Group {
+            relid: Oid(16_384),
+            filenode: Some(Oid(16_384)),
+            next_block: 0,
+            heap: heap.into(),
+            blocks: 100,
+            columns,
+        }
     }
-    Ok(found)
+
+    #[test]
+    fn uuid_columns_are_read_as_uuids_scalar_or_each_element() {
+        let group = group(
+            r#""public"."products""#,
+            vec![column(2, "owner_id", "uuid", "scalar", &[]), column(3, "gallery", "uuid", "array", &[])],
+        );
+        let expected = [
+            r#"WITH r AS MATERIALIZED (SELECT "owner_id", "gallery" FROM ONLY "public"."products" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
+            r#"              found(k, id, spelling) AS (SELECT 0, r."owner_id"::uuid, NULL::text FROM r WHERE r."owner_id" IS NOT NULL UNION ALL SELECT 1, e::uuid, NULL::text FROM r, unnest(r."gallery") e)"#,
+            r#"         SELECT DISTINCT ON (f.k, f.spelling) f.k, f.id, f.spelling"#,
+            r#"           FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k, f.spelling"#,
+        ]
+        .join("\n");
+        let (sql, paths) = statement(&group);
+        assert_eq!(sql, expected);
+        assert!(paths.is_empty());
+    }
+
+    #[test]
+    fn text_and_json_values_are_searched_together_and_text_is_compared_with_storage_keys() {
+        let group = group(
+            r#""public"."pages""#,
+            vec![
+                column(2, r#"title "alt""#, "text", "scalar", &[]),
+                column(3, "tags", "text", "array", &[]),
+                column(4, "meta", "json", "scalar", &[]),
+                column(5, "history", "json", "array", &[]),
+            ],
+        );
+        let expected = [
+            r#"WITH r AS MATERIALIZED (SELECT "title ""alt""", "tags", "meta", "history" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
+            // Every value searched for uuid-shaped strings, in one search for the batch...
+            r#"              found(k, id, spelling) AS (SELECT x.k, m[1]::uuid, NULL::text FROM (SELECT 0 AS k, r."title ""alt"""::text AS v FROM r WHERE r."title ""alt""" IS NOT NULL UNION ALL SELECT 1 AS k, r."tags"::text AS v FROM r WHERE r."tags" IS NOT NULL UNION ALL SELECT 2 AS k, r."meta"::text AS v FROM r WHERE r."meta" IS NOT NULL UNION ALL SELECT 3 AS k, r."history"::text AS v FROM r WHERE r."history" IS NOT NULL) x, regexp_matches(x.v, $3, 'g') m"#,
+            // ...and every text (an array's each element) joined once with the assets' keys, adopted ones left out.
+            r#"              WHERE x.v LIKE '%-%-%-%-%' UNION ALL SELECT x.k, a.id, NULL::text FROM (SELECT 0 AS k, r."title ""alt"""::text AS v FROM r UNION ALL SELECT 1 AS k, unnest(r."tags")::text AS v FROM r) x JOIN assets a ON a.storage_key = x.v"#,
+            r#"              WHERE NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id))"#,
+            r#"         SELECT DISTINCT ON (f.k, f.spelling) f.k, f.id, f.spelling"#,
+            r#"           FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k, f.spelling"#,
+        ]
+        .join("\n");
+        let (sql, paths) = statement(&group);
+        assert_eq!(sql, expected);
+        assert!(paths.is_empty());
+    }
+
+    #[test]
+    fn a_declared_source_finds_ids_off_its_paths_and_notes_mixed_case_spellings_on_them() {
+        let group = group(
+            r#""public"."documents""#,
+            vec![
+                column(2, "body", "json", "scalar", &["$.hero.id", "$.images[*]"]),
+                column(3, "cover", "json", "scalar", &["$.id"]),
+            ],
+        );
+        let expected = [
+            r#"WITH r AS MATERIALIZED (SELECT "body", "cover" FROM ONLY "public"."documents" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
+            r#"              found(k, id, spelling) AS (SELECT 0, m[1]::uuid, NULL::text FROM r, regexp_matches(r."body"::text, $3, 'g') m"#,
+            r#"                      WHERE r."body"::text LIKE '%-%-%-%-%'"#,
+            r#"                        AND lower(m[1]) NOT IN (SELECT lower(v #>> '{}') FROM unnest($4::text[]) p, jsonb_path_query(r."body", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v) UNION ALL SELECT 0, (v #>> '{}')::uuid, v #>> '{}' FROM r, unnest($4::text[]) p, jsonb_path_query(r."body", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
+            r#"                      WHERE v #>> '{}' ~ ('^' || $3 || '$')"#,
+            r#"                        AND v #>> '{}' NOT IN (lower(v #>> '{}'), upper(v #>> '{}')) UNION ALL SELECT 1, m[1]::uuid, NULL::text FROM r, regexp_matches(r."cover"::text, $3, 'g') m"#,
+            r#"                      WHERE r."cover"::text LIKE '%-%-%-%-%'"#,
+            r#"                        AND lower(m[1]) NOT IN (SELECT lower(v #>> '{}') FROM unnest($5::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v) UNION ALL SELECT 1, (v #>> '{}')::uuid, v #>> '{}' FROM r, unnest($5::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
+            r#"                      WHERE v #>> '{}' ~ ('^' || $3 || '$')"#,
+            r#"                        AND v #>> '{}' NOT IN (lower(v #>> '{}'), upper(v #>> '{}')))"#,
+            r#"         SELECT DISTINCT ON (f.k, f.spelling) f.k, f.id, f.spelling"#,
+            r#"           FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k, f.spelling"#,
+        ]
+        .join("\n");
+        let (sql, paths) = statement(&group);
+        assert_eq!(sql, expected);
+        // Each declared source's paths: $4 and $5, after the block range and the uuid pattern.
+        assert_eq!(paths, [vec!["$.hero.id".to_owned(), "$.images[*]".to_owned()], vec!["$.id".to_owned()]]);
+    }
 }
