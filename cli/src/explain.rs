@@ -8,6 +8,7 @@ use platform::AssetId;
 use platform::audit::AuditAction;
 use schema::{self, SchemaCheckError};
 use serde_json::{Value, json};
+use sqlx::Connection;
 use uuid::Uuid;
 
 use crate::{Output, connect};
@@ -102,14 +103,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             let mut conn = pool.acquire().await?;
             match schema::check(&mut conn, (&settings).into()).await {
                 Ok(map) => {
+                    // What a settle would decide now, from the judgement the settle itself acts on, read only.
+                    let mut read = conn.begin().await?;
+                    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *read).await?;
                     let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after };
-                    let Judged::Judged(judgement) = judgement::judge(&mut conn, &map, AssetId(id), terms, None).await?
+                    let Judged::Judged(judgement) = judgement::judge(&mut read, &map, AssetId(id), terms, None).await?
                     else {
                         bail!("asset {id} was removed while it was being explained");
                     };
-                    let would = match judgement.decision {
-                        lifecycle::Decision::Defer(why) => format!("defer ({})", why.as_str()),
-                        decision => decision.action().to_string(),
+                    read.rollback().await?;
+                    let would = match (r.state, r.due_now, judgement.decision) {
+                        (AssetState::Failed, _, _) => "nothing: failed, it waits for an operator (redrive)".to_owned(),
+                        (_, false, _) => "nothing: not due".to_owned(),
+                        (_, true, lifecycle::Decision::Defer(why)) => format!("defer ({})", why.as_str()),
+                        (_, true, decision) => decision.action().to_string(),
                     };
                     text.push_str(&format!("  a settle now would: {would}\n"));
                     would_json = json!(would);

@@ -105,7 +105,7 @@ pub async fn release(pool: &PgPool, claims: &[Claim]) -> Result<u64, sqlx::Error
 }
 
 /// A source refers to it: back to `attached`, its lease, due time and retirement cleared.
-pub async fn keep(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
+pub(crate) async fn keep(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE assets SET state = 'attached', due_at = NULL, lease_token = NULL, leased_until = NULL,
                 retired_at = NULL, purge_after = NULL, last_error = NULL
@@ -118,7 +118,7 @@ pub async fn keep(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::E
 }
 
 /// Nothing refers to it: hidden, its bytes kept, restorable for `retention` (its purge time).
-pub async fn retire(conn: &mut PgConnection, asset: AssetId, retention: Duration) -> Result<(), sqlx::Error> {
+pub(crate) async fn retire(conn: &mut PgConnection, asset: AssetId, retention: Duration) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE assets SET state = 'retired', retired_at = now(),
                 purge_after = now() + $2 * interval '1 second', due_at = now() + $2 * interval '1 second',
@@ -133,7 +133,7 @@ pub async fn retire(conn: &mut PgConnection, asset: AssetId, retention: Duration
 }
 
 /// When a deferred asset is due again.
-pub enum Until {
+pub(crate) enum Until {
     /// When the grace period after the newest write about the asset or its object ends.
     GraceEnd(Duration),
     /// This long after the upload (the abandon window).
@@ -145,7 +145,7 @@ pub enum Until {
 }
 
 /// Sets the next due time and ends the lease.
-pub async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until) -> Result<(), sqlx::Error> {
+pub(crate) async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until) -> Result<(), sqlx::Error> {
     let query = match until {
         Until::GraceEnd(grace) => sqlx::query!(
             "UPDATE assets a
@@ -179,13 +179,17 @@ pub async fn defer(conn: &mut PgConnection, asset: AssetId, until: Until) -> Res
 }
 
 /// Removes the asset's row; its stored object stays (another row shares the bytes, or they were never removed).
-pub async fn remove(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
+pub(crate) async fn remove(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM assets WHERE id = $1", asset.0).execute(&mut *conn).await?;
     Ok(())
 }
 
 /// Removes the asset's row and then its stored object's: what a delete or purge leaves once the bytes are gone.
-pub async fn remove_with_object(conn: &mut PgConnection, asset: AssetId, storage_key: &str) -> Result<(), sqlx::Error> {
+pub(crate) async fn remove_with_object(
+    conn: &mut PgConnection,
+    asset: AssetId,
+    storage_key: &str,
+) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM assets WHERE id = $1", asset.0).execute(&mut *conn).await?;
     sqlx::query!("DELETE FROM stored_objects WHERE storage_key = $1", storage_key).execute(&mut *conn).await?;
     Ok(())
@@ -237,7 +241,7 @@ pub async fn mark_failed(
 }
 
 /// Brings a retired asset back to `attached`, its retirement and lease cleared (its bytes were checked first).
-pub async fn restore(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
+pub(crate) async fn restore(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE assets SET state = 'attached', retired_at = NULL, purge_after = NULL, due_at = NULL,
                 lease_token = NULL, leased_until = NULL
@@ -330,7 +334,7 @@ pub async fn undelete(conn: &mut PgConnection, asset: &Unremoved<'_>) -> Result<
 
 /// An asset discovery made due.
 #[derive(Debug)]
-pub struct MadeDue {
+pub(crate) struct MadeDue {
     /// The asset.
     pub asset_id: AssetId,
     /// Its workspace.
@@ -345,7 +349,11 @@ pub struct MadeDue {
 
 /// Makes `ids` due (`released`, due when their grace floor ends), those still unscheduled and past their grace
 /// floor: the application may have written since discovery asked about them.
-pub async fn discover(conn: &mut PgConnection, ids: &[Uuid], grace: Duration) -> Result<Vec<MadeDue>, sqlx::Error> {
+pub(crate) async fn discover(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    grace: Duration,
+) -> Result<Vec<MadeDue>, sqlx::Error> {
     sqlx::query_as!(
         MadeDue,
         r#"UPDATE assets a SET state = 'released', due_at = asset_sweeper_grace_ends(a, o, $2 * interval '1 second')
@@ -450,7 +458,7 @@ pub async fn adopt(conn: &mut PgConnection, adoption: Adoption<'_>) -> Result<Ve
 /// every text and JSON column since their adoption, with the layout that adopted them (a key another layout no
 /// longer extracts would never be found named); answers how many. The sweep runs it after the census and before
 /// the brake, which counts them.
-pub async fn schedule_adopted(conn: impl sqlx::PgExecutor<'_>) -> Result<u64, sqlx::Error> {
+pub(crate) async fn schedule_adopted(conn: impl sqlx::PgExecutor<'_>) -> Result<u64, sqlx::Error> {
     let scheduled = sqlx::query!(
         "UPDATE assets a SET due_at = now()
            FROM adopted_assets d

@@ -8,15 +8,16 @@ use crate::rules::{Decision, Deferral};
 use platform::AssetId;
 
 /// `decision` as an adopted asset's holds leave it: a delete or purge waits while [`hold`] says so. What the settle
-/// acts on and the plan shows.
+/// acts on (with `lock`) and the plan and explain show (without, in a read-only transaction).
 pub async fn weigh(
     conn: &mut PgConnection,
     asset: AssetId,
     storage_key: &str,
     decision: Decision,
+    lock: bool,
 ) -> Result<(Decision, Option<Hold>), sqlx::Error> {
     let hold = match decision {
-        Decision::Delete | Decision::Purge => hold(conn, asset, storage_key).await?,
+        Decision::Delete | Decision::Purge => hold(conn, asset, storage_key, lock).await?,
         _ => None,
     };
     Ok((held(decision, hold.as_ref()), hold))
@@ -34,8 +35,14 @@ pub enum Hold {
 /// Whether `asset`, about to be destroyed, was adopted and must wait: read in the settle's transaction, after the
 /// asset and its object are locked. `None` for an asset the application wrote, for an adopted one whose bytes
 /// another asset shares (only its row goes), and for an adopted one no record names once the key scan has read
-/// every text and JSON column, in a scan begun after the adoption, with the layout that adopted it.
-pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) -> Result<Option<Hold>, sqlx::Error> {
+/// every text and JSON column, in a scan begun after the adoption, with the layout that adopted it. With `lock`
+/// (the settle), the sharers are locked; without (a read-only look), they are only counted.
+pub async fn hold(
+    conn: &mut PgConnection,
+    asset: AssetId,
+    storage_key: &str,
+    lock: bool,
+) -> Result<Option<Hold>, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = $1) AS "adopted!",
                   (SELECT asset_sweeper_column_name(c)
@@ -56,13 +63,17 @@ pub async fn hold(conn: &mut PgConnection, asset: AssetId, storage_key: &str) ->
     }
     // Bytes another asset row shares are not removed: the adopted row alone goes, as for any sharer. The sharers are
     // locked, so none can go before the settle counts them again and removes the row only.
-    let shared = sqlx::query_scalar!(
+    let shared = if !lock {
+        crate::rules::sharers(&mut *conn, storage_key, asset).await?
+    } else {
+        sqlx::query_scalar!(
         r#"SELECT count(*) AS "shared!" FROM (SELECT 1 FROM assets WHERE storage_key = $2 AND id <> $1 FOR KEY SHARE) s"#,
         asset.0,
         storage_key,
     )
     .fetch_one(conn)
-    .await?;
+    .await?
+    };
     if shared > 0 {
         return Ok(None);
     }

@@ -83,7 +83,7 @@ pub async fn judge(
     let found = recheck::recheck(&mut *conn, map, asset).await?;
     let decision = rules::decide(found.keeping().is_some(), &facts, map.proven());
     // Adopted bytes have an id nobody holds: a record can only name them by key.
-    let (decision, hold) = holds::weigh(&mut *conn, asset, &facts.storage_key, decision).await?;
+    let (decision, hold) = holds::weigh(&mut *conn, asset, &facts.storage_key, decision, claim.is_some()).await?;
     let sharers = match decision {
         Decision::Delete | Decision::Purge => Some(rules::sharers(&mut *conn, &facts.storage_key, asset).await?),
         _ => None,

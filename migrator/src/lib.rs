@@ -361,4 +361,33 @@ mod tests {
         let guards = DEFINITIONS.iter().find(|(file, _)| file.ends_with("guards.sql")).expect("guards.sql");
         assert!(render(guards.1).contains("~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'"));
     }
+
+    /// FNV-1a, 64 bits: enough to notice that a file's text changed (the database keeps its own sha256).
+    fn fingerprint(text: &str) -> u64 {
+        text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+    }
+
+    /// `definitions.lock` as this build would write it.
+    fn lock_file() -> String {
+        let newest = migrator().iter().map(|m| m.version).max().unwrap_or(0);
+        let mut lock = format!("since {newest}\n");
+        for &(file, text) in DEFINITIONS {
+            lock.push_str(&format!("{:016x} {file}\n", fingerprint(&render(text))));
+        }
+        lock
+    }
+
+    #[test]
+    fn a_changed_definition_file_ships_with_a_versioned_migration() {
+        let committed = include_str!("../definitions.lock");
+        let committed: String = committed.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+        assert_eq!(
+            committed,
+            lock_file(),
+            "the definition files or the migrations changed since migrator/definitions.lock was written. A change \
+             to a definition file needs a new versioned migration (empty when nothing else changes): an older build \
+             then refuses the database, instead of putting its older functions back. Add it, then write the lock \
+             above (after its comment lines) with the right-hand side"
+        );
+    }
 }

@@ -1,6 +1,8 @@
-//! `asset-sweeper-migrate DATABASE_URL`: brings that database's asset-sweeper schema up to date, as the product
-//! does (the versioned migrations, then the SQL definitions whose text changed), and says what it applied. Builds
-//! before any checked query does, so `scripts/sqlx-prepare` migrates its database with it.
+//! `asset-sweeper-migrate DATABASE_URL`: brings that database's asset-sweeper schema up to date with the product's
+//! migrator (the versioned migrations, then the SQL definitions whose text changed), and says what it applied. Builds
+//! before any checked query does, so `scripts/sqlx-prepare` migrates its database with it. Its session has none of
+//! the product's statement and lock timeouts: it is for a database of its own, not for production, where
+//! `asset-sweeper migrate` runs.
 
 use std::process::ExitCode;
 

@@ -14,7 +14,7 @@ use sqlx::{PgConnection, PgPool};
 pub struct Share {
     /// It starts no batch it could not finish by then.
     pub until: Instant,
-    /// The pass's own end: no statement of the step may run past it.
+    /// The pass's own end: a step whose statements may run long bounds them by it (reconciliation's do).
     pub deadline: Instant,
 }
 
@@ -26,7 +26,8 @@ impl Share {
     }
 }
 
-/// One step of a sweep pass. None destroys anything: they make assets due, or record what they found.
+/// One step of a sweep pass. None destroys a file: the records step deletes the application's expired records as
+/// its rules say; the others make assets due, or record what they found.
 pub trait Step {
     /// What one pass of it did: kept in the pass's run record.
     type Progress: Serialize + Send;

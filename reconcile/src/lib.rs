@@ -3,7 +3,7 @@
 //! gone show readers a broken image. A reading of the bucket (an inventory report or a listing) streams into
 //! `reconcile_keys` in bulk, and two anti-joins find both.
 //!
-//! - [`layout`]: which keys are this product's (managed prefixes, key pattern, the workspace a key names).
+//! - `platform::keys`: which keys are this product's (managed prefixes, key pattern, the workspace a key names).
 //! - [`inventory`]: S3 Inventory's manifest and gzipped CSV files; [`read`]: the report or a listing, streamed.
 //! - [`ingest`]: `COPY` into `reconcile_keys`.
 //! - [`adopt`]: bytes no row knows, under an approved prefix, become `pending` assets the pipeline settles.

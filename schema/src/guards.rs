@@ -1,7 +1,7 @@
 //! Reference guards: the trigger `asset-sweeper guards install` puts on every reference source that is not a
 //! foreign key, so a write committing a reference either waits for a settle holding the asset and fails when the
 //! settle removed it, or is seen by the settle's recheck — what a foreign key guarantees, for every source kind.
-//! The trigger runs `asset_sweeper_guard()` (created by a migration); the schema check refuses while a source
+//! The trigger runs `asset_sweeper_guard()` (defined in `schema/sql/guards.sql`); the schema check refuses while a source
 //! lacks its guard, and the change detector treats a guard's DDL as a schema change.
 
 use platform::sql::{quote_ident, quote_literal};

@@ -6,8 +6,8 @@
 //!
 //! The catalog state is named two ways, both read before the check (so a change committed during the check
 //! leaves them behind and is never trusted): the change detector's generation, which every committed DDL command
-//! and every write to the declarations moves (event triggers installed by the migrations where the migrating role
-//! may create them), and a fingerprint of everything the check reads from the catalog. The generation is the fast
+//! and every write to the declarations moves (event triggers that `schema/sql/detector.sql` installs where the
+//! migrating role may create them), and a fingerprint of everything the check reads from the catalog. The generation is the fast
 //! path; when it moved, or the detector is not in place, the consumer compares fingerprints, whose cost grows
 //! with the schema. The connected role's rights (global objects no event trigger sees) are compared every time.
 

@@ -255,6 +255,46 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
 }
 
 #[tokio::test]
+async fn plan_and_explain_judge_an_adopted_upload_read_only_and_say_what_a_settle_would_do() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    let ws = Uuid::new_v4();
+    let adopted = seed(&ctx, ws, "pending", "8 days", &format!("{ws}/adopted.png")).await;
+    // Adopted bytes: the settle locks their sharers before destroying them; plan and explain read in a read-only
+    // transaction, where a lock is an error.
+    sqlx::query(
+        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+         SELECT id, storage_key, workspace_id, 1, created_at, 'layout' FROM assets WHERE id = $1",
+    )
+    .bind(adopted)
+    .execute(ctx.pool())
+    .await
+    .expect("adopted");
+    let later = seed(&ctx, ws, "released", "3 days", &format!("{ws}/later.png")).await;
+    sqlx::query("UPDATE assets SET due_at = now() + interval '1 day' WHERE id = $1")
+        .bind(later)
+        .execute(ctx.pool())
+        .await
+        .expect("not due yet");
+
+    let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["plan", "--json"]));
+    assert_eq!(code, Some(0), "{plan}");
+    let assets = plan["assets"].as_array().expect("assets");
+    assert_eq!(assets.len(), 1, "only the due asset: {plan}");
+    assert_eq!((&assets[0]["asset_id"], &assets[0]["decision"]), (&json!(adopted.to_string()), &json!("delete")));
+
+    let (code, explained) = json_with_code(&run(&url, Some(&ctx), &["explain", &adopted.to_string(), "--json"]));
+    assert_eq!((code, &explained["would"]), (Some(0), &json!("delete")), "{explained}");
+    let (code, explained) = json_with_code(&run(&url, Some(&ctx), &["explain", &later.to_string(), "--json"]));
+    assert_eq!((code, &explained["would"]), (Some(0), &json!("nothing: not due")), "{explained}");
+    let text = stdout(&run(&url, Some(&ctx), &["explain", &later.to_string()]));
+    assert!(text.contains("  a settle now would: nothing: not due\n"), "{text}");
+    let events: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM settlement_events").fetch_one(ctx.pool()).await.expect("events");
+    assert_eq!(events, 0, "plan and explain changed nothing");
+}
+
+#[tokio::test]
 async fn plan_changes_nothing_explain_names_the_keeping_record_and_undelete_brings_a_deleted_asset_back() {
     let ctx = TestContext::new().await;
     let url = ctx.db.url.clone();

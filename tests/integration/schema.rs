@@ -77,6 +77,54 @@ async fn migrations_create_the_tables_keys_domain_and_indexes_and_apply_twice() 
 }
 
 #[tokio::test]
+async fn definition_files_apply_once_again_only_when_changed_and_the_audit_check_is_replaced_only_for_a_new_list() {
+    let db = TestDatabase::unmigrated().await;
+    let first = migrate(&db.pool).await.expect("first run");
+    assert_eq!(first.migrations, migrator::migrator().iter().count());
+    assert_eq!(first.definitions.len(), 7, "every definition file applies on a fresh database: {first:?}");
+    let again = migrate(&db.pool).await.expect("second run");
+    assert_eq!((again.migrations, again.definitions.len()), (0, 0), "nothing changed: {again:?}");
+
+    let check = || async {
+        sqlx::query_as::<_, (bool, String)>(
+            "SELECT convalidated, pg_get_constraintdef(oid) FROM pg_constraint
+              WHERE conname = 'settlement_events_action_check'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .expect("the audit check")
+    };
+    let (validated, written) = check().await;
+    assert!(validated && written.contains("'adopted'::text"), "{written}");
+
+    // A file whose recorded digest differs is applied again, alone; the audit check it spells is the live one, so
+    // it stays as it is (validated, not re-checked over every audit row).
+    sqlx::query("UPDATE asset_sweeper_definitions SET digest = 'stale' WHERE name = 'platform/sql/audit.sql'")
+        .execute(&db.pool)
+        .await
+        .expect("a stale digest");
+    let reapplied = migrate(&db.pool).await.expect("third run");
+    assert_eq!(reapplied.definitions, ["platform/sql/audit.sql"]);
+    assert_eq!(check().await, (true, written.clone()));
+
+    // An older list (a database an older release migrated) is replaced by the build's, NOT VALID: the rows there
+    // passed the older list, which the new one extends.
+    sqlx::query(
+        "ALTER TABLE settlement_events DROP CONSTRAINT settlement_events_action_check,
+             ADD CONSTRAINT settlement_events_action_check CHECK (action IN ('keep', 'retire'))",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("an older list");
+    sqlx::query("DELETE FROM asset_sweeper_definitions WHERE name = 'platform/sql/audit.sql'")
+        .execute(&db.pool)
+        .await
+        .expect("forget the file");
+    migrate(&db.pool).await.expect("fourth run");
+    assert_eq!(check().await, (false, written.replace(")))", "))) NOT VALID")));
+}
+
+#[tokio::test]
 async fn migrations_applied_concurrently_from_two_pools_both_succeed() {
     let db = TestDatabase::unmigrated().await;
     let other = sqlx::postgres::PgPoolOptions::new().connect(&db.url).await.expect("second pool");
