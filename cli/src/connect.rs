@@ -9,15 +9,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 /// The database alone, for commands that need nothing else: `DATABASE_URL`, else the `DATABASE_SECRET_ARN`
 /// secret, as the functions read them.
 pub(crate) async fn database() -> anyhow::Result<PgPool> {
-    let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let options: PgConnectOptions = match (set("DATABASE_URL"), set("DATABASE_SECRET_ARN")) {
-        (Some(url), _) => url.parse().context("DATABASE_URL is not a valid postgres:// connection URL")?,
-        (None, Some(arn)) => {
-            platform::secrets::database_options(&platform::aws::sdk_config().await, arn.trim()).await?
-        }
-        (None, None) => anyhow::bail!("set DATABASE_URL or DATABASE_SECRET_ARN"),
-    };
-    connect(options).await
+    connect(Settings::database_from_env().await?).await
 }
 
 /// Everything the functions read, with the database connected and the SDK configured.

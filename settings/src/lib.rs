@@ -242,6 +242,25 @@ impl Settings {
         Self::load_from(sdk, process_env).await
     }
 
+    /// The database alone, for a command that needs nothing else (`asset-sweeper migrate`): `DATABASE_URL`, else the
+    /// `DATABASE_SECRET_ARN` secret, as [`Settings::load`] reads them. The SDK is configured only for a secret.
+    pub async fn database_from_env() -> Result<PgConnectOptions, LoadError> {
+        let set = |name| process_env(name).filter(|v: &String| !v.trim().is_empty());
+        let problem = |problem| LoadError::Settings(SettingsError { problems: vec![problem] });
+        match (set("DATABASE_URL"), set("DATABASE_SECRET_ARN")) {
+            (Some(url), _) => PgConnectOptions::from_str(&url).map_err(|_| {
+                problem(Problem::Invalid {
+                    name: "DATABASE_URL",
+                    reason: "is not a valid postgres:// connection URL".into(),
+                })
+            }),
+            (None, Some(arn)) => {
+                Ok(platform::secrets::database_options(&platform::aws::sdk_config().await, arn.trim()).await?)
+            }
+            (None, None) => Err(problem(Problem::Missing { name: "DATABASE_URL" })),
+        }
+    }
+
     /// [`Settings::load`] through `lookup`.
     pub async fn load_from(
         sdk: &aws_config::SdkConfig,
