@@ -178,14 +178,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             Err(e) => Err(e.to_string()),
         }
     };
-    // Each step of a pass, as it stands.
-    let (census, discovery, reconciliation, adopted) = {
+    // Each step of a pass, as it stands (reconciliation's includes adoption's).
+    let (census, discovery, reconciliation) = {
         let mut conn = pool.acquire().await?;
         (
             <schema::census::Census<'_> as Step>::standing(&mut conn).await?,
             <lifecycle::discovery::Discovery<'_> as Step>::standing(&mut conn).await?,
             <::reconcile::advance::Reconciliation<'_> as Step>::standing(&mut conn).await?,
-            <lifecycle::adopted::AdoptedDue as Step>::standing(&mut conn).await?,
         )
     };
     let (records_text, records, records_attention) = crate::retention::last_pass(&pool).await?;
@@ -436,7 +435,6 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "census": census,
         "discovery": json!({ "enabled": settings.discovery.enabled, "standing": discovery }),
         "reconciliation": json!({ "configured": settings.reconcile.layout.is_some(), "standing": reconciliation }),
-        "adoption": adopted,
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
     });

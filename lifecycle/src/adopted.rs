@@ -12,13 +12,15 @@ use crate::assets;
 #[derive(Debug, Clone, Copy)]
 pub struct AdoptedDue;
 
-/// Where adopted assets stand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Where adopted assets stand (what `status` shows beside reconciliation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Standing {
-    /// Adopted and still `pending`.
-    pub pending: i64,
-    /// Of those, waiting for the key scan (due never).
-    pub waiting_for_key_scan: i64,
+    /// Adopted assets not yet settled away.
+    pub adopted: i64,
+    /// Of them, those a record names by key: a record without an asset row, the integration gap to fix.
+    pub named_without_row: i64,
+    /// The first few of those: (key, `schema.table.column` naming it).
+    pub named_sample: Vec<(String, String)>,
 }
 
 impl Step for AdoptedDue {
@@ -34,14 +36,31 @@ impl Step for AdoptedDue {
     }
 
     async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> {
-        sqlx::query_as!(
-            Standing,
-            r#"SELECT count(*) AS "pending!", count(*) FILTER (WHERE a.due_at = 'infinity') AS "waiting_for_key_scan!"
-                 FROM adopted_assets d JOIN assets a ON a.id = d.asset_id
-                WHERE a.state = 'pending'"#
+        let adopted = sqlx::query!(
+            r#"SELECT count(*) AS "adopted!",
+                  count(*) FILTER (WHERE EXISTS (
+                      SELECT 1 FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+                       WHERE n.storage_key = d.storage_key)) AS "named!"
+             FROM adopted_assets d JOIN assets a ON a.id = d.asset_id"#
         )
-        .fetch_one(conn)
-        .await
+        .fetch_one(&mut *conn)
+        .await?;
+        let named_sample = sqlx::query!(
+            r#"SELECT DISTINCT ON (d.storage_key) d.storage_key,
+                  asset_sweeper_column_name(c) AS "column!"
+             FROM adopted_assets d
+             JOIN assets a ON a.id = d.asset_id
+             JOIN named_keys n ON n.storage_key = d.storage_key
+             JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+            ORDER BY d.storage_key LIMIT 5"#
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok(Standing {
+            adopted: adopted.adopted,
+            named_without_row: adopted.named,
+            named_sample: named_sample.into_iter().map(|n| (n.storage_key, n.column)).collect(),
+        })
     }
 
     fn log(scheduled: &u64) {

@@ -78,7 +78,7 @@ pub struct Compared {
 
 /// Everything one pass's reconciliation needs.
 #[derive(Debug, Clone, Copy)]
-pub struct Pace<'a> {
+pub(crate) struct Pace<'a> {
     /// Which keys are ours.
     pub layout: &'a KeyLayout,
     /// Where the inventory reports land.
@@ -101,7 +101,11 @@ pub struct Pace<'a> {
 /// inventory location if it is new; reads files while time is left; compares when all are in. An unfinished report
 /// a newer one has superseded is given up: whatever kept it from finishing (its files expired under the inventory
 /// bucket's lifecycle, a row it cannot read), the newer report says the same and more.
-pub async fn advance(pool: &PgPool, s3: &aws_sdk_s3::Client, pace: Pace<'_>) -> Result<Progress, ReconcileError> {
+pub(crate) async fn advance(
+    pool: &PgPool,
+    s3: &aws_sdk_s3::Client,
+    pace: Pace<'_>,
+) -> Result<Progress, ReconcileError> {
     let newest = newest_manifest(s3, pace.inventory).await?;
     let mut unfinished = sqlx::query!(
         r#"SELECT id, location, taken_at, files_done,

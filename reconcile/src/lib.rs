@@ -31,9 +31,11 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use inventory::InventoryError;
+use lifecycle::adopted::AdoptedDue;
 use platform::audit::{AuditAction, Event};
 use platform::keys::KeyLayout;
 use platform::objects::{self, Found, StorageError};
+use platform::step::Step;
 use platform::text_enum;
 use platform::{AssetId, WorkspaceId};
 
@@ -451,32 +453,13 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
     )
     .fetch_all(&mut *conn)
     .await?;
-    let adopted = sqlx::query!(
-        r#"SELECT count(*) AS "adopted!",
-                  count(*) FILTER (WHERE EXISTS (
-                      SELECT 1 FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
-                       WHERE n.storage_key = d.storage_key)) AS "named!"
-             FROM adopted_assets d JOIN assets a ON a.id = d.asset_id"#
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    let named_sample = sqlx::query!(
-        r#"SELECT DISTINCT ON (d.storage_key) d.storage_key,
-                  asset_sweeper_column_name(c) AS "column!"
-             FROM adopted_assets d
-             JOIN assets a ON a.id = d.asset_id
-             JOIN named_keys n ON n.storage_key = d.storage_key
-             JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
-            ORDER BY d.storage_key LIMIT 5"#
-    )
-    .fetch_all(&mut *conn)
-    .await?;
+    let adopted = <AdoptedDue as Step>::standing(&mut *conn).await?;
     Ok(Standing {
         last,
         lost: lost.first().map_or(0, |l| l.total),
         lost_sample: lost.into_iter().map(|l| (l.asset_id, l.storage_key)).collect(),
         adopted: adopted.adopted,
-        named_without_row: adopted.named,
-        named_sample: named_sample.into_iter().map(|n| (n.storage_key, n.column)).collect(),
+        named_without_row: adopted.named_without_row,
+        named_sample: adopted.named_sample,
     })
 }

@@ -27,7 +27,7 @@ pub use rule::{Rule, Weight, pass_day};
 
 /// How the step runs in a pass.
 #[derive(Debug, Clone, Copy)]
-pub struct Pace<'a> {
+pub(crate) struct Pace<'a> {
     /// The application's time zone (a Postgres time zone name): which day a pass belongs to.
     pub time_zone: &'a str,
     /// No batch starts that could not end before this.
@@ -128,7 +128,7 @@ pub enum RecordsError {
 
 /// Runs every rule of `run_id`'s pass within `pace`, recording each batch's count in the run row in the batch's
 /// own transaction, so the record and the deletions never disagree.
-pub async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Result<Progress, RecordsError> {
+pub(crate) async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Result<Progress, RecordsError> {
     fail::fail_point!("records::advance", |_| Err(RecordsError::Database(sqlx::Error::Protocol(
         "injected: the records step failed".into()
     ))));

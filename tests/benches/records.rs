@@ -19,7 +19,8 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::TestDatabase;
-use records::{self, Pace};
+use platform::step::{Share, Step};
+use records::Records;
 use sqlx::{AssertSqlSafe, PgPool};
 use uuid::Uuid;
 
@@ -175,9 +176,9 @@ async fn main() {
         .execute(pool)
         .await
         .expect("run");
-    let pace = Pace { time_zone: "UTC", until: Instant::now() + Duration::from_secs(3600), brake_share_percent: 50 };
+    let records = Records { run_id, time_zone: "UTC", brake_share_percent: 50 };
     let started = Instant::now();
-    let progress = records::advance(pool, run_id, pace).await.expect("the records step");
+    let progress = records.advance(pool, Share::of(100, started + Duration::from_secs(3600))).await.expect("the step");
     let step = started.elapsed();
     assert_eq!(expired_left(pool, n_tables).await, 0);
     assert_eq!(progress.deleted as usize, expired, "{progress:?}");

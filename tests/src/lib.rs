@@ -329,18 +329,15 @@ pub async fn install_guards(pool: &PgPool) {
 /// Runs the census until it has read every column once, as the sweep's passes would over time: for benchmarks
 /// whose schema is too large for the census to finish within their first pass's share.
 pub async fn prove_schema(pool: &PgPool) {
-    let mut conn = pool.acquire().await.unwrap_or_else(|e| fail(format!("census: {e}")));
-    let derived = schema::derive(&mut conn).await.unwrap_or_else(|e| fail(format!("census: {e}")));
-    let targets = schema::census::targets(&derived.sources, &derived.problems, &derived.candidates);
-    let budget = schema::census::Budget {
-        until: std::time::Instant::now() + std::time::Duration::from_secs(3600),
+    use platform::step::{Share, Step};
+    let census = schema::census::Census {
         max_batches: u32::MAX,
         batch_blocks: 1_024,
         cycle_interval: std::time::Duration::ZERO,
+        layout: None,
     };
-    let progress = schema::census::advance(&mut conn, &targets, budget, None)
-        .await
-        .unwrap_or_else(|e| fail(format!("census: {e}")));
+    let share = Share::of(100, std::time::Instant::now() + std::time::Duration::from_secs(3600));
+    let progress = census.advance(pool, share).await.unwrap_or_else(|e| fail(format!("census: {e}")));
     if progress.columns_unproven > 0 {
         fail(format!("the census left columns unproven: {progress:?}"));
     }
