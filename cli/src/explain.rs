@@ -6,6 +6,7 @@ use lifecycle::AssetState;
 use lifecycle::judgement::{self, Judged, Terms};
 use platform::AssetId;
 use platform::audit::AuditAction;
+use platform::bucket::{self, Versioning};
 use schema::{self, SchemaCheckError};
 use serde_json::{Value, json};
 use sqlx::Connection;
@@ -45,7 +46,7 @@ struct Decision {
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let id: Uuid = args.asset.parse().with_context(|| format!("{:?} is not an asset id (a uuid)", args.asset))?;
-    let (settings, pool, _) = connect::everything().await?;
+    let (settings, pool, sdk) = connect::everything().await?;
     let row = sqlx::query_as!(
         Row,
         r#"SELECT a.workspace_id, a.storage_key, a.byte_size, a.state AS "state: AssetState", a.due_at::text AS due_at,
@@ -103,10 +104,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             let mut conn = pool.acquire().await?;
             match schema::check(&mut conn, (&settings).into()).await {
                 Ok(map) => {
+                    // What the consumer reads before it settles: deletes and purges wait unless a removal can be
+                    // undone. Before the transaction, which an S3 call should not hold open.
+                    let s3 = platform::aws::s3_client(&sdk, settings.s3_force_path_style);
+                    let versioning = bucket::versioning(&s3, &settings.asset_bucket).await;
+                    let undoable = versioning.as_ref().is_ok_and(Versioning::keeps_removed_bytes);
+                    if let Some(why) = bucket::destruction_held(&settings.asset_bucket, &versioning) {
+                        text.push_str(&format!("  deletes and purges wait: {why}\n"));
+                    }
                     // What a settle would decide now, from the judgement the settle itself acts on, read only.
                     let mut read = conn.begin().await?;
                     sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *read).await?;
-                    let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after };
+                    let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after, undoable };
                     let Judged::Judged(judgement) = judgement::judge(&mut read, &map, AssetId(id), terms, None).await?
                     else {
                         bail!("asset {id} was removed while it was being explained");
@@ -198,6 +207,9 @@ fn summary(d: &Decision) -> String {
     }
     if let Some(why) = e["deferred"]["why"].as_str() {
         parts.push(format!("deferred: {why}"));
+    }
+    if let Some(because) = e["deferred"]["because"].as_str() {
+        parts.push(because.to_owned());
     }
     if d.action == AuditAction::Discovered {
         parts.push(format!(

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use lifecycle::judgement::{self, Judged, Judgement, Terms};
 use lifecycle::{Decision, brake};
 use platform::AssetId;
+use platform::bucket::{self, Versioning};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -21,10 +22,17 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
-    let (settings, pool, _) = connect::everything().await?;
+    let (settings, pool, sdk) = connect::everything().await?;
     let limit = args.limit.unwrap_or(settings.sweep.max_per_pass);
     // The pass's first step, whatever the schema check then says.
     let (records_text, records) = crate::retention::preview(&pool, &settings).await?;
+    // What the consumer reads before it settles: deletes and purges wait unless a removal can be undone.
+    // Read before the transaction, which an S3 call should not hold open.
+    let s3 = platform::aws::s3_client(&sdk, settings.s3_force_path_style);
+    let versioning = bucket::versioning(&s3, &settings.asset_bucket).await;
+    let undoable = versioning.as_ref().is_ok_and(Versioning::keeps_removed_bytes);
+    let bucket_held = bucket::destruction_held(&settings.asset_bucket, &versioning);
+
     let (mut tx, map) = connect::checked_read_only(&pool, &settings).await?;
     let map = match map {
         Ok(map) => map,
@@ -61,7 +69,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for candidate in candidates {
         let (id, workspace) = (candidate.id, candidate.workspace_id);
         let asset = AssetId(id);
-        let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after };
+        let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after, undoable };
         let Judged::Judged(judgement) = judgement::judge(&mut tx, &map, asset, terms, None).await? else {
             continue;
         };
@@ -105,6 +113,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for (ws, why) in &held {
         let _ = writeln!(head, "  held by the brake: workspace {ws}: {why} (asset-sweeper approve {ws} to release)");
     }
+    if let Some(why) = &bucket_held {
+        let _ = writeln!(head, "  deletes and purges would wait: {why}");
+    }
     Ok(Output {
         text: format!("{records_text}{head}{text}").trim_end().to_owned(),
         json: json!({
@@ -113,6 +124,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "bytes_freed": bytes_freed,
             "by_decision": totals.iter().map(|(a, (n, b))| (a.to_string(), json!({ "assets": n, "bytes_freed": b }))).collect::<serde_json::Map<_, _>>(),
             "held": held.iter().map(|(ws, why)| json!({ "workspace_id": ws, "why": why })).collect::<Vec<_>>(),
+            "destruction_held": bucket_held,
             "assets": assets,
         }),
         attention: Vec::new(),

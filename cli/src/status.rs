@@ -1,6 +1,7 @@
 //! `status`: the health page. Exits 1 when something needs a person — the dead-letter queue holds messages, the
 //! last pass was refused, braked or failed, no good pass ran within the expected interval, or the schema check
-//! refuses now, a retention rule failed or is held by its brake, or reconciliation found assets whose bytes are gone or a prefix shared with another writer — so it can
+//! refuses now, a retention rule failed or is held by its brake, or reconciliation found assets whose bytes are gone or a prefix shared with another writer,
+//! or the newest pass that read the bucket found its versioning not `Enabled` (or could not read it) — so it can
 //! back a monitor.
 
 use platform::step::Step;
@@ -237,6 +238,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         ));
     }
     attention.extend(records_attention);
+    // The bucket as the newest pass that read it found it (`reason.bucket`): deletes and purges wait while its
+    // versioning is not Enabled, and only a person can turn it back on.
+    let bucket = runs.iter().find_map(|r| r.reason.as_ref().and_then(|reason| reason.get("bucket")).map(|b| (r, b)));
+    if let Some((run, checked)) = bucket
+        && let Some(why) = checked["held_because"].as_str()
+    {
+        attention.push(format!("deletes and purges are held: {why} (pass {})", run.id));
+    }
     let braked: Vec<(String, String)> = last_finished
         .and_then(|r| r.per_workspace.as_object())
         .map(|ws| {
@@ -320,6 +329,36 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     for (ws, by, reason, until) in &approvals {
         let _ = writeln!(text, "  approved: {ws} by {by} until {until}: {reason}");
+    }
+    match bucket {
+        Some((run, checked)) => {
+            let expiry = match checked["noncurrent_expiry"]["days"].as_i64() {
+                None => "no noncurrent-version expiry".to_owned(),
+                Some(days) => {
+                    let prefixes: Vec<&str> = checked["noncurrent_expiry"]["prefixes"]
+                        .as_array()
+                        .map(|p| p.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    let scope = if prefixes.is_empty() { "the whole bucket".to_owned() } else { prefixes.join(", ") };
+                    format!("noncurrent versions expire after {days} day(s) ({scope})")
+                }
+            };
+            let _ = writeln!(
+                text,
+                "bucket {}: versioning {}, {expiry}; deletes and purges {} (pass {} of {})",
+                checked["bucket"].as_str().unwrap_or("?"),
+                checked["versioning"].as_str().unwrap_or("not read"),
+                checked["destruction"].as_str().unwrap_or("held"),
+                run.id,
+                run.started_at
+            );
+            if let Some(cost) = checked["cost_warning"].as_str() {
+                let _ = writeln!(text, "  cost: {cost}");
+            }
+        }
+        None => {
+            let _ = writeln!(text, "bucket: not read by the last {} pass(es)", runs.len());
+        }
     }
     text.push_str(&records_text);
     match &schema {
@@ -430,6 +469,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "held": braked.iter().map(|(ws, why)| json!({ "workspace_id": ws, "why": why })).collect::<Vec<_>>(),
             "approvals": approvals.iter().map(|(ws, by, reason, until)| json!({ "workspace_id": ws, "approved_by": by, "reason": reason, "expires_at": until })).collect::<Vec<_>>(),
         },
+        "bucket": bucket.map(|(run, checked)| json!({ "sweep_run_id": run.id, "started_at": run.started_at, "found": checked })),
         "schema": match &schema { Ok(n) => json!({ "verdict": "valid", "sources": n }), Err(r) => json!({ "verdict": "refused", "reason": r }) },
         "records": records,
         "census": census,

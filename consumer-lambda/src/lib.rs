@@ -2,13 +2,15 @@
 //! failed messages (`ReportBatchItemFailures`).
 //!
 //! Per invocation the newest schema verdict is verified once (invariant 4: recorded by a recent sweep pass, on
-//! the catalog as it still is; one cheap statement, whatever the schema's size); per record, isolated from the
+//! the catalog as it still is; one cheap statement, whatever the schema's size), and the asset bucket's versioning
+//! is read once (invariant 17: no delete or purge unless a removal can be undone); per record, isolated from the
 //! others even if it panics: parse the message, settle it (`settle`), and on failure count the attempt on the
 //! asset — on the final permitted receive, mark the asset `failed` first, so the row and the dead-letter message
 //! agree (invariant 10).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::{FutureExt, StreamExt};
@@ -16,6 +18,7 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 use lifecycle::settle::{self, SettleError, Settled};
 use lifecycle::{CleanupMessage, assets};
 use platform::audit::{AuditAction, Event};
+use platform::bucket::{self, BucketError, Versioning};
 use platform::objects::{self, Presence};
 use schema::ReferenceMap;
 use schema::verdict::{self, CurrentError, Matched, VerdictError};
@@ -30,6 +33,11 @@ pub const BATCH_SIZE: usize = 10;
 /// The event source mapping's `ScalingConfig.MaximumConcurrency`: the database connection budget assumes at
 /// most this many consumers, each with `DATABASE_MAX_CONNECTIONS`, plus one sweep.
 pub const MAX_CONCURRENT_INVOCATIONS: u32 = 2;
+
+/// How long a warm function trusts a read of the bucket's versioning that found it `Enabled`. Only that answer is
+/// kept: a bucket found unprotected, or unreadable, is read again by the next batch, and one whose versioning is
+/// suspended meanwhile is seen within this long.
+pub const VERSIONING_TRUSTED_FOR: Duration = Duration::from_secs(60);
 
 /// Errors that fail the whole invocation (every message in the batch is retried).
 #[derive(Debug, thiserror::Error)]
@@ -71,11 +79,13 @@ pub struct Consumer {
     settings: Settings,
     /// The map of the verdict last verified, by its id: a warm function reuses it while the verdict stands.
     verified: Mutex<Option<(i64, Arc<ReferenceMap>)>>,
+    /// When the bucket's versioning was last read `Enabled`: trusted for [`VERSIONING_TRUSTED_FOR`].
+    versioned_at: Mutex<Option<Instant>>,
 }
 
 impl Consumer {
     pub fn new(pool: PgPool, s3: aws_sdk_s3::Client, settings: Settings) -> Self {
-        Consumer { pool, s3, settings, verified: Mutex::new(None) }
+        Consumer { pool, s3, settings, verified: Mutex::new(None), versioned_at: Mutex::new(None) }
     }
 
     /// The Lambda handler: settles every record and lists only the failed ones. Returning failures is a
@@ -88,6 +98,7 @@ impl Consumer {
             }
         }
         let schema = self.schema().await;
+        let versioning = self.versioning().await;
         // Bounded by the pool: two consumers share one database, and each settle holds one connection.
         if records.len() > BATCH_SIZE {
             warn!(records = records.len(), expected = BATCH_SIZE, "batch larger than the event source mapping's");
@@ -95,7 +106,7 @@ impl Consumer {
         let concurrency =
             (self.settings.database.max_connections as usize).min(BATCH_SIZE).clamp(1, records.len().max(1));
         let outcomes: Vec<(String, Item)> = futures::stream::iter(records.iter())
-            .map(|record| self.process(record, &schema))
+            .map(|record| self.process(record, &schema, &versioning))
             .buffer_unordered(concurrency)
             .collect()
             .await;
@@ -108,8 +119,27 @@ impl Consumer {
                 response.batch_item_failures.push(failure);
             }
         }
-        println!("{}", metrics_line(&outcomes, &schema));
+        println!("{}", metrics_line(&outcomes, &schema, &versioning));
         Ok(response)
+    }
+
+    /// The asset bucket's versioning for this batch: one `GetBucketVersioning` call, before anything settles,
+    /// unless a read within [`VERSIONING_TRUSTED_FOR`] found it `Enabled`.
+    async fn versioning(&self) -> Result<Versioning, BucketError> {
+        let trusted =
+            self.versioned_at.lock().ok().and_then(|at| *at).is_some_and(|at| at.elapsed() < VERSIONING_TRUSTED_FOR);
+        if trusted {
+            return Ok(Versioning::Enabled);
+        }
+        let name = &self.settings.asset_bucket;
+        let read = bucket::versioning(&self.s3, name).await;
+        if let Ok(mut at) = self.versioned_at.lock() {
+            *at = matches!(read, Ok(Versioning::Enabled)).then(Instant::now);
+        }
+        if let Some(why) = bucket::destruction_held(name, &read) {
+            error!(bucket = %name, reason = %why, "bucket unprotected: deletes and purges in this batch are deferred");
+        }
+        read
     }
 
     /// The newest schema verdict, verified against the catalog as it is now; its map is parsed once per verdict.
@@ -149,7 +179,12 @@ impl Consumer {
         }
     }
 
-    async fn process(&self, record: &SqsMessage, schema: &Schema) -> (String, Item) {
+    async fn process(
+        &self,
+        record: &SqsMessage,
+        schema: &Schema,
+        versioning: &Result<Versioning, BucketError>,
+    ) -> (String, Item) {
         let message_id = record.message_id.clone().unwrap_or_default();
         let span = tracing::info_span!(
             "settle",
@@ -158,7 +193,7 @@ impl Consumer {
             workspace_id = tracing::field::Empty
         );
         // One record's panic fails its own message, not the batch: the others settle and are reported apart.
-        let settled = AssertUnwindSafe(self.process_in_span(record, &message_id, schema, &span))
+        let settled = AssertUnwindSafe(self.process_in_span(record, &message_id, schema, versioning, &span))
             .catch_unwind()
             .instrument(span.clone())
             .await;
@@ -190,6 +225,7 @@ impl Consumer {
         record: &SqsMessage,
         message_id: &str,
         schema: &Schema,
+        versioning: &Result<Versioning, BucketError>,
         span: &tracing::Span,
     ) -> Item {
         let message = match CleanupMessage::parse(record.body.as_deref().unwrap_or_default()) {
@@ -209,6 +245,7 @@ impl Consumer {
                     pool: &self.pool,
                     s3: &self.s3,
                     bucket: &self.settings.asset_bucket,
+                    versioning,
                     map,
                     grace: self.settings.grace,
                     retention: self.settings.retention,
@@ -344,8 +381,9 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, e: &SettleError, last: bo
     Ok(marked)
 }
 
-fn metrics_line(outcomes: &[(String, Item)], schema: &Schema) -> String {
+fn metrics_line(outcomes: &[(String, Item)], schema: &Schema, versioning: &Result<Versioning, BucketError>) -> String {
     let refused = matches!(schema, Schema::Refused(_) | Schema::Unreadable(_));
+    let unprotected = !versioning.as_ref().is_ok_and(Versioning::keeps_removed_bytes);
     let by_fingerprint = matches!(schema, Schema::Valid(_, Matched::Fingerprint));
     let count = |f: &dyn Fn(&Item) -> bool| outcomes.iter().filter(|(_, item)| f(item)).count() as u64;
     let action = |a: AuditAction| move |item: &Item| matches!(item, Item::Settled(s, _) if s.action == a);
@@ -371,6 +409,8 @@ fn metrics_line(outcomes: &[(String, Item)], schema: &Schema) -> String {
             ("BytesRestored", count(&|i| matches!(i, Item::Settled(_, Some(Presence::Restored { .. }))))),
             ("AssetsLost", count(&|i| matches!(i, Item::Settled(_, Some(Presence::Lost))))),
             ("ConsumerRefused", u64::from(refused)),
+            // Deletes and purges of this batch wait: the bucket's versioning is not Enabled, or could not be read.
+            ("BucketUnprotected", u64::from(unprotected)),
             ("SchemaFingerprintChecks", u64::from(by_fingerprint)),
             ("BytesFreed", bytes_freed),
         ],

@@ -12,7 +12,8 @@
 -- Only the application's writes move the grace floor (invariant 3). The sweeper's own state writes (a settle,
 -- the final-receive `failed` mark, a redrive, a restore) run with `asset_sweeper.actor = 'sweeper'` set for their
 -- transaction; were they to move it, a redriven asset would wait a whole grace period more for nothing.
-CREATE OR REPLACE FUNCTION asset_sweeper_touch_asset() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_touch_asset() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     -- Only a real change counts: a statement that merely names a column (SET state = state) is no write.
     IF current_setting('asset_sweeper.actor', true) IS DISTINCT FROM 'sweeper'
@@ -25,7 +26,8 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION asset_sweeper_touch_object() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_touch_object() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF (NEW.content_hash, NEW.byte_size) IS DISTINCT FROM (OLD.content_hash, OLD.byte_size) THEN
         NEW.updated_at := now();
@@ -35,32 +37,35 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER assets_touch
-    BEFORE UPDATE OF workspace_id, storage_key, content_hash, byte_size, state ON assets
-    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_asset();
+    BEFORE UPDATE OF workspace_id, storage_key, content_hash, byte_size, state ON asset_sweeper.assets
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_touch_asset();
 
 CREATE OR REPLACE TRIGGER stored_objects_touch
-    BEFORE UPDATE OF content_hash, byte_size ON stored_objects
-    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_object();
+    BEFORE UPDATE OF content_hash, byte_size ON asset_sweeper.stored_objects
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_touch_object();
 
 -- An upload that reuses existing bytes is a write about that stored object: it restarts the grace floor of
 -- every asset sharing it (the application's writes only, as above).
-CREATE OR REPLACE FUNCTION asset_sweeper_touch_stored_object() RETURNS trigger LANGUAGE plpgsql AS $$
+-- SECURITY DEFINER: the application may not write `updated_at` itself.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_touch_stored_object() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF current_setting('asset_sweeper.actor', true) IS DISTINCT FROM 'sweeper' THEN
-        UPDATE stored_objects SET updated_at = now() WHERE storage_key = NEW.storage_key;
+        UPDATE asset_sweeper.stored_objects SET updated_at = now() WHERE storage_key = NEW.storage_key;
     END IF;
     RETURN NULL;
 END
 $$;
 
 CREATE OR REPLACE TRIGGER assets_touch_stored_object
-    AFTER INSERT OR UPDATE OF storage_key ON assets
-    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_touch_stored_object();
+    AFTER INSERT OR UPDATE OF storage_key ON asset_sweeper.assets
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_touch_stored_object();
 
 -- An upload that is never attached must still be looked at. The application need not set `due_at` on a
 -- `pending` row: it is due one day after the upload (the default grace period), and settlement decides then
 -- whether it has been abandoned long enough to delete or should be looked at again later.
-CREATE OR REPLACE FUNCTION asset_sweeper_pending_due() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_pending_due() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     NEW.due_at := NEW.created_at + interval '24 hours';
     RETURN NEW;
@@ -68,9 +73,9 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER assets_pending_due
-    BEFORE INSERT ON assets
+    BEFORE INSERT ON asset_sweeper.assets
     FOR EACH ROW WHEN (NEW.state = 'pending' AND NEW.due_at IS NULL)
-    EXECUTE FUNCTION asset_sweeper_pending_due();
+    EXECUTE FUNCTION asset_sweeper.asset_sweeper_pending_due();
 
 -- The lifecycle's formulas, each written once and called by every query that needs it (the settle, the claim, the
 -- brake, the operator's plan, status and explain, discovery). They are plain SQL functions without SET clauses, so
@@ -80,28 +85,28 @@ CREATE OR REPLACE TRIGGER assets_pending_due
 
 -- The grace floor's part an asset row holds by itself, which discovery reads while walking (reading each asset's
 -- stored object there cost twice the rest of the batch); the whole floor is built on it, so the two cannot drift.
-CREATE OR REPLACE FUNCTION asset_sweeper_row_grace_ends(a assets, grace interval) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_row_grace_ends(a asset_sweeper.assets, grace interval) RETURNS timestamptz
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN greatest(a.updated_at, a.created_at) + grace;
 
 -- The grace floor (invariant 3): nothing is retired or deleted before the newest write about the asset or its
 -- stored object is `grace` old.
-CREATE OR REPLACE FUNCTION asset_sweeper_grace_ends(a assets, o stored_objects, grace interval) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_grace_ends(a asset_sweeper.assets, o asset_sweeper.stored_objects, grace interval) RETURNS timestamptz
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN greatest(asset_sweeper_row_grace_ends(a, grace), o.updated_at + grace);
+    RETURN greatest(asset_sweeper.asset_sweeper_row_grace_ends(a, grace), o.updated_at + grace);
 
 -- Due: its time has come and it is not waiting for an operator. Claimed or not: the brake counts claims in flight.
-CREATE OR REPLACE FUNCTION asset_sweeper_due(a assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_due(a asset_sweeper.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN a.due_at IS NOT NULL AND a.state <> 'failed' AND a.due_at <= now();
 
 -- Claimable: due, and no pass holds a live lease on it.
-CREATE OR REPLACE FUNCTION asset_sweeper_claimable(a assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_claimable(a asset_sweeper.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN asset_sweeper_due(a) AND (a.leased_until IS NULL OR a.leased_until <= now());
+    RETURN asset_sweeper.asset_sweeper_due(a) AND (a.leased_until IS NULL OR a.leased_until <= now());
 
 -- Unscheduled: nobody has said when to look at it (attached, or released without a due time). Discovery walks
 -- these; everything else is already on the way to a settle or waits for an operator.
-CREATE OR REPLACE FUNCTION asset_sweeper_unscheduled(a assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_unscheduled(a asset_sweeper.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN a.due_at IS NULL AND a.state IN ('attached', 'released');

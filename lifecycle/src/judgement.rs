@@ -11,15 +11,18 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::holds::{self, Hold};
-use crate::rules::{self, AssetState, Decision, Facts};
+use crate::rules::{self, AssetState, Decision, Facts, Proven};
 
-/// The windows the rules count with.
+/// The windows the rules count with, and whether the bucket could undo a removal.
 #[derive(Debug, Clone, Copy)]
 pub struct Terms {
     /// Nothing written more recently than this is retired or deleted (invariant 3).
     pub grace: Duration,
     /// An upload still `pending` this long after it was created is abandoned.
     pub abandon_after: Duration,
+    /// The asset bucket's versioning, as the caller read it, is `Enabled` (`platform::bucket`): without it deletes
+    /// and purges wait (invariant 17).
+    pub undoable: bool,
 }
 
 /// The claim a message carries: what a settle checks the locked row against before anything is judged.
@@ -81,7 +84,8 @@ pub async fn judge(
         }
     }
     let found = recheck::recheck(&mut *conn, map, asset).await?;
-    let decision = rules::decide(found.keeping().is_some(), &facts, map.proven());
+    let proven = Proven { schema: map.proven(), undoable: terms.undoable };
+    let decision = rules::decide(found.keeping().is_some(), &facts, proven);
     // Adopted bytes have an id nobody holds: a record can only name them by key.
     let (decision, hold) = holds::weigh(&mut *conn, asset, &facts.storage_key, decision, claim.is_some()).await?;
     let sharers = match decision {

@@ -108,6 +108,9 @@ pub enum Deferral {
     /// Adopted bytes, while the census's key scan has not covered every text and JSON column as it stands:
     /// looked at again after [`CENSUS_HOLD`].
     KeyScan,
+    /// Deleting or purging, while the asset bucket's versioning is not `Enabled` or could not be read: the removal
+    /// could not be undone (invariant 17). Looked at again after [`BUCKET_HOLD`].
+    Bucket,
 }
 
 /// How long adopted bytes a record names wait before they are looked at again: the record is the application's,
@@ -117,6 +120,10 @@ pub const NAMED_HOLD: Duration = Duration::from_secs(24 * 3600);
 /// How long a delete or purge held back by an unfinished census waits before it is looked at again: a few sweep
 /// passes, each of which reads more of the schema.
 pub const CENSUS_HOLD: Duration = Duration::from_secs(3600);
+
+/// How long a delete or purge held back by the bucket's versioning waits before it is looked at again: a person has
+/// to turn versioning back on, and every batch reads it afresh.
+pub const BUCKET_HOLD: Duration = Duration::from_secs(3600);
 
 impl Deferral {
     /// The name recorded in a deferral's evidence.
@@ -128,6 +135,7 @@ impl Deferral {
             Deferral::Census => "census",
             Deferral::Named => "named",
             Deferral::KeyScan => "key_scan",
+            Deferral::Bucket => "bucket",
         }
     }
 }
@@ -147,10 +155,26 @@ pub enum Decision {
     Retire,
 }
 
+/// What a delete or purge needs proven besides the asset's own facts. While either is not, the removal waits;
+/// keeping and retiring, which can be undone, go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proven {
+    /// The census has read every column of the schema as it stands (invariant 13).
+    pub schema: bool,
+    /// The asset bucket's versioning is `Enabled`, as read for this settle: a removal leaves the bytes as a
+    /// noncurrent version, so it can be undone (invariant 17).
+    pub undoable: bool,
+}
+
+impl Proven {
+    /// Everything a removal needs.
+    pub const ALL: Proven = Proven { schema: true, undoable: true };
+}
+
 /// The rules, in order: a reference keeps; then nothing inside its grace period is touched; then the state
-/// decides; a delete or purge waits while the census has not `proven` the schema. The recheck is the authority,
-/// not the state: an `attached` asset nothing refers to retires.
-pub fn decide(referenced: bool, facts: &Facts, proven: bool) -> Decision {
+/// decides; a delete or purge waits while the census has not proven the schema, and then while the bucket could not
+/// undo it. The recheck is the authority, not the state: an `attached` asset nothing refers to retires.
+pub fn decide(referenced: bool, facts: &Facts, proven: Proven) -> Decision {
     if referenced {
         return Decision::Keep;
     }
@@ -165,7 +189,8 @@ pub fn decide(referenced: bool, facts: &Facts, proven: bool) -> Decision {
         AssetState::Attached | AssetState::Released | AssetState::Failed => Decision::Retire,
     };
     match decision {
-        Decision::Delete | Decision::Purge if !proven => Decision::Defer(Deferral::Census),
+        Decision::Delete | Decision::Purge if !proven.schema => Decision::Defer(Deferral::Census),
+        Decision::Delete | Decision::Purge if !proven.undoable => Decision::Defer(Deferral::Bucket),
         decision => decision,
     }
 }
@@ -217,34 +242,55 @@ mod tests {
     #[test]
     fn a_reference_keeps_whatever_the_state_and_grace_protects_before_the_state_decides() {
         for state in ["pending", "released", "retired", "attached"] {
-            assert_eq!(decide(true, &facts(state, false, true, true), true), Decision::Keep);
-            assert_eq!(decide(false, &facts(state, true, true, true), true), Decision::Defer(Deferral::Grace));
+            assert_eq!(decide(true, &facts(state, false, true, true), Proven::ALL), Decision::Keep);
+            assert_eq!(decide(false, &facts(state, true, true, true), Proven::ALL), Decision::Defer(Deferral::Grace));
         }
     }
 
     #[test]
     fn the_state_decides_what_goes() {
         assert_eq!(
-            decide(false, &facts("pending", false, false, false), true),
+            decide(false, &facts("pending", false, false, false), Proven::ALL),
             Decision::Defer(Deferral::AbandonWindow)
         );
-        assert_eq!(decide(false, &facts("pending", false, true, false), true), Decision::Delete);
-        assert_eq!(decide(false, &facts("retired", false, false, false), true), Decision::Defer(Deferral::Retention));
-        assert_eq!(decide(false, &facts("retired", false, false, true), true), Decision::Purge);
-        assert_eq!(decide(false, &facts("released", false, false, false), true), Decision::Retire);
-        assert_eq!(decide(false, &facts("attached", false, false, false), true), Decision::Retire);
+        assert_eq!(decide(false, &facts("pending", false, true, false), Proven::ALL), Decision::Delete);
+        assert_eq!(
+            decide(false, &facts("retired", false, false, false), Proven::ALL),
+            Decision::Defer(Deferral::Retention)
+        );
+        assert_eq!(decide(false, &facts("retired", false, false, true), Proven::ALL), Decision::Purge);
+        assert_eq!(decide(false, &facts("released", false, false, false), Proven::ALL), Decision::Retire);
+        assert_eq!(decide(false, &facts("attached", false, false, false), Proven::ALL), Decision::Retire);
     }
 
     #[test]
     fn an_unproven_schema_holds_deletes_and_purges_but_not_retiring() {
+        let unproven = Proven { schema: false, undoable: true };
         let census = Decision::Defer(Deferral::Census);
-        assert_eq!(decide(false, &facts("pending", false, true, false), false), census);
-        assert_eq!(decide(false, &facts("retired", false, false, true), false), census);
-        assert_eq!(decide(false, &facts("released", false, false, false), false), Decision::Retire);
+        assert_eq!(decide(false, &facts("pending", false, true, false), unproven), census);
+        assert_eq!(decide(false, &facts("retired", false, false, true), unproven), census);
+        assert_eq!(decide(false, &facts("released", false, false, false), unproven), Decision::Retire);
         assert_eq!(
-            decide(false, &facts("pending", false, false, false), false),
+            decide(false, &facts("pending", false, false, false), unproven),
             Decision::Defer(Deferral::AbandonWindow)
         );
-        assert_eq!(decide(true, &facts("pending", false, true, false), false), Decision::Keep);
+        assert_eq!(decide(true, &facts("pending", false, true, false), unproven), Decision::Keep);
+    }
+
+    #[test]
+    fn a_bucket_that_cannot_undo_a_removal_holds_deletes_and_purges_but_not_keeping_or_retiring() {
+        let unversioned = Proven { schema: true, undoable: false };
+        let bucket = Decision::Defer(Deferral::Bucket);
+        assert_eq!(decide(false, &facts("pending", false, true, false), unversioned), bucket);
+        assert_eq!(decide(false, &facts("retired", false, false, true), unversioned), bucket);
+        assert_eq!(decide(false, &facts("released", false, false, false), unversioned), Decision::Retire);
+        assert_eq!(decide(true, &facts("retired", false, false, true), unversioned), Decision::Keep);
+        assert_eq!(
+            decide(false, &facts("retired", false, false, false), unversioned),
+            Decision::Defer(Deferral::Retention)
+        );
+        // Both unproven: the census's hold is named first, as it was before the bucket was checked.
+        let neither = Proven { schema: false, undoable: false };
+        assert_eq!(decide(false, &facts("pending", false, true, false), neither), Decision::Defer(Deferral::Census));
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use platform::audit::{AuditAction, Event};
+use platform::bucket::{self, BucketError, Versioning};
 use platform::objects::{self, StorageError};
 use platform::{AssetId, WorkspaceId};
 use schema::ReferenceMap;
@@ -116,6 +117,8 @@ pub struct Context<'a> {
     pub s3: &'a aws_sdk_s3::Client,
     /// The asset bucket.
     pub bucket: &'a str,
+    /// The asset bucket's versioning, read once for the batch: deletes and purges wait unless it is `Enabled`.
+    pub versioning: &'a Result<Versioning, BucketError>,
     /// The reference map the verdict validated.
     pub map: &'a ReferenceMap,
     /// The grace period (invariant 3).
@@ -138,7 +141,8 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     injected_panic(asset);
 
     let claim = Claimed { workspace_id: message.workspace_id, token: message.claim_token };
-    let terms = Terms { grace: cx.grace, abandon_after: cx.abandon_after };
+    let undoable = cx.versioning.as_ref().is_ok_and(Versioning::keeps_removed_bytes);
+    let terms = Terms { grace: cx.grace, abandon_after: cx.abandon_after, undoable };
     let judgement = match judgement::judge(&mut tx, cx.map, asset, terms, Some(claim)).await? {
         Judged::Judged(judgement) => *judgement,
         // Removed by an earlier settle of the same asset (a duplicate or redelivered message): done.
@@ -184,6 +188,11 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 (Deferral::KeyScan, Some(Hold::Unscanned(columns))) => {
                     evidence["deferred"]["unscanned"] = json!(columns);
                 }
+                (Deferral::Bucket, _) => {
+                    evidence["deferred"]["bucket"] = json!(cx.bucket);
+                    evidence["deferred"]["versioning"] = json!(cx.versioning.as_ref().ok());
+                    evidence["deferred"]["because"] = json!(bucket::destruction_held(cx.bucket, cx.versioning));
+                }
                 _ => {}
             }
             let until = match why {
@@ -192,6 +201,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::Retention => Until::PurgeTime,
                 Deferral::Census | Deferral::KeyScan => Until::Later(rules::CENSUS_HOLD),
                 Deferral::Named => Until::Later(rules::NAMED_HOLD),
+                Deferral::Bucket => Until::Later(rules::BUCKET_HOLD),
             };
             assets::defer(&mut tx, asset, until).await?;
             Settled::plain(decision.action())

@@ -87,10 +87,13 @@ pub fn pool(settings: &DatabaseSettings) -> PgPool {
 
 /// `options` with the limits every session of the project gets (functions and CLI alike): statement, lock and
 /// idle-in-transaction timeouts, and `row_security = off`, so a query that a row-level security policy would
-/// filter (a recheck that would see fewer references than exist) fails instead of answering.
+/// filter (a recheck that would see fewer references than exist) fails instead of answering; and a search path
+/// that holds no schema an application role may create in (`migrator::SESSION_SEARCH_PATH`), so nothing the
+/// application plants can stand in for a built-in or a table of the sweeper's in these sessions.
 pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
     let ms = |d: Duration| format!("{}ms", d.as_millis());
     options.options([
+        ("search_path", migrator::SESSION_SEARCH_PATH.to_owned()),
         ("statement_timeout", ms(STATEMENT_TIMEOUT)),
         ("lock_timeout", ms(LOCK_TIMEOUT)),
         ("idle_in_transaction_session_timeout", ms(IDLE_IN_TRANSACTION_TIMEOUT)),

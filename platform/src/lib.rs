@@ -1,6 +1,7 @@
 //! The ground every subsystem of asset-sweeper stands on, and nothing of the lifecycle: ids and typed text enums,
 //! the build's version, the database pool and the limits of every session, AWS clients and secrets, object storage
-//! and queues, the bucket's key layout, SQL quoting, metrics, and the audit trail every settlement writes.
+//! and queues, what the bucket promises (versioning, noncurrent-version expiry), the bucket's key layout, SQL
+//! quoting, metrics, and the audit trail every settlement writes.
 //!
 //! "Invariant N" in comments throughout the workspace is the Nth safety invariant of docs/design.md.
 
@@ -8,6 +9,7 @@
 
 pub mod audit;
 pub mod aws;
+pub mod bucket;
 pub mod db;
 pub mod ids;
 pub mod keys;

@@ -7,113 +7,115 @@
 -- are checked when they are created, so what one calls comes before it.
 
 -- Whether an asset row in `state` holds its bytes for the quota.
-CREATE OR REPLACE FUNCTION asset_sweeper_holds(state text) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_holds(state text) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT state IN ('pending', 'attached', 'failed')
 $$;
 
-CREATE OR REPLACE FUNCTION asset_sweeper_count_asset() RETURNS trigger LANGUAGE plpgsql AS $$
+-- SECURITY DEFINER: the application's asset writes append their changes to a table it may not write itself.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_count_asset() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     -- The stored object's size (it exists while an asset row points at it); the row's own if it does not.
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        INSERT INTO workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+        INSERT INTO asset_sweeper.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
         SELECT OLD.workspace_id, OLD.storage_key,
-               coalesce((SELECT o.byte_size FROM stored_objects o WHERE o.storage_key = OLD.storage_key), OLD.byte_size),
-               -1, -asset_sweeper_holds(OLD.state)::int;
+               coalesce((SELECT o.byte_size FROM asset_sweeper.stored_objects o WHERE o.storage_key = OLD.storage_key), OLD.byte_size),
+               -1, -asset_sweeper.asset_sweeper_holds(OLD.state)::int;
     END IF;
     IF TG_OP IN ('UPDATE', 'INSERT') THEN
-        INSERT INTO workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+        INSERT INTO asset_sweeper.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
         SELECT NEW.workspace_id, NEW.storage_key,
-               coalesce((SELECT o.byte_size FROM stored_objects o WHERE o.storage_key = NEW.storage_key), NEW.byte_size),
-               1, asset_sweeper_holds(NEW.state)::int;
+               coalesce((SELECT o.byte_size FROM asset_sweeper.stored_objects o WHERE o.storage_key = NEW.storage_key), NEW.byte_size),
+               1, asset_sweeper.asset_sweeper_holds(NEW.state)::int;
     END IF;
     RETURN NULL;
 END
 $$;
 
 CREATE OR REPLACE TRIGGER assets_count_usage AFTER INSERT OR DELETE OR UPDATE OF workspace_id, storage_key, state
-    ON assets FOR EACH ROW EXECUTE FUNCTION asset_sweeper_count_asset();
+    ON asset_sweeper.assets FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_count_asset();
 
 -- Per object of `ws` with changes not yet folded: its counts before them and after them. What a reader adds to
 -- the workspace's folded totals, and what the fold writes.
-CREATE OR REPLACE FUNCTION asset_sweeper_object_changes(ws uuid)
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_object_changes(ws uuid)
     RETURNS TABLE (storage_key text, byte_size bigint, rows_before integer, rows_after integer,
                    holding_before integer, holding_after integer)
     LANGUAGE sql STABLE AS $$
     SELECT c.storage_key, coalesce(o.byte_size, max(c.byte_size)),
            coalesce(o.asset_rows, 0), coalesce(o.asset_rows, 0) + sum(c.asset_rows)::int,
            coalesce(o.holding_rows, 0), coalesce(o.holding_rows, 0) + sum(c.holding_rows)::int
-      FROM workspace_object_changes c
-      LEFT JOIN workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
+      FROM asset_sweeper.workspace_object_changes c
+      LEFT JOIN asset_sweeper.workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
      WHERE c.workspace_id = ws
      GROUP BY c.storage_key, o.byte_size, o.asset_rows, o.holding_rows
 $$;
 
 -- Held and stored bytes of `ws` now: the folded totals and what the changes since move.
-CREATE OR REPLACE FUNCTION asset_sweeper_usage_now(ws uuid, OUT held bigint, OUT stored bigint) LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT u.held_bytes FROM workspace_usage u WHERE u.workspace_id = ws), 0)
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_usage_now(ws uuid, OUT held bigint, OUT stored bigint) LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT u.held_bytes FROM asset_sweeper.workspace_usage u WHERE u.workspace_id = ws), 0)
            + coalesce(sum(c.byte_size * ((c.holding_after > 0)::int - (c.holding_before > 0)::int)), 0)::bigint,
-           coalesce((SELECT u.stored_bytes FROM workspace_usage u WHERE u.workspace_id = ws), 0)
+           coalesce((SELECT u.stored_bytes FROM asset_sweeper.workspace_usage u WHERE u.workspace_id = ws), 0)
            + coalesce(sum(c.byte_size * ((c.rows_after > 0)::int - (c.rows_before > 0)::int)), 0)::bigint
-      FROM asset_sweeper_object_changes(ws) c
+      FROM asset_sweeper.asset_sweeper_object_changes(ws) c
 $$;
 
 -- Folds the changes appended since into the counts (each sweep pass, one at a time, in one transaction): a reader
 -- sees either the changes or the counts they went into. Returns how many changes it folded.
-CREATE OR REPLACE FUNCTION asset_sweeper_fold_usage() RETURNS bigint LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_fold_usage() RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     folded bigint;
 BEGIN
-    CREATE TEMP TABLE IF NOT EXISTS asset_sweeper_folding (id bigint) ON COMMIT DROP;
-    INSERT INTO asset_sweeper_folding SELECT id FROM workspace_object_changes;
+    CREATE TEMP TABLE IF NOT EXISTS pg_temp.asset_sweeper_folding (id bigint) ON COMMIT DROP;
+    INSERT INTO pg_temp.asset_sweeper_folding SELECT id FROM asset_sweeper.workspace_object_changes;
     GET DIAGNOSTICS folded = ROW_COUNT;
     IF folded = 0 THEN
-        DROP TABLE asset_sweeper_folding;
+        DROP TABLE pg_temp.asset_sweeper_folding;
         RETURN 0;
     END IF;
-    CREATE TEMP TABLE asset_sweeper_folded ON COMMIT DROP AS
+    CREATE TEMP TABLE pg_temp.asset_sweeper_folded ON COMMIT DROP AS
     SELECT c.workspace_id, c.storage_key, coalesce(o.byte_size, max(c.byte_size)) AS byte_size,
            coalesce(o.asset_rows, 0) AS rows_before, coalesce(o.asset_rows, 0) + sum(c.asset_rows)::int AS rows_after,
            coalesce(o.holding_rows, 0) AS holding_before,
            coalesce(o.holding_rows, 0) + sum(c.holding_rows)::int AS holding_after
-      FROM workspace_object_changes c
-      JOIN asset_sweeper_folding f ON f.id = c.id
-      LEFT JOIN workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
+      FROM asset_sweeper.workspace_object_changes c
+      JOIN pg_temp.asset_sweeper_folding f ON f.id = c.id
+      LEFT JOIN asset_sweeper.workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
      GROUP BY c.workspace_id, c.storage_key, o.byte_size, o.asset_rows, o.holding_rows;
-    INSERT INTO workspace_usage AS u (workspace_id, held_bytes, stored_bytes)
+    INSERT INTO asset_sweeper.workspace_usage AS u (workspace_id, held_bytes, stored_bytes)
     SELECT workspace_id,
            sum(byte_size * ((holding_after > 0)::int - (holding_before > 0)::int)),
            sum(byte_size * ((rows_after > 0)::int - (rows_before > 0)::int))
-      FROM asset_sweeper_folded GROUP BY workspace_id
+      FROM pg_temp.asset_sweeper_folded GROUP BY workspace_id
     ON CONFLICT (workspace_id) DO UPDATE
        SET held_bytes = u.held_bytes + EXCLUDED.held_bytes, stored_bytes = u.stored_bytes + EXCLUDED.stored_bytes;
-    DELETE FROM workspace_objects o USING asset_sweeper_folded f
+    DELETE FROM asset_sweeper.workspace_objects o USING pg_temp.asset_sweeper_folded f
      WHERE o.workspace_id = f.workspace_id AND o.storage_key = f.storage_key AND f.rows_after <= 0;
-    INSERT INTO workspace_objects AS o (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+    INSERT INTO asset_sweeper.workspace_objects AS o (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
     SELECT workspace_id, storage_key, byte_size, rows_after, greatest(holding_after, 0)
-      FROM asset_sweeper_folded WHERE rows_after > 0
+      FROM pg_temp.asset_sweeper_folded WHERE rows_after > 0
     ON CONFLICT (workspace_id, storage_key) DO UPDATE
        SET asset_rows = EXCLUDED.asset_rows, holding_rows = EXCLUDED.holding_rows;
-    DELETE FROM workspace_object_changes c USING asset_sweeper_folding f WHERE c.id = f.id;
-    DROP TABLE asset_sweeper_folded;
-    DROP TABLE asset_sweeper_folding;
+    DELETE FROM asset_sweeper.workspace_object_changes c USING pg_temp.asset_sweeper_folding f WHERE c.id = f.id;
+    DROP TABLE pg_temp.asset_sweeper_folded;
+    DROP TABLE pg_temp.asset_sweeper_folding;
     RETURN folded;
 END
 $$;
 
 -- Counts every workspace again from `assets`: after asset rows were loaded with triggers off, or `assets` was
 -- truncated. Holds off asset writes' changes while it works, so none is lost between the count and the swap.
-CREATE OR REPLACE FUNCTION asset_sweeper_recount_usage() RETURNS void LANGUAGE sql AS $$
-    LOCK TABLE workspace_object_changes IN EXCLUSIVE MODE;
-    DELETE FROM workspace_object_changes;
-    DELETE FROM workspace_usage;
-    DELETE FROM workspace_objects;
-    INSERT INTO workspace_objects (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
-    SELECT a.workspace_id, a.storage_key, max(o.byte_size), count(*), count(*) FILTER (WHERE asset_sweeper_holds(a.state))
-      FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_recount_usage() RETURNS void LANGUAGE sql AS $$
+    LOCK TABLE asset_sweeper.workspace_object_changes IN EXCLUSIVE MODE;
+    DELETE FROM asset_sweeper.workspace_object_changes;
+    DELETE FROM asset_sweeper.workspace_usage;
+    DELETE FROM asset_sweeper.workspace_objects;
+    INSERT INTO asset_sweeper.workspace_objects (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+    SELECT a.workspace_id, a.storage_key, max(o.byte_size), count(*), count(*) FILTER (WHERE asset_sweeper.asset_sweeper_holds(a.state))
+      FROM asset_sweeper.assets a JOIN asset_sweeper.stored_objects o ON o.storage_key = a.storage_key
      GROUP BY a.workspace_id, a.storage_key;
-    INSERT INTO workspace_usage (workspace_id, held_bytes, stored_bytes)
+    INSERT INTO asset_sweeper.workspace_usage (workspace_id, held_bytes, stored_bytes)
     SELECT workspace_id, coalesce(sum(byte_size) FILTER (WHERE holding_rows > 0), 0), sum(byte_size)
-      FROM workspace_objects GROUP BY workspace_id;
+      FROM asset_sweeper.workspace_objects GROUP BY workspace_id;
 $$;
 
 -- One workspace's usage, each stored object counted once however many of its asset rows share it:
@@ -123,16 +125,16 @@ $$;
 --   stored:  every object any of its rows points at, `released` and `retired` ones (waiting for removal) included.
 --   waiting: stored objects only `released` or `retired` rows point at.
 --   headroom: the largest upload the check would let through now (NULL without a quota).
-CREATE OR REPLACE FUNCTION asset_sweeper_usage(workspace uuid)
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_usage(workspace uuid)
     RETURNS TABLE (quota_bytes bigint, held_bytes bigint, stored_bytes bigint, waiting_bytes bigint,
                    headroom_bytes bigint, schema_refused boolean)
-    LANGUAGE sql STABLE AS $$
+    LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WITH totals AS (
-        SELECT n.held, n.stored FROM asset_sweeper_usage_now(workspace) n
+        SELECT n.held, n.stored FROM asset_sweeper.asset_sweeper_usage_now(workspace) n
     ), verdict AS (
-        SELECT coalesce((SELECT NOT v.valid FROM schema_verdicts v ORDER BY v.id DESC LIMIT 1), true) AS refused
+        SELECT coalesce((SELECT NOT v.valid FROM asset_sweeper.schema_verdicts v ORDER BY v.id DESC LIMIT 1), true) AS refused
     ), quota AS (
-        SELECT (SELECT q.quota_bytes FROM workspace_quotas q WHERE q.workspace_id = workspace) AS bytes
+        SELECT (SELECT q.quota_bytes FROM asset_sweeper.workspace_quotas q WHERE q.workspace_id = workspace) AS bytes
     ), counted AS (
         SELECT quota.bytes AS quota, CASE WHEN verdict.refused THEN totals.stored ELSE totals.held END AS held,
                totals.stored, totals.stored - totals.held AS waiting, verdict.refused
@@ -150,8 +152,8 @@ $$;
 -- waits and counts the first; under repeatable read or serializable it fails with a serialization error, to be
 -- retried, rather than count from a snapshot taken before the first committed. Without a quota row it allows
 -- everything.
-CREATE OR REPLACE FUNCTION asset_sweeper_check_upload(workspace_id uuid, byte_size bigint) RETURNS void
-    LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_check_upload(workspace_id uuid, byte_size bigint) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     quota bigint;
@@ -161,11 +163,11 @@ BEGIN
         RAISE EXCEPTION 'asset_sweeper_check_upload: byte_size must be the upload''s size in bytes, got %',
             coalesce($2::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    UPDATE workspace_quotas q SET quota_bytes = q.quota_bytes WHERE q.workspace_id = $1 RETURNING q.quota_bytes INTO quota;
+    UPDATE asset_sweeper.workspace_quotas q SET quota_bytes = q.quota_bytes WHERE q.workspace_id = $1 RETURNING q.quota_bytes INTO quota;
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    SELECT * INTO usage FROM asset_sweeper_usage($1);
+    SELECT * INTO usage FROM asset_sweeper.asset_sweeper_usage($1);
     IF usage.held_bytes + $2 > quota THEN
         RAISE EXCEPTION 'This workspace''s storage quota is used up: it holds % of % bytes, and this upload needs % more.',
             usage.held_bytes, quota, $2

@@ -1,123 +1,203 @@
 -- Record retention: the application declares, per table of its own, how long a record is kept (the
 -- `retention_rules` table is a versioned migration's); each sweep pass deletes the expired records. Here: the
--- validation a rule passes as it is written, and the function its filter becomes.
+-- validation a rule passes as it is written, the function its filter becomes, and the check every batch makes.
 --
 -- Applied by the migrator after the versioned migrations, whenever this file's text changed; the migrator writes
 -- `migrator::OWN_TABLES` into `asset_sweeper_own_tables()`.
+--
+-- A rule's writer is an application role; the sweep deletes for it. So nothing of the writer's runs as the sweeper:
+-- the filter is parsed by Postgres into the body of a function the owner creates and owns (a SQL-standard body,
+-- stored as a parsed tree, so what it calls is fixed when it is written and no later function, cast or operator can
+-- change it), accepted only when that tree is built from the table's columns, constants, operators and immutable
+-- built-ins; its digest is recorded, and every batch and every plan checks it, the writer's DELETE on the table and
+-- the table's schema again.
 
 -- The tables the project owns. A retention rule may not name one: deleting asset rows or stored objects directly
 -- would leave bytes no row knows.
-CREATE OR REPLACE FUNCTION asset_sweeper_own_tables() RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_own_tables() RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT {{own_tables}}
 $$;
 
--- The function a rule's filter becomes: the filter is the whole of its body, evaluated over one row of the table,
--- so whatever the filter says it can only answer yes or no for that row; the DELETE puts the cutoff beside the
--- call, where no filter can reach it. Polymorphic, so it does not tie the table's row type: the application may
--- still drop or change its table (the rule then fails, by name, in the pass).
-CREATE OR REPLACE FUNCTION asset_sweeper_retention_filter_name(rule_id bigint) RETURNS text
+-- The name of rule `rule_id`'s filter function, in this schema.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_filter_name(rule_id bigint) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 'asset_sweeper_retention_filter_' || rule_id $$;
 
--- Validates a rule as it is written, so a malformed one is refused at once by name rather than failing in a pass
--- at night: the table exists and is an ordinary table of the application, the column is a date or time of it,
--- and the filter is a boolean condition over that table that calls nothing volatile; then writes the filter's
--- function.
-CREATE OR REPLACE FUNCTION asset_sweeper_check_retention_rule() RETURNS trigger LANGUAGE plpgsql AS $$
+-- What a filter function is, as a digest: its parsed body, owner, settings, security, volatility and argument. A
+-- function replaced or altered since its rule was written has another.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_filter_digest(function_name text) RETURNS text
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT md5(concat_ws('|', p.prosqlbody::text, p.prosrc, p.proowner::regrole::text, p.proconfig::text,
+                         p.prosecdef, p.provolatile, p.proleakproof, p.proargtypes::text, p.prorettype))
+      FROM pg_proc p
+     WHERE p.oid = to_regprocedure(function_name)
+$$;
+
+-- Why a table may not carry a rule (the sweeper's own, the system's, an extension's), or NULL.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_table_refused(rel regclass) RETURNS text
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE
+        WHEN n.nspname = 'asset_sweeper' OR c.relname = ANY (asset_sweeper.asset_sweeper_own_tables())
+            THEN format('%s belongs to asset-sweeper', rel)
+        WHEN n.nspname IN ('pg_catalog', 'information_schema', 'pg_toast') OR n.nspname LIKE 'pg\_%'
+            THEN format('%s belongs to the system', rel)
+        WHEN EXISTS (SELECT 1 FROM pg_depend d
+                      WHERE d.classid = 'pg_class'::regclass AND d.objid = rel AND d.deptype = 'e')
+            THEN format('%s belongs to an extension', rel)
+    END
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = rel
+$$;
+
+-- The writer's half of the check, run as the writer (no SECURITY DEFINER) and on the writer's own search path,
+-- on purpose: the table is the one the writer means by its name. It calls only pg_catalog's functions, by name,
+-- so nothing it runs is the writer's but the name's resolution. It stamps the rule with its writer and requires
+-- that the writer may itself delete from the table: no role makes the sweeper delete what it could not.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_rule_writer() RETURNS trigger
+    LANGUAGE plpgsql AS $$
 DECLARE
-    rel       regclass;
-    qualified text;
-    relname   text;
-    schema    text;
-    kind      "char";
-    col_type  regtype;
-    volatile  text;
-    columns   int;
-    booleans  int;
+    rel regclass;
 BEGIN
-    rel := to_regclass(NEW.table_name);
+    NEW.declared_by := current_user;
+    rel := pg_catalog.to_regclass(NEW.table_name);
     IF rel IS NULL THEN
         RAISE EXCEPTION 'retention rule: table % does not exist', NEW.table_name USING ERRCODE = 'undefined_table';
     END IF;
-    SELECT format('%I.%I', n.nspname, c.relname), c.relname, n.nspname, c.relkind
-      INTO qualified, relname, schema, kind
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.oid = rel;
-    IF relname = ANY (asset_sweeper_own_tables()) OR schema IN ('pg_catalog', 'information_schema')
-       OR schema LIKE 'pg\_%' OR EXISTS (SELECT 1 FROM pg_depend d
-                                         WHERE d.classid = 'pg_class'::regclass AND d.objid = rel AND d.deptype = 'e')
-    THEN
-        RAISE EXCEPTION 'retention rule: % is not a table of the application (it belongs to asset-sweeper, the system or an extension)',
-            qualified USING ERRCODE = 'invalid_parameter_value';
+    SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) INTO NEW.table_name
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+     WHERE c.oid OPERATOR(pg_catalog.=) rel;
+    IF NOT pg_catalog.has_table_privilege(rel, 'DELETE') THEN
+        RAISE EXCEPTION 'retention rule on %: % may not delete from it, so it may not declare a rule that does',
+            NEW.table_name, current_user USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- The owner's half, SECURITY DEFINER: validates the rule as it is written, so a malformed one is refused at once
+-- by name rather than failing in a pass at night (the table is an ordinary table of the application, the column a
+-- date or time of it), and writes the filter into the owner's function, checked node by node.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_check_retention_rule() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rel       regclass := to_regclass(NEW.table_name);
+    relname   text;
+    rowtype   oid;
+    kind      "char";
+    col_type  regtype;
+    refused   text;
+    fname     text;
+    body      text;
+    calls     text;
+    outside   text;
+BEGIN
+    IF rel IS NULL THEN
+        RAISE EXCEPTION 'retention rule: table % does not exist', NEW.table_name USING ERRCODE = 'undefined_table';
+    END IF;
+    SELECT c.relname, c.relkind, c.reltype INTO relname, kind, rowtype FROM pg_class c WHERE c.oid = rel;
+    refused := asset_sweeper.asset_sweeper_retention_table_refused(rel);
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'retention rule: % is not a table of the application (%)', NEW.table_name, refused
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- A partitioned table's rows are not told apart by ctid, which the batches delete by: declare a rule per
     -- partition instead. (An inheritance parent is deleted from alone: the statements read `ONLY` it.)
     IF kind <> 'r' THEN
         RAISE EXCEPTION 'retention rule: % is not an ordinary table (declare a rule per partition of a partitioned one)',
-            qualified USING ERRCODE = 'wrong_object_type';
+            NEW.table_name USING ERRCODE = 'wrong_object_type';
     END IF;
     SELECT a.atttypid::regtype INTO col_type
       FROM pg_attribute a
      WHERE a.attrelid = rel AND a.attname = NEW.timestamp_column AND a.attnum > 0 AND NOT a.attisdropped;
     IF col_type IS NULL THEN
-        RAISE EXCEPTION 'retention rule: % has no column %', qualified, NEW.timestamp_column
+        RAISE EXCEPTION 'retention rule: % has no column %', NEW.table_name, NEW.timestamp_column
             USING ERRCODE = 'undefined_column';
     END IF;
     IF col_type NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype) THEN
-        RAISE EXCEPTION 'retention rule: %.% is %, not a timestamptz, timestamp or date', qualified,
+        RAISE EXCEPTION 'retention rule: %.% is %, not a timestamptz, timestamp or date', NEW.table_name,
             NEW.timestamp_column, col_type USING ERRCODE = 'datatype_mismatch';
     END IF;
-    IF TG_OP = 'UPDATE' THEN
-        EXECUTE format('DROP FUNCTION IF EXISTS %I.%I(anyelement)', TG_TABLE_SCHEMA,
-                       asset_sweeper_retention_filter_name(OLD.id));
+    IF TG_OP = 'UPDATE' AND OLD.filter_function IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION IF EXISTS %s', OLD.filter_function);
     END IF;
+    NEW.filter_function := NULL;
+    NEW.filter_digest := NULL;
     IF NEW.filter IS NOT NULL THEN
         -- One condition, not a statement: a semicolon or a comment could end what the filter is written into.
         IF NEW.filter ~ '(;|--|/\*)' THEN
-            RAISE EXCEPTION 'retention rule on %: filter % may not contain a semicolon or a comment', qualified,
+            RAISE EXCEPTION 'retention rule on %: filter % may not contain a semicolon or a comment', NEW.table_name,
                 NEW.filter USING ERRCODE = 'syntax_error';
         END IF;
+        fname := format('asset_sweeper.%I(%s)', asset_sweeper.asset_sweeper_retention_filter_name(NEW.id), NEW.table_name);
+        -- Parsed and resolved now, on this function's path (pg_catalog only), into a stored tree; nothing is run.
+        -- The row reaches the filter through unnest, so the function depends on the columns the filter reads
+        -- (the application cannot change their type under it) and on no other.
         BEGIN
-            -- Parsed and resolved against the table, as one boolean column of a view: what it calls is then on
-            -- record, and nothing is run.
-            EXECUTE format('CREATE TEMP VIEW asset_sweeper_filter_check AS SELECT (%s) AS keep FROM ONLY %s AS %I',
-                           NEW.filter, qualified, relname);
+            EXECUTE format('CREATE FUNCTION asset_sweeper.%I(r %s) RETURNS boolean LANGUAGE sql STABLE '
+                           'BEGIN ATOMIC SELECT (%s) FROM pg_catalog.unnest(ARRAY[r]) AS %I; END',
+                           asset_sweeper.asset_sweeper_retention_filter_name(NEW.id), NEW.table_name, NEW.filter,
+                           relname);
         EXCEPTION WHEN OTHERS THEN
-            RAISE EXCEPTION 'retention rule on %: filter % is not a boolean condition over the table: %', qualified,
+            RAISE EXCEPTION 'retention rule on %: filter % is not a boolean condition over the table: %', NEW.table_name,
                 NEW.filter, SQLERRM USING ERRCODE = 'invalid_parameter_value';
         END;
-        -- Exactly one column, and boolean: not a number Postgres would cast to one.
-        SELECT count(*), count(*) FILTER (WHERE atttypid = 'boolean'::regtype) INTO columns, booleans FROM pg_attribute
-         WHERE attrelid = 'asset_sweeper_filter_check'::regclass AND attnum > 0;
-        -- What it calls that may change something (set_config, nextval, an advisory lock, an application's
-        -- function that writes): the functions and operators on record for the view (the application's own), and
-        -- every function the deparsed view names (the system's are not on record), by name, erring towards refusal.
-        SELECT string_agg(DISTINCT p.oid::regprocedure::text, ', ') INTO volatile
-          FROM pg_proc p
-         WHERE p.provolatile = 'v'
-           AND (p.oid IN (SELECT coalesce(o.oprcode::oid, d.refobjid)
-                            FROM pg_rewrite rw
-                            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = rw.oid
-                            LEFT JOIN pg_operator o ON d.refclassid = 'pg_operator'::regclass AND o.oid = d.refobjid
-                           WHERE rw.ev_class = 'asset_sweeper_filter_check'::regclass
-                             AND d.refclassid IN ('pg_proc'::regclass, 'pg_operator'::regclass))
-                OR p.proname IN (SELECT m[1] FROM regexp_matches(
-                                     pg_get_viewdef('asset_sweeper_filter_check'::regclass),
-                                     '"?([A-Za-z_][A-Za-z0-9_$]*)"?\s*\(', 'g') AS m));
-        DROP VIEW asset_sweeper_filter_check;
-        IF columns <> 1 OR booleans <> 1 THEN
-            RAISE EXCEPTION 'retention rule on %: filter % is not a boolean condition over the table', qualified,
-                NEW.filter USING ERRCODE = 'invalid_parameter_value';
+        SELECT p.prosqlbody::text INTO body FROM pg_proc p WHERE p.oid = to_regprocedure(fname);
+        -- One plain SELECT of one boolean over the one row: no subquery, aggregate, window, set operation, domain
+        -- check, XML, sequence or second table. Checked on the tree Postgres built, not on the text.
+        IF (SELECT count(*) FROM regexp_matches(body, '\{QUERY ', 'g')) <> 1
+           OR (SELECT count(*) FROM regexp_matches(body, '\{RANGETBLENTRY ', 'g')) <> 1
+           OR (SELECT count(*) FROM regexp_matches(body, '\{TARGETENTRY ', 'g')) <> 1
+           OR body !~ ':commandType 1 ' OR body ~ ':rtekind [^3]'
+           OR body ~ ':(hasAggs|hasWindowFuncs|hasTargetSRFs|hasSubLinks|hasDistinctOn|hasRecursive|hasModifyingCTE|hasForUpdate) true'
+           OR body ~ '\{(SUBLINK|AGGREF|WINDOWFUNC|GROUPINGFUNC|COERCETODOMAIN|XMLEXPR|CURRENTOFEXPR|NEXTVALUEEXPR|MERGESUPPORTFUNC) '
+           OR body ~ ':(cteList|groupClause|distinctClause|sortClause|windowClause|groupingSets) \('
+           OR body ~ ':(havingQual|limitCount|limitOffset|setOperations) \{'
+        THEN
+            RAISE EXCEPTION 'retention rule on %: filter % must be one condition over the table''s own columns (no subquery, aggregate, other table or domain)',
+                NEW.table_name, NEW.filter USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        IF volatile IS NOT NULL THEN
-            RAISE EXCEPTION 'retention rule on %: filter % calls % , which may change something or answer differently each time',
-                qualified, NEW.filter, volatile USING ERRCODE = 'invalid_parameter_value';
+        -- Every function it calls, directly or through an operator: the system's own, and immutable (nothing that
+        -- writes, sets, locks, sleeps or reads the clock).
+        SELECT string_agg(DISTINCT p.oid::regprocedure::text, ', ') INTO calls
+          FROM (SELECT m[2]::oid AS oid FROM regexp_matches(body, ':(funcid|opfuncid|hashfuncid|negfuncid) (\d+)', 'g') AS m
+                UNION
+                SELECT o.oprcode::oid FROM regexp_matches(body, ':opno (\d+)', 'g') AS m
+                  JOIN pg_operator o ON o.oid = m[1]::oid
+                UNION
+                SELECT o.oprcode::oid
+                  FROM regexp_matches(body, ':opnos \(o ([0-9 ]+)\)', 'g') AS m
+                 CROSS JOIN LATERAL unnest(string_to_array(btrim(m[1]), ' ')) AS n
+                  JOIN pg_operator o ON o.oid = n::oid) AS used
+          JOIN pg_proc p ON p.oid = used.oid
+         WHERE used.oid <> 0
+           AND (p.provolatile <> 'i' OR p.pronamespace <> 'pg_catalog'::regnamespace);
+        IF calls IS NOT NULL THEN
+            RAISE EXCEPTION 'retention rule on %: filter % calls %, which is not an immutable function of the system',
+                NEW.table_name, NEW.filter, calls USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        -- Beside retention_rules, whatever the writer's search_path.
-        EXECUTE format('CREATE FUNCTION %I.%I(r anyelement) RETURNS boolean LANGUAGE sql STABLE AS %L',
-                       TG_TABLE_SCHEMA, asset_sweeper_retention_filter_name(NEW.id),
-                       format('SELECT (%s) FROM (SELECT ($1).*) AS %I', NEW.filter, relname));
+        -- What else it depends on: the table's own columns, its row type, this schema, an enum's type or a
+        -- collation; never an object of the application's (its function, operator, type or another table).
+        SELECT string_agg(pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid), ', ') INTO outside
+          FROM pg_depend d
+         WHERE d.classid = 'pg_proc'::regclass AND d.objid = to_regprocedure(fname)
+           AND NOT (d.refclassid = 'pg_class'::regclass AND d.refobjid = rel)
+           AND NOT (d.refclassid = 'pg_type'::regclass AND (d.refobjid = rowtype
+                    OR EXISTS (SELECT 1 FROM pg_type t WHERE t.oid = d.refobjid AND t.typtype = 'e')))
+           AND NOT (d.refclassid = 'pg_namespace'::regclass AND d.refobjid = 'asset_sweeper'::regnamespace)
+           AND d.refclassid <> 'pg_collation'::regclass;
+        IF outside IS NOT NULL THEN
+            RAISE EXCEPTION 'retention rule on %: filter % uses %, which is not the table''s own', NEW.table_name,
+                NEW.filter, outside USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fname);
+        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_sweep') THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO asset_sweeper_sweep', fname);
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_operator') THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO asset_sweeper_operator', fname);
+        END IF;
+        NEW.filter_function := fname;
+        NEW.filter_digest := asset_sweeper.asset_sweeper_retention_filter_digest(fname);
     END IF;
-    NEW.table_name := qualified;
     IF TG_OP = 'UPDATE' AND (OLD.table_name, OLD.timestamp_column, OLD.keep, OLD.filter)
                             IS DISTINCT FROM (NEW.table_name, NEW.timestamp_column, NEW.keep, NEW.filter) THEN
         -- An approval was read against the rule as it was.
@@ -130,16 +210,65 @@ END
 $$;
 
 -- A deleted rule takes its filter's function with it.
-CREATE OR REPLACE FUNCTION asset_sweeper_drop_retention_filter() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_drop_retention_filter() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.%I(anyelement)', TG_TABLE_SCHEMA,
-                   asset_sweeper_retention_filter_name(OLD.id));
+    IF OLD.filter_function IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION IF EXISTS %s', OLD.filter_function);
+    END IF;
     RETURN OLD;
 END
 $$;
 
-CREATE OR REPLACE TRIGGER retention_rules_drop_filter AFTER DELETE ON retention_rules
-    FOR EACH ROW EXECUTE FUNCTION asset_sweeper_drop_retention_filter();
+-- Whether rule `rule_id` may run now, raising why not: every batch's and every plan's statement calls it (once per
+-- statement, as it names no row). Its table is still an application's, its writer may still delete from it, and
+-- its filter's function is the one the owner wrote, unreplaced and unaltered. A rule that fails it stops, by name.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_rule_verified(rule_id bigint) RETURNS boolean
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r       record;
+    rel     regclass;
+    refused text;
+BEGIN
+    SELECT * INTO r FROM asset_sweeper.retention_rules WHERE id = rule_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'retention rule % no longer exists', rule_id USING ERRCODE = 'undefined_object';
+    END IF;
+    rel := to_regclass(r.table_name);
+    IF rel IS NULL THEN
+        RAISE EXCEPTION 'retention rule %: table % no longer exists', rule_id, r.table_name USING ERRCODE = 'undefined_table';
+    END IF;
+    refused := asset_sweeper.asset_sweeper_retention_table_refused(rel);
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'retention rule % stopped: %', rule_id, refused USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF r.declared_by IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r.declared_by)
+       OR NOT has_table_privilege(r.declared_by, rel, 'DELETE') THEN
+        RAISE EXCEPTION 'retention rule % stopped: its writer % may not delete from %', rule_id,
+            coalesce(r.declared_by, '(unknown: write the rule again)'), r.table_name USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF r.filter IS NOT NULL AND (r.filter_digest IS NULL
+       OR asset_sweeper.asset_sweeper_retention_filter_digest(r.filter_function) IS DISTINCT FROM r.filter_digest) THEN
+        RAISE EXCEPTION 'retention rule % stopped: its filter function % was replaced, altered or dropped since the rule was written (write the rule''s filter again)',
+            rule_id, coalesce(r.filter_function, '(none)') USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN true;
+END
+$$;
 
-CREATE OR REPLACE TRIGGER retention_rules_check BEFORE INSERT OR UPDATE OF table_name, timestamp_column, keep, filter
-    ON retention_rules FOR EACH ROW EXECUTE FUNCTION asset_sweeper_check_retention_rule();
+DROP TRIGGER IF EXISTS retention_rules_check ON asset_sweeper.retention_rules;
+DROP TRIGGER IF EXISTS retention_rules_drop_filter ON asset_sweeper.retention_rules;
+
+-- Triggers of a table fire in the order of their names: the writer's half first.
+CREATE OR REPLACE TRIGGER retention_rules_a_writer
+    BEFORE INSERT OR UPDATE OF table_name, timestamp_column, keep, filter, description ON asset_sweeper.retention_rules
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_retention_rule_writer();
+CREATE OR REPLACE TRIGGER retention_rules_b_owner
+    BEFORE INSERT OR UPDATE OF table_name, timestamp_column, keep, filter ON asset_sweeper.retention_rules
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_check_retention_rule();
+CREATE OR REPLACE TRIGGER retention_rules_drop_filter AFTER DELETE ON asset_sweeper.retention_rules
+    FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_drop_retention_filter();
+-- Also in replica sessions: no loader skips the check.
+ALTER TABLE asset_sweeper.retention_rules ENABLE ALWAYS TRIGGER retention_rules_a_writer;
+ALTER TABLE asset_sweeper.retention_rules ENABLE ALWAYS TRIGGER retention_rules_b_owner;
+ALTER TABLE asset_sweeper.retention_rules ENABLE ALWAYS TRIGGER retention_rules_drop_filter;

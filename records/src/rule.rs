@@ -71,10 +71,8 @@ impl Rule {
                       format('%I.%I', n.nspname, c.relname) AS qualified, c.relkind AS "relkind?",
                       quote_ident(a.attname) AS column_sql, a.atttypid::regtype::text AS column_type,
                       c.reltuples::float8 AS "reltuples?",
-                      (SELECT p.oid::regproc::text FROM pg_proc p
-                        WHERE p.proname = asset_sweeper_retention_filter_name(r.id)
-                          AND p.pronamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'retention_rules'::regclass))
-                        AS filter_function,
+                      (SELECT format('%I.%I', p.pronamespace::regnamespace, p.proname) FROM pg_proc p
+                        WHERE p.oid = to_regprocedure(r.filter_function)) AS filter_function,
                       ($1::date - r.keep) > $1::date::timestamp AS "future!"
                  FROM retention_rules r
                  LEFT JOIN pg_class c ON c.oid = to_regclass(r.table_name)
@@ -141,9 +139,14 @@ impl Rule {
     fn expired(&self, resolved: &Resolved) -> String {
         let cutoff = if resolved.zoned { "($1::timestamp AT TIME ZONE $2)" } else { "$1::timestamp" };
         let (table, column) = (&resolved.qualified, &resolved.column);
+        // The rule's standing is checked in the statement itself, once (it names no row): a filter function
+        // replaced or a writer's privilege revoked since the pass began stops this very batch.
+        let verified = format!("asset_sweeper.asset_sweeper_retention_rule_verified({})", self.id);
         match &resolved.filter_function {
-            Some(filter) => format!("FROM ONLY {table} AS t WHERE t.{column} < {cutoff} AND {filter}(t)"),
-            None => format!("FROM ONLY {table} AS t WHERE t.{column} < {cutoff}"),
+            Some(filter) => {
+                format!("FROM ONLY {table} AS t WHERE {verified} AND t.{column} < {cutoff} AND {filter}(t)")
+            }
+            None => format!("FROM ONLY {table} AS t WHERE {verified} AND t.{column} < {cutoff}"),
         }
     }
 

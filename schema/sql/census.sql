@@ -8,14 +8,14 @@
 -- Applied by the migrator after the versioned migrations, whenever this file's text changed.
 
 -- A table's size in blocks now (0 once it is gone): the census's cursor counts blocks, and so does its plan.
-CREATE OR REPLACE FUNCTION asset_sweeper_blocks(relid oid) RETURNS bigint LANGUAGE sql STABLE AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_blocks(relid oid) RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT coalesce(pg_relation_size(relid) / current_setting('block_size')::bigint, 0)
 $$;
 
 -- The tables that hold each named column's rows, with the column's attribute number and type there: the table
 -- itself, or every leaf partition of a partitioned table (a foreign partition holds no rows here and is not read).
 -- One home for the expansion: the census keeps its rows by it, and the schema check asks it which are proven.
-CREATE OR REPLACE FUNCTION asset_sweeper_census_leaves(schemas text[], tables text[], columns text[])
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_census_leaves(schemas text[], tables text[], columns text[])
 RETURNS TABLE ("position" bigint, relid oid, attnum smallint, type_oid oid)
 LANGUAGE sql STABLE AS $$
     -- In steps, so each join has both halves of its catalog index (a lateral union here made the planner look
@@ -43,12 +43,12 @@ $$;
 -- Whether column `c` leaves adopted asset `d` unscanned for keys: a text or JSON column not key-scanned at all,
 -- not in a scan begun after the adoption, or not with the layout that adopted it. One home for the test the
 -- sweep makes adopted assets due by and the consumer holds them by.
-CREATE OR REPLACE FUNCTION asset_sweeper_keys_unscanned(c census_columns, d adopted_assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_keys_unscanned(c asset_sweeper.census_columns, d asset_sweeper.adopted_assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN c.family <> 'uuid'
            AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at OR c.keys_layout IS DISTINCT FROM d.layout);
 
 -- A census column as the schema check names it: `schema.table.column`.
-CREATE OR REPLACE FUNCTION asset_sweeper_column_name(c census_columns) RETURNS text
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_column_name(c asset_sweeper.census_columns) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN format('%s.%s.%s', c.table_schema, c.table_name, c.column_name);

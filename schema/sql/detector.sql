@@ -1,95 +1,94 @@
--- The schema change detector: a generation number every committed schema change moves (the table,
--- asset_sweeper_schema_state, is a versioned migration's), the event triggers and declaration triggers that move
+-- The schema change detector: a generation number every committed schema change moves (the tables,
+-- asset_sweeper_schema_state and asset_sweeper_schema_changes, are versioned migrations'), the event triggers and declaration triggers that move
 -- it, and the fingerprints a verification compares when the generation alone is not to be trusted.
 --
 -- Applied by the migrator after the versioned migrations, whenever this file's text changed: the live definition of
 -- each function and trigger here, once (the migrations' older copies are history). Triggers are replaced in place,
 -- which resets them to fire on origin only, so each is enabled always again below.
 
--- SECURITY DEFINER with a pinned search_path: the application's own DDL (by a role that may not write this
--- table) moves the generation too.
-DO $do$
-BEGIN
-    EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION asset_sweeper_bump_schema_generation() RETURNS void
-        LANGUAGE sql SECURITY DEFINER SET search_path = %I, pg_catalog AS $body$
-            UPDATE asset_sweeper_schema_state SET generation = generation + 1, changed_at = now()
-        $body$
-    $f$, current_schema());
-END
-$do$;
--- Every role's DDL calls it (through the event trigger), whatever default privileges say.
-GRANT EXECUTE ON FUNCTION asset_sweeper_bump_schema_generation() TO PUBLIC;
+-- No function of the detector can be called: a trigger function runs only as its trigger, so no role can report
+-- a change that did not happen. Each change appends a row to `asset_sweeper_schema_changes` (inserts never wait
+-- for each other, and no role but the owner can read, lock or write it, so no session can hold up another's DDL);
+-- the generation is the count folded into `asset_sweeper_schema_state` plus the rows appended since, and each sweep
+-- pass folds them. Every function here runs SECURITY DEFINER as the owner with `search_path = pg_catalog,
+-- pg_temp` and names the sweeper's objects by schema: the application's DDL runs them, on its own path.
+
+-- The generation now. Folding leaves it where it was.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_schema_generation() RETURNS bigint
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT s.generation + (SELECT count(*) FROM asset_sweeper.asset_sweeper_schema_changes)
+      FROM asset_sweeper.asset_sweeper_schema_state s
+$$;
+
+-- Folds the changes appended since the last fold into the state row, in one statement: a reader sees either the
+-- rows or the count they went into. The sweep, one at a time, calls it before each schema check.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_fold_schema_changes() RETURNS bigint
+    LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    WITH folded AS (DELETE FROM asset_sweeper.asset_sweeper_schema_changes RETURNING 1),
+         moved AS (UPDATE asset_sweeper.asset_sweeper_schema_state
+                      SET generation = generation + (SELECT count(*) FROM folded)
+                    WHERE (SELECT count(*) FROM folded) > 0
+                   RETURNING 1)
+    SELECT count(*) FROM folded
+$$;
 
 -- Declarations are part of the reference map: any write to them is a schema change.
--- Functions here call each other schema-qualified with a pinned search_path: a session whose search_path lacks
--- the sweeper's schema (a migration tool's, a tenant's) must still move the generation.
-DO $do$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_declarations_changed() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION asset_sweeper_declarations_changed() RETURNS trigger
-        LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
-        BEGIN
-            PERFORM %I.asset_sweeper_bump_schema_generation();
-            RETURN NULL;
-        END
-        $body$
-    $f$, current_schema());
+    INSERT INTO asset_sweeper.asset_sweeper_schema_changes DEFAULT VALUES;
+    RETURN NULL;
 END
-$do$;
+$$;
 CREATE OR REPLACE TRIGGER asset_reference_sources_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_reference_sources
-    FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper_declarations_changed();
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_sweeper.asset_reference_sources
+    FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper.asset_sweeper_declarations_changed();
 CREATE OR REPLACE TRIGGER asset_reference_exclusions_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_reference_exclusions
-    FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper_declarations_changed();
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_sweeper.asset_reference_exclusions
+    FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper.asset_sweeper_declarations_changed();
 -- Also in replica sessions (logical replication apply, bulk loaders set session_replication_role = replica).
-ALTER TABLE asset_reference_sources ENABLE ALWAYS TRIGGER asset_reference_sources_changed;
-ALTER TABLE asset_reference_exclusions ENABLE ALWAYS TRIGGER asset_reference_exclusions_changed;
+ALTER TABLE asset_sweeper.asset_reference_sources ENABLE ALWAYS TRIGGER asset_reference_sources_changed;
+ALTER TABLE asset_sweeper.asset_reference_exclusions ENABLE ALWAYS TRIGGER asset_reference_exclusions_changed;
 
--- Every DDL command moves the generation, except those that cannot change the reference map (functions,
--- procedures, triggers, comments) and those on temporary objects (an application's per-request temp tables
--- would otherwise invalidate every verdict). Drops are judged by what they dropped, cascades included. The
--- generation's row lock makes concurrent DDL transactions take turns; an error here fails the DDL rather than
--- let a change pass unseen. Only a missing state table (dropped by hand) is let through: the consumer then
--- cannot read the generation and refuses. A reference guard's trigger or function DDL is a change all the same:
--- the schema check refuses while a source lacks its guard.
-DO $do$
+-- The older detector's bump, which any role could call and hold the generation's row with, is gone.
+DROP FUNCTION IF EXISTS asset_sweeper.asset_sweeper_bump_schema_generation();
+
+-- Every DDL command is a change, except those that cannot change the reference map (functions, procedures,
+-- triggers, comments) and those on temporary objects (an application's per-request temp tables would otherwise
+-- invalidate every verdict). Drops are judged by what they dropped, cascades included. An error here fails the DDL
+-- rather than let a change pass unseen. Only a missing changes table (dropped by hand) is let through: the
+-- consumer then cannot read the generation and refuses. A reference guard's trigger or function DDL is a change
+-- all the same: the schema check refuses while a source lacks its guard.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_schema_changed() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION asset_sweeper_schema_changed() RETURNS event_trigger
-        LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
-        BEGIN
-            IF TG_EVENT = 'sql_drop' THEN
-                IF EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() d
-                            WHERE NOT d.is_temporary
-                              AND (d.object_type NOT IN ('function', 'procedure', 'aggregate', 'trigger')
-                                   OR d.object_identity LIKE '%%asset\_sweeper\_guard%%')) THEN
-                    PERFORM %1$I.asset_sweeper_bump_schema_generation();
-                END IF;
-            ELSIF TG_TAG NOT LIKE 'DROP %%' THEN
-                IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands() c
-                            WHERE c.schema_name IS DISTINCT FROM 'pg_temp'
-                              AND c.command_tag NOT IN ('CREATE FUNCTION', 'ALTER FUNCTION', 'CREATE PROCEDURE',
-                                                        'ALTER PROCEDURE', 'CREATE AGGREGATE', 'ALTER AGGREGATE',
-                                                        'CREATE TRIGGER', 'ALTER TRIGGER', 'COMMENT')
-                                   OR c.object_identity LIKE '%%asset\_sweeper\_guard%%')
-                   OR NOT EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()) THEN
-                    PERFORM %1$I.asset_sweeper_bump_schema_generation();
-                END IF;
-            END IF;
-        EXCEPTION WHEN undefined_table THEN
-            -- Only the state table dropped by hand passes (the consumer then cannot read it and refuses);
-            -- anything else fails the DDL rather than let a change pass unseen.
-            IF to_regclass(%1$L) IS NOT NULL THEN
-                RAISE;
-            END IF;
-            RAISE WARNING 'asset-sweeper: the schema change detector has lost its state table; settles refuse until it is restored';
-        END
-        $body$
-    $f$, current_schema(), current_schema() || '.asset_sweeper_schema_state');
+    IF TG_EVENT = 'sql_drop' THEN
+        IF EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() d
+                    WHERE NOT d.is_temporary
+                      AND (d.object_type NOT IN ('function', 'procedure', 'aggregate', 'trigger')
+                           OR d.object_identity LIKE '%asset\_sweeper\_guard%')) THEN
+            INSERT INTO asset_sweeper.asset_sweeper_schema_changes DEFAULT VALUES;
+        END IF;
+    ELSIF TG_TAG NOT LIKE 'DROP %' THEN
+        IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands() c
+                    WHERE c.schema_name IS DISTINCT FROM 'pg_temp'
+                      AND c.command_tag NOT IN ('CREATE FUNCTION', 'ALTER FUNCTION', 'CREATE PROCEDURE',
+                                                'ALTER PROCEDURE', 'CREATE AGGREGATE', 'ALTER AGGREGATE',
+                                                'CREATE TRIGGER', 'ALTER TRIGGER', 'COMMENT')
+                           OR c.object_identity LIKE '%asset\_sweeper\_guard%')
+           OR NOT EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()) THEN
+            INSERT INTO asset_sweeper.asset_sweeper_schema_changes DEFAULT VALUES;
+        END IF;
+    END IF;
+EXCEPTION WHEN undefined_table THEN
+    -- Only the changes table dropped by hand passes (the consumer then cannot read it and refuses); anything else
+    -- fails the DDL rather than let a change pass unseen.
+    IF to_regclass('asset_sweeper.asset_sweeper_schema_changes') IS NOT NULL THEN
+        RAISE;
+    END IF;
+    RAISE WARNING 'asset-sweeper: the schema change detector has lost its table; settles refuse until it is restored';
 END
-$do$;
+$$;
 
 -- Event triggers need a superuser (rds_superuser on RDS). Without one the detector is not installed and the
 -- consumer compares the full catalog fingerprint instead: still exact, but its cost grows with the schema.
@@ -100,9 +99,9 @@ BEGIN
     DROP EVENT TRIGGER IF EXISTS asset_sweeper_schema_changes;
     DROP EVENT TRIGGER IF EXISTS asset_sweeper_schema_drops;
     CREATE EVENT TRIGGER asset_sweeper_schema_changes ON ddl_command_end
-        EXECUTE FUNCTION asset_sweeper_schema_changed();
+        EXECUTE FUNCTION asset_sweeper.asset_sweeper_schema_changed();
     CREATE EVENT TRIGGER asset_sweeper_schema_drops ON sql_drop
-        EXECUTE FUNCTION asset_sweeper_schema_changed();
+        EXECUTE FUNCTION asset_sweeper.asset_sweeper_schema_changed();
     ALTER EVENT TRIGGER asset_sweeper_schema_changes ENABLE ALWAYS;
     ALTER EVENT TRIGGER asset_sweeper_schema_drops ENABLE ALWAYS;
 EXCEPTION WHEN insufficient_privilege THEN
@@ -113,25 +112,27 @@ $do$;
 -- The detector as it stands: both event triggers, enabled always, and their catalog rows' versions (a trigger
 -- disabled and enabled again between a check and a settle has a new xmin, so the generation alone is not
 -- trusted across that gap). NULL when the detector is not fully in place.
-CREATE OR REPLACE FUNCTION asset_sweeper_detector_state() RETURNS text LANGUAGE sql STABLE AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_detector_state() RETURNS text
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     WITH parts(ok, part) AS (
         SELECT count(*) = 2 AND bool_and(evtenabled = 'A'),
                string_agg(oid::text || ':' || xmin::text, ',' ORDER BY evtname)
           FROM pg_event_trigger
          WHERE evtname IN ('asset_sweeper_schema_changes', 'asset_sweeper_schema_drops')
-           AND evtfoid = to_regproc('asset_sweeper_schema_changed')
+           AND evtfoid = to_regproc('asset_sweeper.asset_sweeper_schema_changed')
         UNION ALL
         -- The declaration triggers, enabled always, and the detector's own functions as they are now: a trigger
         -- disabled or a function replaced since the check is a detector that may have missed something.
         SELECT count(*) = 2 AND bool_and(tgenabled = 'A'), string_agg(oid::text || ':' || xmin::text, ',' ORDER BY tgname)
           FROM pg_trigger
          WHERE tgname IN ('asset_reference_sources_changed', 'asset_reference_exclusions_changed')
-           AND tgrelid IN (to_regclass('asset_reference_sources'), to_regclass('asset_reference_exclusions'))
+           AND tgrelid IN (to_regclass('asset_sweeper.asset_reference_sources'),
+                           to_regclass('asset_sweeper.asset_reference_exclusions'))
         UNION ALL
-        SELECT count(*) = 3, string_agg(oid::text || ':' || xmin::text, ',' ORDER BY proname)
+        SELECT count(*) = 2, string_agg(oid::text || ':' || xmin::text, ',' ORDER BY proname)
           FROM pg_proc
-         WHERE oid IN (to_regproc('asset_sweeper_schema_changed'), to_regproc('asset_sweeper_bump_schema_generation'),
-                       to_regproc('asset_sweeper_declarations_changed'))
+         WHERE oid IN (to_regproc('asset_sweeper.asset_sweeper_schema_changed'),
+                       to_regproc('asset_sweeper.asset_sweeper_declarations_changed'))
     )
     SELECT CASE WHEN bool_and(coalesce(ok, false)) THEN string_agg(part, ';') END FROM parts
 $$;
@@ -141,7 +142,8 @@ $$;
 -- indexes, the declarations and exclusions, and the reference guards with the function they run. Equal
 -- fingerprints mean the check would derive the same map. Its cost grows with the schema (a scan of pg_attribute):
 -- the detector's generation is the fast path.
-CREATE OR REPLACE FUNCTION asset_sweeper_catalog_fingerprint() RETURNS text LANGUAGE sql STABLE AS $$
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_catalog_fingerprint() RETURNS text
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     WITH user_ns AS (
         SELECT oid, nspname, nspacl FROM pg_namespace
          WHERE nspname NOT IN ('pg_catalog', 'information_schema') AND nspname NOT LIKE 'pg\_%'
@@ -153,7 +155,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper_catalog_fingerprint() RETURNS text LANG
          WHERE c.relkind IN ('r', 'p')
     ),
     parts(part) AS (
-        SELECT 'a' || (SELECT oid FROM pg_class WHERE oid = 'assets'::regclass)::text
+        SELECT 'a' || (SELECT oid FROM pg_class WHERE oid = 'asset_sweeper.assets'::regclass)::text
         UNION ALL
         SELECT string_agg(format('n%s %s %s', oid, nspname, nspacl), ',' ORDER BY oid) FROM user_ns
         UNION ALL
@@ -179,11 +181,11 @@ CREATE OR REPLACE FUNCTION asset_sweeper_catalog_fingerprint() RETURNS text LANG
         UNION ALL
         SELECT string_agg(format('s%s %s %s %s %s', id, table_schema, table_name, column_name, json_path), ','
                           ORDER BY id)
-          FROM asset_reference_sources
+          FROM asset_sweeper.asset_reference_sources
         UNION ALL
         SELECT string_agg(format('x%s %s %s', table_schema, table_name, column_name), ','
                           ORDER BY table_schema, table_name, column_name)
-          FROM asset_reference_exclusions
+          FROM asset_sweeper.asset_reference_exclusions
         UNION ALL
         -- The reference guards as they stand, and the function they run.
         SELECT string_agg(format('g%s %s %s %s %s %s %s %s', t.oid, t.tgrelid, t.tgname, t.tgenabled, t.tgfoid,
@@ -191,16 +193,21 @@ CREATE OR REPLACE FUNCTION asset_sweeper_catalog_fingerprint() RETURNS text LANG
           FROM pg_trigger t WHERE t.tgname LIKE 'asset\_sweeper\_guard\_%'
         UNION ALL
         SELECT string_agg(format('p%s %s', p.oid, md5(p.prosrc)), ',' ORDER BY p.oid)
-          FROM pg_proc p WHERE p.oid = to_regproc('asset_sweeper_guard')
+          FROM pg_proc p WHERE p.oid = to_regproc('asset_sweeper.asset_sweeper_guard')
     )
     SELECT md5(string_agg(coalesce(part, '-'), E'\n'))
       FROM parts
 $$;
 
--- What the connected role may read: its own attributes and every role whose privileges it has. Role changes are
--- global objects, which no event trigger sees, so this is compared on every verification (it is small).
-CREATE OR REPLACE FUNCTION asset_sweeper_role_fingerprint() RETURNS text LANGUAGE sql STABLE AS $$
+-- What a role may read: its own attributes and every role whose privileges it has (the verdict's role, which the
+-- sweep checked the schema as). Role changes are global objects, which no event trigger sees, so this is compared
+-- on every verification (it is small).
+DROP FUNCTION IF EXISTS asset_sweeper.asset_sweeper_role_fingerprint();
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_role_fingerprint(role_name text DEFAULT current_user)
+    RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT md5(string_agg(format('%s %s %s', r.rolname, r.rolsuper, r.rolbypassrls), ',' ORDER BY r.rolname))
       FROM pg_roles r
-     WHERE r.rolname = current_user OR pg_has_role(current_user, r.oid, 'USAGE')
+     WHERE r.rolname = role_name
+        OR CASE WHEN EXISTS (SELECT 1 FROM pg_roles m WHERE m.rolname = role_name)
+                THEN pg_has_role(role_name, r.oid, 'USAGE') ELSE false END
 $$;

@@ -22,74 +22,68 @@
 -- an id before its row), it reads the path as the recheck does (a filter on strings, so a path that selects an
 -- array reaches the ids in it), and a strict path that does not match a document selects nothing instead of
 -- failing the write, as `@?` does for the recheck.
-DO $do$
-BEGIN
-    EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION asset_sweeper_guard() RETURNS trigger
-        LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_catalog, pg_temp AS $body$
-        DECLARE
-            value jsonb := to_jsonb(NEW) -> TG_ARGV[0];
-            ids uuid[];
-            -- For a JSON source: the uuid-shaped strings its path selects, as written.
-            spelled text[];
-            removed uuid[];
-        BEGIN
-            IF value IS NULL OR value = 'null'::jsonb
-               OR (TG_OP = 'UPDATE' AND value IS NOT DISTINCT FROM to_jsonb(OLD) -> TG_ARGV[0]) THEN
-                RETURN NULL;
-            END IF;
-            IF TG_ARGV[1] = 'json' THEN
-                spelled := ARRAY(
-                    SELECT v #>> '{}'
-                      FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath, '{}', true) AS v
-                     WHERE (v #>> '{}') ~* '{{uuid_pattern}}');
-            END IF;
-            ids := CASE TG_ARGV[1]
-                WHEN 'domain' THEN ARRAY[(value #>> '{}')::uuid]
-                WHEN 'domain_array' THEN
-                    ARRAY(SELECT e::uuid FROM jsonb_array_elements_text(value) AS e WHERE e IS NOT NULL)
-                WHEN 'json' THEN ARRAY(SELECT s::uuid FROM unnest(spelled) AS s)
-            END;
-            IF ids IS NULL THEN
-                RAISE EXCEPTION 'asset-sweeper guard on %%.%%: unknown source kind %%', TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1];
-            END IF;
-            IF cardinality(ids) = 0 THEN
-                RETURN NULL;
-            END IF;
-            PERFORM 1 FROM assets WHERE id = ANY (ids) FOR KEY SHARE;
-            IF TG_ARGV[1] = 'json' AND EXISTS (SELECT 1 FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))) THEN
-                INSERT INTO asset_id_spellings (asset_id, spelling)
-                SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))
-                ON CONFLICT DO NOTHING;
-            END IF;
-            SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i
-             WHERE NOT EXISTS (SELECT 1 FROM assets a WHERE a.id = i)
-               AND EXISTS (SELECT 1 FROM settlement_events e WHERE e.asset_id = i AND e.action IN ('delete', 'purge'));
-            IF removed IS NOT NULL THEN
-                RAISE EXCEPTION USING
-                    ERRCODE = 'foreign_key_violation',
-                    MESSAGE = format('asset-sweeper: %%I.%%I.%%I refers to asset %%s, which asset-sweeper has removed',
-                                     TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], array_to_string(removed, ', ')),
-                    HINT = 'Refer to an asset that exists; asset-sweeper undelete brings a removed one back while the bucket keeps its bytes.';
-            END IF;
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    DECLARE
+        value jsonb := to_jsonb(NEW) -> TG_ARGV[0];
+        ids uuid[];
+        -- For a JSON source: the uuid-shaped strings its path selects, as written.
+        spelled text[];
+        removed uuid[];
+    BEGIN
+        IF value IS NULL OR value = 'null'::jsonb
+           OR (TG_OP = 'UPDATE' AND value IS NOT DISTINCT FROM to_jsonb(OLD) -> TG_ARGV[0]) THEN
             RETURN NULL;
-        END
-        $body$
-    $f$, current_schema());
-END
-$do$;
+        END IF;
+        IF TG_ARGV[1] = 'json' THEN
+            spelled := ARRAY(
+                SELECT v #>> '{}'
+                  FROM jsonb_path_query(value, (TG_ARGV[2] || ' ? (@.type() == "string")')::jsonpath, '{}', true) AS v
+                 WHERE (v #>> '{}') ~* '{{uuid_pattern}}');
+        END IF;
+        ids := CASE TG_ARGV[1]
+            WHEN 'domain' THEN ARRAY[(value #>> '{}')::uuid]
+            WHEN 'domain_array' THEN
+                ARRAY(SELECT e::uuid FROM jsonb_array_elements_text(value) AS e WHERE e IS NOT NULL)
+            WHEN 'json' THEN ARRAY(SELECT s::uuid FROM unnest(spelled) AS s)
+        END;
+        IF ids IS NULL THEN
+            RAISE EXCEPTION 'asset-sweeper guard on %.%: unknown source kind %', TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1];
+        END IF;
+        IF cardinality(ids) = 0 THEN
+            RETURN NULL;
+        END IF;
+        PERFORM 1 FROM asset_sweeper.assets WHERE id = ANY (ids) FOR KEY SHARE;
+        IF TG_ARGV[1] = 'json' AND EXISTS (SELECT 1 FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))) THEN
+            INSERT INTO asset_sweeper.asset_id_spellings (asset_id, spelling)
+            SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))
+            ON CONFLICT DO NOTHING;
+        END IF;
+        SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i
+         WHERE NOT EXISTS (SELECT 1 FROM asset_sweeper.assets a WHERE a.id = i)
+           AND EXISTS (SELECT 1 FROM asset_sweeper.settlement_events e WHERE e.asset_id = i AND e.action IN ('delete', 'purge'));
+        IF removed IS NOT NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = 'foreign_key_violation',
+                MESSAGE = format('asset-sweeper: %I.%I.%I refers to asset %s, which asset-sweeper has removed',
+                                 TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], array_to_string(removed, ', ')),
+                HINT = 'Refer to an asset that exists; asset-sweeper undelete brings a removed one back while the bucket keeps its bytes.';
+        END IF;
+        RETURN NULL;
+    END
+$$;
 
 -- A JSON document refers to an asset when a string at its declared path spells the asset's id: lowercase,
 -- uppercase, or a mixed case the reference guard or the census noted. The recheck (one id, bound as constants so
 -- each `@?` is planned with its values) and discovery (a batch, inside one statement) both build their paths here.
 -- The table's check keeps a noted spelling to the id's own letters, so splicing it into a path cannot inject.
-CREATE OR REPLACE FUNCTION asset_sweeper_id_matches(id uuid) RETURNS text
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_id_matches(id uuid) RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN format('@ == "%s" || @ == "%s"', id, upper(id::text))
            || coalesce((SELECT string_agg(format(' || @ == "%s"', s.spelling), '' ORDER BY s.spelling)
-                          FROM asset_id_spellings s WHERE s.asset_id = id AND lower(s.spelling) = id::text), '');
+                          FROM asset_sweeper.asset_id_spellings s WHERE s.asset_id = id AND lower(s.spelling) = id::text), '');
 
 -- `path` narrowed to the strings `matches` (from asset_sweeper_id_matches) accepts: what `@?` asks of a document.
-CREATE OR REPLACE FUNCTION asset_sweeper_path_matching(path text, matches text) RETURNS text
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_path_matching(path text, matches text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN format('%s ? (%s)', path, matches);

@@ -39,11 +39,13 @@ pub async fn record(
 ) -> Result<Recorded, sqlx::Error> {
     let started = Instant::now();
     // Before the check: a change that commits while it runs leaves these behind.
+    // The changes appended since the last pass go into the count (the generation stays what it was), so the
+    // consumer's reading of it stays a few rows.
+    sqlx::query!("SELECT asset_sweeper_fold_schema_changes()").fetch_one(&mut *conn).await?;
     let before = sqlx::query!(
-        r#"SELECT s.generation, asset_sweeper_detector_state() AS detector,
+        r#"SELECT asset_sweeper_schema_generation() AS "generation!", asset_sweeper_detector_state() AS detector,
                   asset_sweeper_catalog_fingerprint() AS "fingerprint!", current_user::text AS "role_name!",
-                  asset_sweeper_role_fingerprint() AS "role_fingerprint!"
-             FROM asset_sweeper_schema_state s"#
+                  asset_sweeper_role_fingerprint() AS "role_fingerprint!""#
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -55,7 +57,7 @@ pub async fn record(
     // A change that committed during the check (and may be undone before a settle) leaves a verdict no state
     // of the catalog can match: the consumer refuses until the next pass.
     let after = sqlx::query!(
-        r#"SELECT s.generation, asset_sweeper_catalog_fingerprint() AS "fingerprint!" FROM asset_sweeper_schema_state s"#
+        r#"SELECT asset_sweeper_schema_generation() AS "generation!", asset_sweeper_catalog_fingerprint() AS "fingerprint!""#
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -147,10 +149,10 @@ pub enum VerdictError {
         checked_at: String,
     },
     #[error(
-        "the schema verdict was made for database role {verdict_role}, and this function connects as {role} (or \
-         that role's rights changed since): nothing is settled until a pass checks the schema as this role"
+        "the schema verdict was made as database role {verdict_role}, whose attributes or memberships changed \
+         since (this function connects as {role}): nothing is settled until a pass checks the schema again"
     )]
-    /// The check ran as another role, or this role's rights changed since.
+    /// The role the check ran as has other rights now.
     OtherRole {
         /// The role the check ran as.
         verdict_role: String,
@@ -210,14 +212,13 @@ pub async fn current(
                   END AS unproven,
                   v.role_name AS verdict_role, current_user::text AS "role!",
                   v.checked_at > now() - $1 * interval '1 second' AS "fresh!",
-                  v.role_fingerprint = asset_sweeper_role_fingerprint() AS "same_rights!",
+                  v.role_fingerprint = asset_sweeper_role_fingerprint(v.role_name) AS "same_rights!",
                   fast.same AS "same_generation!",
                   CASE WHEN fast.same THEN true
                        ELSE v.fingerprint = asset_sweeper_catalog_fingerprint() END AS "unchanged!"
              FROM (SELECT * FROM schema_verdicts ORDER BY id DESC LIMIT 1) v
-            CROSS JOIN asset_sweeper_schema_state s
             CROSS JOIN LATERAL (
-                  SELECT coalesce(v.detector IS NOT NULL AND v.generation = s.generation
+                  SELECT coalesce(v.detector IS NOT NULL AND v.generation = asset_sweeper_schema_generation()
                                   AND v.detector = asset_sweeper_detector_state(), false) AS same
             ) fast"#,
         max_age.as_secs_f64(),
@@ -230,7 +231,11 @@ pub async fn current(
         let max_age = humantime::format_duration(max_age).to_string();
         return Err(VerdictError::Stale { checked_at: newest.checked_at, max_age }.into());
     }
-    if newest.verdict_role != newest.role || !newest.same_rights {
+    // The sweep and the consumer connect as roles of their own (docs/security.md): the verdict is the sweep's,
+    // made with what its role reads, and holds while that role's attributes and memberships are unchanged. The
+    // consumer's own reading needs no comparison: `row_security = off` and its privileges make a recheck it cannot
+    // run in full fail, never answer with fewer references.
+    if !newest.same_rights {
         return Err(VerdictError::OtherRole { verdict_role: newest.verdict_role, role: newest.role }.into());
     }
     if !newest.unchanged {

@@ -1,8 +1,9 @@
 //! The scheduled half of the pair: one pass claims due assets fairly across workspaces, under a per-pass cap
 //! and a time budget, and enqueues one cleanup message per asset.
 //!
-//! A pass, in order: record the run; take the sweep lock or record `skipped`; delete the records the application's
-//! retention rules say have expired, within its share of the time; advance the census within its share
+//! A pass, in order: record the run; take the sweep lock or record `skipped`; read what the asset bucket promises
+//! (invariant 17: versioning and noncurrent-version expiry, recorded, never assumed); delete the records the
+//! application's retention rules say have expired, within its share of the time; advance the census within its share
 //! of the time (invariant 13); check the reference map and record the verdict the consumer settles on, or record
 //! `refused` (invariant 4); discover, within its share of the time, the unscheduled assets no source refers to
 //! and make them due (invariant 12); apply the blast-radius brake per
@@ -10,6 +11,7 @@
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
 
+pub mod bucket;
 pub mod enqueue;
 pub mod lock;
 pub mod record;
@@ -31,6 +33,7 @@ use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
 
+use crate::bucket::BucketCheck;
 use crate::lock::SweepLock;
 use crate::record::{Backlog, Stop, SweepReport, WorkspaceCounts};
 
@@ -64,7 +67,8 @@ impl Sweeper {
         Sweeper { pool, sqs, s3: None, settings }
     }
 
-    /// With S3, for reconciliation (`RECONCILE_INVENTORY`): the inventory reports and the asset bucket.
+    /// With S3: the asset bucket's versioning and lifecycle, read every pass (without, the pass records them as not
+    /// proven), and for reconciliation (`RECONCILE_INVENTORY`) the inventory reports and the asset bucket's objects.
     #[must_use]
     pub fn with_storage(mut self, s3: aws_sdk_s3::Client) -> Self {
         self.s3 = Some(s3);
@@ -148,6 +152,17 @@ impl Sweeper {
         report: &mut SweepReport,
         budget_end: Instant,
     ) -> Result<(), sqlx::Error> {
+        // Whether a delete could be undone, read once a pass and recorded. The pass goes on either way: claiming and
+        // retiring can be undone, and the consumer reads the versioning again before it destroys anything.
+        let bucket = BucketCheck::read(self.s3.as_ref(), &self.settings.asset_bucket).await;
+        if let Some(why) = &bucket.held_because {
+            error!(bucket = %bucket.bucket, reason = %why, "bucket unprotected: deletes and purges are held");
+        }
+        if let Some(cost) = &bucket.cost_warning {
+            warn!(bucket = %bucket.bucket, warning = %cost, "noncurrent versions are not known to expire");
+        }
+        report.bucket = Some(bucket);
+
         // Records first, then files: the assets the expired records were the last reference to are unreferenced
         // when discovery asks in this same pass. A failure stops this step only.
         let records = records::Records {

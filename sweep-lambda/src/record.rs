@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::bucket::BucketCheck;
+
 /// One workspace's part in a pass.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct WorkspaceCounts {
@@ -103,6 +105,9 @@ pub struct SweepReport {
     pub reconcile_error: Option<String>,
     /// Adopted assets made due this pass (the key scan had covered the schema since their adoption).
     pub adopted_due: u64,
+    /// The asset bucket's promises, once read (`reason.bucket`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<BucketCheck>,
     /// The queue's depth and ceiling, once read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
@@ -135,6 +140,7 @@ impl SweepReport {
             reconcile: None,
             reconcile_error: None,
             adopted_due: 0,
+            bucket: None,
             backlog: None,
             error: None,
             duration_ms: 0,
@@ -203,6 +209,9 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     if report.adopted_due > 0 {
         reason["adopted_due"] = json!(report.adopted_due);
     }
+    if let Some(bucket) = &report.bucket {
+        reason["bucket"] = json!(bucket);
+    }
     let reason = reason.as_object().is_some_and(|o| !o.is_empty()).then_some(reason);
     sqlx::query!(
         "UPDATE sweep_runs
@@ -259,48 +268,56 @@ fn whole_percent(percent: f64) -> u64 {
 pub fn metrics_line(report: &SweepReport) -> String {
     let is = |o: RunOutcome| u64::from(report.outcome == o);
     let census = report.census.as_ref();
+    let mut counts = vec![
+        ("SweepRuns", 1),
+        // The heartbeat alarm watches this: a pass that checked the schema and claimed. Skipped, refused
+        // and failed passes do not count, so a sweep stuck in any of them pages someone.
+        ("SweepCompleted", u64::from(report.outcome.completed())),
+        ("HeldBack", report.backlog.map_or(0, |b| b.held_back)),
+        ("Claimed", report.claimed),
+        ("Enqueued", report.enqueued),
+        ("Released", report.released),
+        ("SqsCalls", report.sqs_calls),
+        ("BrakedWorkspaces", report.braked_workspaces),
+        ("SweepRefused", is(RunOutcome::Refused)),
+        ("SweepBraked", is(RunOutcome::Braked)),
+        ("SweepSkipped", is(RunOutcome::Skipped)),
+        ("SweepFailed", is(RunOutcome::Failed)),
+        // Also when the brake's outcome outranks it.
+        ("SweepPartial", u64::from(report.released > 0)),
+        // Deletes and purges wait while any column is unproven; a finding refuses the pass.
+        ("CensusPercentDone", census.map_or(0, |c| whole_percent(c.percent_done))),
+        ("CensusColumnsUnproven", census.map_or(0, |c| u64::try_from(c.columns_unproven).unwrap_or(0))),
+        ("CensusFindings", census.map_or(0, |c| c.columns_found)),
+        // Assets nobody released that nothing refers to, made due this pass; and how many were looked at.
+        ("DiscoveryScanned", report.discovery.as_ref().map_or(0, |d| d.scanned)),
+        ("DiscoveryFound", report.discovery.as_ref().map_or(0, |d| d.found)),
+        // Keys of an inventory report read this pass; assets a comparison found without their bytes for the
+        // first time (an alarm watches it), and keys no row knows, when a report was compared.
+        ("ReconcileKeysRead", report.reconcile.as_ref().map_or(0, |r| r.keys_read)),
+        ("AssetsLost", compared(report).map_or(0, |c| c.newly_lost)),
+        ("UnknownKeys", compared(report).map_or(0, |c| u64::try_from(c.unknown_keys).unwrap_or(0))),
+        // Keys no row knew given a row this pass, and adopted assets made due once the key scan covered them.
+        ("AssetsAdopted", compared(report).map_or(0, |c| u64::try_from(c.adopted_keys).unwrap_or(0))),
+        ("AdoptedDue", report.adopted_due),
+        // Records the retention rules deleted; rules the database refused or the brake held (alarms watch both).
+        ("RecordsDeleted", report.records.as_ref().map_or(0, |r| r.deleted)),
+        (
+            "RetentionRulesFailed",
+            report.records.as_ref().map_or(u64::from(report.records_error.is_some()), |r| r.failed()),
+        ),
+        ("RetentionRulesHeld", report.records.as_ref().map_or(0, |r| r.held())),
+    ];
+    // Only from a pass that read the bucket: a skipped pass says nothing about it, rather than "fine".
+    if let Some(bucket) = &report.bucket {
+        // Deletes and purges held: versioning not Enabled, or not proven. An alarm should page on it.
+        counts.push(("BucketUnprotected", u64::from(bucket.unprotected())));
+        // What deletes leave behind is kept, and paid for, for ever.
+        counts.push(("NoncurrentExpiryMissing", u64::from(bucket.expiry_missing())));
+    }
     platform::metrics::emf_line(
         &[("Function", "sweep")],
-        &[
-            ("SweepRuns", 1),
-            // The heartbeat alarm watches this: a pass that checked the schema and claimed. Skipped, refused
-            // and failed passes do not count, so a sweep stuck in any of them pages someone.
-            ("SweepCompleted", u64::from(report.outcome.completed())),
-            ("HeldBack", report.backlog.map_or(0, |b| b.held_back)),
-            ("Claimed", report.claimed),
-            ("Enqueued", report.enqueued),
-            ("Released", report.released),
-            ("SqsCalls", report.sqs_calls),
-            ("BrakedWorkspaces", report.braked_workspaces),
-            ("SweepRefused", is(RunOutcome::Refused)),
-            ("SweepBraked", is(RunOutcome::Braked)),
-            ("SweepSkipped", is(RunOutcome::Skipped)),
-            ("SweepFailed", is(RunOutcome::Failed)),
-            // Also when the brake's outcome outranks it.
-            ("SweepPartial", u64::from(report.released > 0)),
-            // Deletes and purges wait while any column is unproven; a finding refuses the pass.
-            ("CensusPercentDone", census.map_or(0, |c| whole_percent(c.percent_done))),
-            ("CensusColumnsUnproven", census.map_or(0, |c| u64::try_from(c.columns_unproven).unwrap_or(0))),
-            ("CensusFindings", census.map_or(0, |c| c.columns_found)),
-            // Assets nobody released that nothing refers to, made due this pass; and how many were looked at.
-            ("DiscoveryScanned", report.discovery.as_ref().map_or(0, |d| d.scanned)),
-            ("DiscoveryFound", report.discovery.as_ref().map_or(0, |d| d.found)),
-            // Keys of an inventory report read this pass; assets a comparison found without their bytes for the
-            // first time (an alarm watches it), and keys no row knows, when a report was compared.
-            ("ReconcileKeysRead", report.reconcile.as_ref().map_or(0, |r| r.keys_read)),
-            ("AssetsLost", compared(report).map_or(0, |c| c.newly_lost)),
-            ("UnknownKeys", compared(report).map_or(0, |c| u64::try_from(c.unknown_keys).unwrap_or(0))),
-            // Keys no row knew given a row this pass, and adopted assets made due once the key scan covered them.
-            ("AssetsAdopted", compared(report).map_or(0, |c| u64::try_from(c.adopted_keys).unwrap_or(0))),
-            ("AdoptedDue", report.adopted_due),
-            // Records the retention rules deleted; rules the database refused or the brake held (alarms watch both).
-            ("RecordsDeleted", report.records.as_ref().map_or(0, |r| r.deleted)),
-            (
-                "RetentionRulesFailed",
-                report.records.as_ref().map_or(u64::from(report.records_error.is_some()), |r| r.failed()),
-            ),
-            ("RetentionRulesHeld", report.records.as_ref().map_or(0, |r| r.held())),
-        ],
+        &counts,
         &[
             ("RunId", json!(report.run_id)),
             ("Outcome", json!(report.outcome)),
@@ -330,5 +347,32 @@ mod tests {
         {
             assert!(declared.contains(&name), "{name} missing from {declared:?}");
         }
+    }
+
+    #[test]
+    fn a_pass_that_read_the_bucket_publishes_whether_it_is_unprotected_and_one_that_did_not_publishes_neither() {
+        use platform::bucket::{BucketSafety, Versioning};
+        let declared = |line: &Value| -> Vec<String> {
+            line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .expect("metrics")
+                .iter()
+                .filter_map(|m| m["Name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        let mut report = SweepReport::new(Uuid::nil());
+        report.outcome = RunOutcome::Skipped;
+        let skipped: Value = serde_json::from_str(&metrics_line(&report)).expect("json");
+        assert!(!declared(&skipped).iter().any(|m| m == "BucketUnprotected" || m == "NoncurrentExpiryMissing"));
+
+        let suspended = BucketSafety { versioning: Versioning::Suspended, noncurrent_expiry: None };
+        report.bucket = Some(BucketCheck::of("assets", Ok(suspended)));
+        let line: Value = serde_json::from_str(&metrics_line(&report)).expect("json");
+        assert!(declared(&line).iter().any(|m| m == "BucketUnprotected"), "{line}");
+        assert_eq!((line["BucketUnprotected"].clone(), line["NoncurrentExpiryMissing"].clone()), (json!(1), json!(1)));
+        let enabled = BucketSafety { versioning: Versioning::Enabled, noncurrent_expiry: None };
+        report.bucket = Some(BucketCheck::of("assets", Ok(enabled)));
+        let line: Value = serde_json::from_str(&metrics_line(&report)).expect("json");
+        assert_eq!((line["BucketUnprotected"].clone(), line["NoncurrentExpiryMissing"].clone()), (json!(0), json!(1)));
     }
 }

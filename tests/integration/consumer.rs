@@ -455,8 +455,8 @@ async fn a_stale_verdict_refuses_and_an_unrelated_change_settles_by_fingerprint(
     let message = claimed_message(&ctx).await;
     sqlx::raw_sql("CREATE VIEW recent_assets AS SELECT id FROM assets").execute(ctx.pool()).await.expect("view");
     let moved: bool = sqlx::query_scalar(
-        "SELECT s.generation > v.generation FROM asset_sweeper_schema_state s,
-                (SELECT generation FROM schema_verdicts ORDER BY id DESC LIMIT 1) v",
+        "SELECT asset_sweeper_schema_generation() > v.generation
+           FROM (SELECT generation FROM schema_verdicts ORDER BY id DESC LIMIT 1) v",
     )
     .fetch_one(ctx.pool())
     .await

@@ -4,6 +4,7 @@
 #![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 
 mod adoption;
+mod bucket;
 mod census;
 mod cli;
 mod consumer;
@@ -11,6 +12,7 @@ mod discovery;
 mod docs;
 mod e2e;
 mod harness;
+mod hostile;
 mod infra;
 mod lambda_executor;
 mod launcher;

@@ -27,9 +27,11 @@ pub(crate) async fn owner_tables(ctx: &TestContext) {
     integration_tests::install_guards(ctx.pool()).await;
 }
 
-/// One pass of the real sweep with `overrides` on the test's settings.
+/// One pass of the real sweep with `overrides` on the test's settings, with S3 as the deployed sweep has it (it
+/// reads the bucket's versioning and lifecycle).
 pub(crate) async fn pass(ctx: &TestContext, overrides: &[(&str, &str)]) -> SweepReport {
-    let sweeper = Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(overrides));
+    let sweeper =
+        Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(overrides)).with_storage(ctx.s3.clone());
     sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass")
 }
 
@@ -42,7 +44,12 @@ pub(crate) async fn settle_queue(ctx: &TestContext) {
 /// Delivers every message on the queue to the real consumer, as the event source mapping would, until the queue is
 /// empty (a message that fails every delivery ends in the dead-letter queue); returns the ids of failed items.
 pub(crate) async fn deliver_all(ctx: &TestContext) -> Vec<String> {
-    let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(&[]));
+    deliver_all_with(ctx, &[]).await
+}
+
+/// [`deliver_all`] with `overrides` on the consumer's settings.
+pub(crate) async fn deliver_all_with(ctx: &TestContext, overrides: &[(&str, &str)]) -> Vec<String> {
+    let consumer = Consumer::new(ctx.pool().clone(), ctx.s3.clone(), ctx.settings(overrides));
     let mut failed = Vec::new();
     while ctx.queue_depth().await > 0 {
         let event = receive_event(&ctx.sqs, &ctx.queue.url).await;

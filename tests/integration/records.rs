@@ -90,7 +90,7 @@ async fn a_rule_deletes_exactly_the_expired_records_in_batches_of_a_thousand_a_f
         ("assets", "created_at", None, "is not a table of the application"),
         ("pg_catalog.pg_authid", "rolvaliduntil", None, "is not a table of the application"),
         ("sessions", "at", Some("set_config('search_path', 'elsewhere', false) IS NOT NULL"), "calls set_config"),
-        ("sessions", "at", Some("nextval('sessions_id_seq') > 0"), "calls nextval"),
+        ("sessions", "at", Some("nextval('public.sessions_id_seq') > 0"), "calls nextval"),
     ] {
         let refused = sqlx::query(
             "INSERT INTO retention_rules (table_name, timestamp_column, keep, filter) VALUES ($1, $2, '1 day', $3)",

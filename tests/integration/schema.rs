@@ -5,13 +5,17 @@ use migrator::{MIGRATIONS_TABLE, migrate};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+/// The tables of the sweeper's own schema.
 async fn tables(pool: &PgPool) -> Vec<String> {
-    sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
-    )
-    .fetch_all(pool)
-    .await
-    .expect("list tables")
+    tables_in(pool, "asset_sweeper").await
+}
+
+async fn tables_in(pool: &PgPool, schema: &str) -> Vec<String> {
+    sqlx::query_scalar("SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1")
+        .bind(schema)
+        .fetch_all(pool)
+        .await
+        .expect("list tables")
 }
 
 /// (table, column, referenced table, referenced column, on-delete action) for every foreign key.
@@ -81,7 +85,7 @@ async fn definition_files_apply_once_again_only_when_changed_and_the_audit_check
     let db = TestDatabase::unmigrated().await;
     let first = migrate(&db.pool).await.expect("first run");
     assert_eq!(first.migrations, migrator::migrator().iter().count());
-    assert_eq!(first.definitions.len(), 7, "every definition file applies on a fresh database: {first:?}");
+    assert_eq!(first.definitions.len(), 8, "every definition file applies on a fresh database: {first:?}");
     let again = migrate(&db.pool).await.expect("second run");
     assert_eq!((again.migrations, again.definitions.len()), (0, 0), "nothing changed: {again:?}");
 
@@ -351,4 +355,44 @@ async fn a_partitioned_source_is_guarded_through_its_partitions_and_installing_t
         .await
         .expect_err("the guard refuses it");
     assert!(written.to_string().contains("which asset-sweeper has removed"), "{written}");
+}
+
+/// An install from before the sweeper's own schema: its migrations ran into `public` (as they did then), an
+/// application column is of its `asset_id` domain. Migrating moves every table, the domain and the functions into
+/// `asset_sweeper`, leaves nothing of the sweeper in `public`, and the application's column follows the domain.
+#[tokio::test]
+async fn an_install_from_before_the_schema_is_moved_into_it_whole() {
+    let db = TestDatabase::unmigrated().await;
+    let mut conn = db.pool.acquire().await.expect("a connection");
+    sqlx::raw_sql("SET search_path TO public").execute(&mut *conn).await.expect("the old path");
+    migrator::migrator().run(&mut *conn).await.expect("the versioned migrations, into public");
+    sqlx::raw_sql(
+        "CREATE TABLE public.banners (id serial PRIMARY KEY, image asset_id);
+         RESET search_path;",
+    )
+    .execute(&mut *conn)
+    .await
+    .expect("an application table");
+    drop(conn);
+    assert!(tables_in(&db.pool, "public").await.contains(&"assets".to_owned()), "the old layout");
+
+    migrate(&db.pool).await.expect("the move and the definitions");
+    assert_eq!(tables_in(&db.pool, "public").await, ["banners"], "nothing of the sweeper is left in public");
+    let mut moved = tables(&db.pool).await;
+    let mut own: Vec<String> = migrator::OWN_TABLES.iter().map(|t| (*t).to_owned()).collect();
+    moved.sort();
+    own.sort();
+    assert_eq!(moved, own);
+    let (left_in_public, follows): (i64, bool) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'asset\\_sweeper\\_%'),
+                (SELECT atttypid = 'asset_sweeper.asset_id'::regtype FROM pg_attribute
+                  WHERE attrelid = 'public.banners'::regclass AND attname = 'image')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("what is left");
+    assert_eq!((left_in_public, follows), (0, true), "no function left behind; the column follows the domain");
+    // A second migrate finds nothing to move or apply.
+    let again = migrate(&db.pool).await.expect("again");
+    assert_eq!((again.migrations, again.definitions.len()), (0, 0));
 }

@@ -270,9 +270,14 @@ impl TestDatabase {
             .unwrap_or_else(|e| fail(format!("cannot create database {name}: {e}")));
         let options: PgConnectOptions =
             admin_url.parse().unwrap_or_else(|e| fail(format!("TEST_DATABASE_URL is invalid: {e}")));
-        let options = options.database(&name);
+        // The tests play the application (and the operator at a psql prompt): their own tables go to `public`,
+        // and they name the sweeper's by their plain names, as an application that put `asset_sweeper` on its
+        // path would. The functions' sessions never use this path (platform::db::session_options).
+        let options = options.database(&name).options([("search_path", "public, asset_sweeper")]);
         let pool = PgPoolOptions::new().max_connections(8).connect_lazy_with(options);
-        let url = with_database(&admin_url, &name);
+        // The same path for sessions a test opens from the URL; the functions' own session options come after it
+        // and win (a later `-c` of the same setting overrides an earlier one).
+        let url = with_option(&with_database(&admin_url, &name), "options=-c%20search_path%3Dpublic%2Casset_sweeper");
         TestDatabase { name, pool, url }
     }
 }
@@ -304,6 +309,11 @@ fn with_database(url: &str, name: &str) -> String {
         Some(q) => format!("{base}/{name}?{q}"),
         None => format!("{base}/{name}"),
     }
+}
+
+/// `url` with `param` added to its query string.
+fn with_option(url: &str, param: &str) -> String {
+    if url.contains('?') { format!("{url}&{param}") } else { format!("{url}?{param}") }
 }
 
 /// Runs `future` to completion on a fresh thread and runtime, blocking until it is done. Used from `Drop`.

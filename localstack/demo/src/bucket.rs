@@ -14,7 +14,7 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use platform::keys::KeyLayout;
 use reconcile::once::{self, Limits, Source};
 use serde::Serialize;
-use sqlx::PgPool;
+use sqlx::{Connection as _, PgPool};
 use uuid::Uuid;
 
 /// The demo's keys: a workspace's folder, then the file's path. The whole bucket is managed (`*`).
@@ -77,14 +77,15 @@ pub async fn plant(pool: &PgPool, s3: &aws_sdk_s3::Client, bucket: &str) -> anyh
     put(s3, bucket, &lost_key, b"a product image").await?;
     let mut tx = pool.begin().await?;
     sqlx::query(
-        "INSERT INTO stored_objects (storage_key, content_hash, byte_size, updated_at)
+        "INSERT INTO asset_sweeper.stored_objects (storage_key, content_hash, byte_size, updated_at)
          VALUES ($1, 'sha256:' || md5($1), 15, now() - interval '3 days')",
     )
     .bind(&lost_key)
     .execute(&mut *tx)
     .await?;
     let lost: Uuid = sqlx::query_scalar(
-        "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, created_at, updated_at)
+        "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state, created_at,
+                                           updated_at)
          VALUES ($1, $2, 'sha256:' || md5($2), 15, 'attached', now() - interval '3 days', now() - interval '3 days')
          RETURNING id",
     )
@@ -207,13 +208,16 @@ pub async fn reconcile_and_approve(
 ) -> anyhow::Result<FirstLook> {
     let layout = KeyLayout::new("*", KEY_PATTERN)?;
     let limits = Limits { grace: std::time::Duration::from_secs(24 * 3600), confirm: 1_000, adopt_max: 100_000 };
-    let mut tx = pool.begin().await?;
+    let mut conn = crate::sweeper_session(pool).await?;
+    let mut tx = conn.begin().await?;
     let (listing, _, findings) =
         once::reconcile(&mut tx, s3, bucket, &layout, Source::Inventory(manifest), limits).await?;
     reconcile::record(&mut tx, listing, &findings).await?;
     tx.commit().await?;
+    conn.close().await?;
     sqlx::query(
-        "UPDATE reconcile_prefixes SET approved_at = now(), approved_by = 'the demo', reason = 'read the first report'
+        "UPDATE asset_sweeper.reconcile_prefixes
+            SET approved_at = now(), approved_by = 'the demo', reason = 'read the first report'
           WHERE prefix = ''",
     )
     .execute(pool)
@@ -273,8 +277,8 @@ impl Outcome {
         let named = std::iter::once((&planted.named, true));
         for (key, named) in planted.unnamed.iter().map(|k| (k, false)).chain(named) {
             let row: Option<(Uuid, Option<String>, Option<serde_json::Value>)> = sqlx::query_as(
-                "SELECT d.asset_id, e.action, e.evidence FROM adopted_assets d
-                   LEFT JOIN LATERAL (SELECT action, evidence FROM settlement_events
+                "SELECT d.asset_id, e.action, e.evidence FROM asset_sweeper.adopted_assets d
+                   LEFT JOIN LATERAL (SELECT action, evidence FROM asset_sweeper.settlement_events
                                        WHERE asset_id = d.asset_id AND action <> 'adopted'
                                        ORDER BY id DESC LIMIT 1) e ON true
                   WHERE d.storage_key = $1",
@@ -288,12 +292,13 @@ impl Outcome {
             orphans.push(Orphan { key: key.clone(), named, asset, action, named_by, bytes_present });
         }
         let lost: Option<Option<String>> =
-            sqlx::query_scalar("SELECT restorable_version FROM lost_assets WHERE asset_id = $1")
+            sqlx::query_scalar("SELECT restorable_version FROM asset_sweeper.lost_assets WHERE asset_id = $1")
                 .bind(planted.lost.0)
                 .fetch_optional(pool)
                 .await?;
         let lost_row_kept: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM assets a JOIN products p ON p.hero_image = a.id WHERE a.id = $1)",
+            "SELECT EXISTS (SELECT 1 FROM asset_sweeper.assets a JOIN products p ON p.hero_image = a.id
+                             WHERE a.id = $1)",
         )
         .bind(planted.lost.0)
         .fetch_one(pool)
@@ -385,9 +390,9 @@ pub async fn wait_until_settled(
     let started = std::time::Instant::now();
     loop {
         let settled: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM adopted_assets d
+            "SELECT count(*) FROM asset_sweeper.adopted_assets d
               WHERE d.storage_key = ANY ($1)
-                AND EXISTS (SELECT 1 FROM settlement_events e
+                AND EXISTS (SELECT 1 FROM asset_sweeper.settlement_events e
                              WHERE e.asset_id = d.asset_id AND e.action IN ('delete', 'defer', 'keep', 'failed'))",
         )
         .bind(&keys)

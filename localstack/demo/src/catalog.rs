@@ -9,7 +9,7 @@ use std::fmt;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::PgPool;
+use sqlx::{Connection as _, PgPool};
 use uuid::Uuid;
 
 /// The application's tables, as its own migrations would create them. Idempotent.
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS products (
     id           bigserial PRIMARY KEY,
     workspace_id uuid NOT NULL,
     name         text NOT NULL,
-    hero_image   uuid REFERENCES assets (id)
+    hero_image   uuid REFERENCES asset_sweeper.assets (id)
 );
 CREATE INDEX IF NOT EXISTS products_hero_image ON products (hero_image);
 
@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS documents (
     id           bigserial PRIMARY KEY,
     workspace_id uuid NOT NULL,
     title        text NOT NULL,
-    attachments  asset_id[] NOT NULL DEFAULT '{}'
+    attachments  asset_sweeper.asset_id[] NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS documents_attachments ON documents USING gin (attachments);
 
@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS pages (
     body         jsonb NOT NULL
 );
 CREATE INDEX IF NOT EXISTS pages_body ON pages USING gin (body jsonb_path_ops);
-INSERT INTO asset_reference_sources (table_name, column_name, json_path, note)
+INSERT INTO asset_sweeper.asset_reference_sources (table_name, column_name, json_path, note)
 VALUES ('pages', 'body', '$.blocks[*].asset_id', 'image blocks of a page')
 ON CONFLICT DO NOTHING;
 
@@ -49,13 +49,13 @@ CREATE TABLE IF NOT EXISTS orders (
     number       text NOT NULL,
     status       text NOT NULL,
     placed_at    timestamptz NOT NULL,
-    receipt      uuid REFERENCES assets (id)
+    receipt      uuid REFERENCES asset_sweeper.assets (id)
 );
 CREATE INDEX IF NOT EXISTS orders_receipt ON orders (receipt);
 CREATE INDEX IF NOT EXISTS orders_placed_at ON orders (placed_at);
-INSERT INTO retention_rules (table_name, timestamp_column, keep, filter, description)
+INSERT INTO asset_sweeper.retention_rules (table_name, timestamp_column, keep, filter, description)
 SELECT 'orders', 'placed_at', '2 years', 'status = ''closed''', 'closed orders are kept two years'
- WHERE NOT EXISTS (SELECT 1 FROM retention_rules WHERE table_name = 'public.orders');
+ WHERE NOT EXISTS (SELECT 1 FROM asset_sweeper.retention_rules WHERE table_name = 'public.orders');
 
 -- The application's own guard, which the sweeper knows nothing about: rows of files under legal hold may not
 -- be deleted. It makes the demo's poison case.
@@ -64,8 +64,8 @@ BEGIN
     RAISE EXCEPTION 'asset % is under legal hold (%): the application refuses its deletion', OLD.id, OLD.storage_key;
 END
 $$;
-DROP TRIGGER IF EXISTS demo_legal_hold ON assets;
-CREATE TRIGGER demo_legal_hold BEFORE DELETE ON assets
+DROP TRIGGER IF EXISTS demo_legal_hold ON asset_sweeper.assets;
+CREATE TRIGGER demo_legal_hold BEFORE DELETE ON asset_sweeper.assets
     FOR EACH ROW WHEN (OLD.storage_key LIKE '%/legal-hold/%') EXECUTE FUNCTION demo_legal_hold();
 "#;
 
@@ -432,9 +432,10 @@ impl Catalog {
 /// `asset-sweeper guards install`: the reference guards on its non-foreign-key sources.
 pub async fn install_owner_tables(pool: &PgPool) -> anyhow::Result<()> {
     sqlx::raw_sql(OWNER_TABLES).execute(pool).await.context("creating the demo application's tables")?;
-    let mut conn = pool.acquire().await.context("installing the reference guards")?;
+    let mut conn = crate::sweeper_session(pool).await.context("installing the reference guards")?;
     let options = schema::CheckOptions { sample_rows: 100, unindexed: schema::UnindexedSources::Refuse };
     schema::check::install_guards(&mut conn, options).await.context("installing the reference guards")?;
+    conn.close().await?;
     Ok(())
 }
 
@@ -472,7 +473,7 @@ pub async fn seed(pool: &PgPool, s3: &aws_sdk_s3::Client, bucket: &str) -> anyho
     }
     for (name, quota) in QUOTAS {
         if let Some(id) = workspaces.get(name) {
-            sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, $2)")
+            sqlx::query("INSERT INTO asset_sweeper.workspace_quotas (workspace_id, quota_bytes) VALUES ($1, $2)")
                 .bind(id)
                 .bind(quota)
                 .execute(pool)
@@ -503,7 +504,8 @@ async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, size: i64) -> any
 async fn insert_asset(pool: &PgPool, workspace: Uuid, key: &str, spec: &Spec) -> anyhow::Result<Uuid> {
     let mut tx = pool.begin().await?;
     sqlx::query(
-        "INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, 'sha256:' || md5($1), $2)
+        "INSERT INTO asset_sweeper.stored_objects (storage_key, content_hash, byte_size)
+         VALUES ($1, 'sha256:' || md5($1), $2)
          ON CONFLICT (storage_key) DO NOTHING",
     )
     .bind(key)
@@ -511,8 +513,8 @@ async fn insert_asset(pool: &PgPool, workspace: Uuid, key: &str, spec: &Spec) ->
     .execute(&mut *tx)
     .await?;
     let id: Uuid = sqlx::query_scalar(
-        "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at,
-                             updated_at, retired_at, purge_after)
+        "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state, due_at,
+                                           created_at, updated_at, retired_at, purge_after)
          SELECT $1, $2, 'sha256:' || md5($2), $3, $4,
                 CASE WHEN $4 IN ('released', 'retired') THEN now() - interval '1 minute' END, t, t,
                 CASE WHEN $4 = 'retired' THEN t END,
@@ -531,7 +533,8 @@ async fn insert_asset(pool: &PgPool, workspace: Uuid, key: &str, spec: &Spec) ->
     // The insert counted as a write about the stored object (an upload restarts its grace period): date that
     // write to the seeded age, never later than a sharer's.
     sqlx::query(
-        "UPDATE stored_objects o SET updated_at = (SELECT max(a.created_at) FROM assets a WHERE a.storage_key = $1)
+        "UPDATE asset_sweeper.stored_objects o
+            SET updated_at = (SELECT max(a.created_at) FROM asset_sweeper.assets a WHERE a.storage_key = $1)
           WHERE o.storage_key = $1",
     )
     .bind(key)
@@ -564,9 +567,11 @@ async fn insert_owner(pool: &PgPool, workspace: Uuid, asset: Uuid, owner: Owner)
             .context("inserting the order")?;
             return Ok(());
         }
-        Owner::Document(title) => {
-            ("INSERT INTO documents (workspace_id, title, attachments) VALUES ($1, $2, ARRAY[$3]::asset_id[])", title)
-        }
+        Owner::Document(title) => (
+            "INSERT INTO documents (workspace_id, title, attachments)
+             VALUES ($1, $2, ARRAY[$3]::asset_sweeper.asset_id[])",
+            title,
+        ),
         Owner::Page(slug) => (
             "INSERT INTO pages (workspace_id, slug, body)
              VALUES ($1, $2, jsonb_build_object('blocks', jsonb_build_array(

@@ -10,6 +10,9 @@ pub mod deploy;
 pub mod drive;
 pub mod report;
 
+use anyhow::Context;
+use sqlx::{Connection, PgConnection, PgPool};
+
 pub use deploy::Stack;
 
 /// The AWS clients the demo uses, from the SDK's usual environment (`AWS_ENDPOINT_URL` for LocalStack).
@@ -32,4 +35,14 @@ impl Clients {
             cloudwatch: aws_sdk_cloudwatch::Client::new(&config),
         }
     }
+}
+
+/// A session of the sweeper's own, on `pool`'s database: the search path and limits the functions and the CLI get
+/// (`platform::db::session_options`). The pool the demo is given is the application's, whose search path need not
+/// hold the sweeper's schema (the demo's own holds `public` alone), and the sweeper's code names its tables and
+/// functions unqualified; so where the demo runs that code as an operator's command would (`guards install`,
+/// `reconcile`, `usage`), it runs it here.
+pub async fn sweeper_session(pool: &PgPool) -> anyhow::Result<PgConnection> {
+    let options = platform::db::session_options((*pool.connect_options()).clone());
+    PgConnection::connect_with(&options).await.context("opening a session as the sweeper's CLI does")
 }

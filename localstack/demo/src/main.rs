@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use demo::report::Report;
 use demo::{Clients, catalog, deploy, drive};
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 const USAGE: &str = "usage: DATABASE_URL=postgres://... demo [--stack NAME] [--json]";
 
@@ -54,8 +54,16 @@ async fn run() -> anyhow::Result<bool> {
     let mut progress = |line: &str| eprintln!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
 
     progress("1/6 database: applying the asset-sweeper migrations and the demo application's tables");
-    let pool =
-        PgPoolOptions::new().max_connections(4).connect(&database_url).await.context("connecting to DATABASE_URL")?;
+    // The application's sessions, on a search path of `public` alone: its own tables go there, and the sweeper's are
+    // found only by the names the application must use (`asset_sweeper.assets`). Not the server's default
+    // `"$user", public`: under a login named `asset_sweeper` (the embedded PostgreSQL's admin) that path would put
+    // the demo's tables into the sweeper's schema, and find the sweeper's tables by their plain names.
+    let options: PgConnectOptions = database_url.parse().context("DATABASE_URL is not a PostgreSQL URL")?;
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(options.options([("search_path", "public")]))
+        .await
+        .context("connecting to DATABASE_URL")?;
     migrator::migrate(&pool).await?;
     catalog::install_owner_tables(&pool).await?;
 

@@ -8,7 +8,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{Connection as _, PgPool};
 use uuid::Uuid;
 
 use crate::catalog::{Catalog, Expect, Seeded};
@@ -157,18 +157,18 @@ impl Report {
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT s.id, e.action, e.evidence, e.bytes_freed, a.state, a.last_error, a.purge_after, a.due_at,
                     d.occurred_at, d.sweep_run_id,
-                    (SELECT (r.records->>'deleted')::bigint FROM sweep_runs r WHERE r.id = d.sweep_run_id)
+                    (SELECT (r.records->>'deleted')::bigint FROM asset_sweeper.sweep_runs r WHERE r.id = d.sweep_run_id)
                FROM unnest($1::uuid[]) AS s(id)
                LEFT JOIN LATERAL (
-                   SELECT occurred_at, sweep_run_id FROM settlement_events
+                   SELECT occurred_at, sweep_run_id FROM asset_sweeper.settlement_events
                     WHERE asset_id = s.id AND action = 'discovered' AND occurred_at >= $2
                     ORDER BY id LIMIT 1) d ON true
                LEFT JOIN LATERAL (
-                   SELECT action, evidence, bytes_freed FROM settlement_events
+                   SELECT action, evidence, bytes_freed FROM asset_sweeper.settlement_events
                     WHERE asset_id = s.id AND occurred_at >= $2
                       AND action IN ('keep', 'retire', 'delete', 'purge', 'defer', 'failed')
                     ORDER BY id DESC LIMIT 1) e ON true
-               LEFT JOIN assets a ON a.id = s.id",
+               LEFT JOIN asset_sweeper.assets a ON a.id = s.id",
         )
         .bind(&ids)
         .bind(catalog.seeded_at)
@@ -197,7 +197,8 @@ impl Report {
             });
         }
         let records = sqlx::query_as::<_, (Uuid, Value)>(
-            "SELECT id, records FROM sweep_runs WHERE started_at >= $1 AND records IS NOT NULL ORDER BY started_at",
+            "SELECT id, records FROM asset_sweeper.sweep_runs
+              WHERE started_at >= $1 AND records IS NOT NULL ORDER BY started_at",
         )
         .bind(catalog.seeded_at)
         .fetch_all(pool)
@@ -218,12 +219,14 @@ impl Report {
         .await
         .context("reading the catalog's orders")?;
         let mut usage = Vec::new();
-        let mut conn = pool.acquire().await?;
+        let mut conn = crate::sweeper_session(pool).await?;
         for (name, id) in catalog.workspaces() {
             usage.push((name.to_owned(), records::quota::usage(&mut conn, id).await?));
         }
+        conn.close().await?;
         let passes = sqlx::query_as(
-            "SELECT id, outcome, claimed, enqueued, duration_ms FROM sweep_runs WHERE started_at >= $1 ORDER BY started_at",
+            "SELECT id, outcome, claimed, enqueued, duration_ms FROM asset_sweeper.sweep_runs
+              WHERE started_at >= $1 ORDER BY started_at",
         )
         .bind(catalog.seeded_at)
         .fetch_all(pool)

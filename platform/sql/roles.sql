@@ -1,0 +1,89 @@
+-- The role model (docs/security.md): who may do what with the sweeper's schema. The owner is the role that
+-- migrates; it owns the schema `asset_sweeper` and everything in it, and no other role may create there. Four
+-- group roles (NOLOGIN) carry the grants; a DBA makes each login a member of exactly one:
+--
+--   asset_sweeper_sweep        the sweep function         GRANT asset_sweeper_sweep TO sweep_login;
+--   asset_sweeper_consumer     the consumer function      GRANT asset_sweeper_consumer TO consumer_login;
+--   asset_sweeper_operator     people with the CLI        GRANT asset_sweeper_operator TO alice;
+--   asset_sweeper_application  the application's roles    GRANT asset_sweeper_application TO app;
+--
+-- What the functions read and delete of the application's own tables is granted by the application's DBA, to the
+-- function roles (docs/security.md lists it); nothing here reaches outside the sweeper's schema.
+--
+-- Applied by the migrator after the versioned migrations, whenever this file's text changed, and after every new
+-- migration (the newest one is written in here: {{newest_migration}}), so a table a migration adds has its grants
+-- before the migrate ends. Creating the group roles needs CREATEROLE; without it they must exist already (the
+-- migrate says so), and grants go only to those that do.
+
+DO $do$
+DECLARE
+    name text;
+BEGIN
+    FOREACH name IN ARRAY ARRAY['asset_sweeper_sweep', 'asset_sweeper_consumer', 'asset_sweeper_operator',
+                                'asset_sweeper_application'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name) THEN
+            BEGIN
+                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', name);
+            EXCEPTION
+                WHEN insufficient_privilege THEN
+                    RAISE WARNING 'asset-sweeper: cannot create the role % (CREATEROLE needed): create it, then migrate again', name;
+                WHEN unique_violation OR duplicate_object THEN
+                    NULL; -- another database of this cluster created it first
+            END;
+        END IF;
+    END LOOP;
+END
+$do$;
+
+-- Nothing for anyone but the owner unless granted below: no schema usage, and no function a role was not given.
+REVOKE ALL ON SCHEMA asset_sweeper FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper FROM PUBLIC;
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA asset_sweeper FROM PUBLIC;
+ALTER DEFAULT PRIVILEGES IN SCHEMA asset_sweeper REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+
+DO $do$
+DECLARE
+    name text;
+BEGIN
+    -- The sweeper's own roles: they are the sweeper, so they read and write its tables and call its functions.
+    -- No DDL, no TRUNCATE, no CREATE anywhere: what they do to the schema is the owner's to migrate.
+    FOREACH name IN ARRAY ARRAY['asset_sweeper_sweep', 'asset_sweeper_consumer', 'asset_sweeper_operator'] LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name);
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA asset_sweeper TO %I', name);
+        EXECUTE pg_catalog.format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA asset_sweeper TO %I', name);
+        EXECUTE pg_catalog.format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA asset_sweeper TO %I', name);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA asset_sweeper TO %I', name);
+    END LOOP;
+
+    -- The application: what docs/integrating.md asks it to write, and nothing of the sweeper's own columns,
+    -- records or approvals. Its declarations and rules are validated by the owner's triggers as they are written.
+    name := 'asset_sweeper_application';
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name) THEN
+        GRANT USAGE ON SCHEMA asset_sweeper TO asset_sweeper_application;
+        -- The contract's columns only: the lease, attempts, failure and retire and purge times are the sweeper's.
+        GRANT SELECT ON asset_sweeper.stored_objects, asset_sweeper.assets TO asset_sweeper_application;
+        GRANT INSERT (storage_key, content_hash, byte_size, created_at, updated_at)
+            ON asset_sweeper.stored_objects TO asset_sweeper_application;
+        GRANT INSERT (id, workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at, updated_at)
+            ON asset_sweeper.assets TO asset_sweeper_application;
+        -- A foreign key to assets(id) is a reference source the contract offers.
+        GRANT REFERENCES (id) ON asset_sweeper.assets TO asset_sweeper_application;
+        GRANT UPDATE (content_hash, byte_size) ON asset_sweeper.stored_objects TO asset_sweeper_application;
+        GRANT UPDATE (workspace_id, storage_key, content_hash, byte_size, state, due_at)
+            ON asset_sweeper.assets TO asset_sweeper_application;
+        GRANT SELECT, INSERT, UPDATE, DELETE
+            ON asset_sweeper.asset_reference_sources, asset_sweeper.asset_reference_exclusions,
+               asset_sweeper.workspace_quotas
+            TO asset_sweeper_application;
+        -- A rule's approval is an operator's; its stamp, function and digest are the owner's trigger's.
+        GRANT SELECT, DELETE ON asset_sweeper.retention_rules TO asset_sweeper_application;
+        GRANT INSERT (table_name, timestamp_column, keep, filter, description),
+              UPDATE (table_name, timestamp_column, keep, filter, description)
+            ON asset_sweeper.retention_rules TO asset_sweeper_application;
+        GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_check_upload(uuid, bigint),
+                                  asset_sweeper.asset_sweeper_usage(uuid)
+            TO asset_sweeper_application;
+    END IF;
+END
+$do$;

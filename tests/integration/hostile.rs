@@ -1,0 +1,646 @@
+//! The trust model (docs/security.md), tried as a hostile application would: a login with exactly the grants
+//! docs/integrating.md gives the application (member of `asset_sweeper_application`, owner of its own schema, and
+//! allowed to create schemas), beside a sweep, a consumer and an operator login, each a member of its group role
+//! only, and a superuser that migrated (the owner).
+//!
+//! Before anything of the sweeper runs, the application plants what it can: overloads and same-name functions of
+//! built-ins (and operators) in every schema it may create in — its own, a schema named after each sweeper login
+//! (the old `"$user"` door), and `public` on PostgreSQL 14's defaults — and shadow tables of the sweeper's in the
+//! schemas named after the logins. Each planted function trips a wire when anyone but the application runs it:
+//! it advances a sequence (which no rollback undoes), records who ran it, tries to make the application a
+//! superuser and to empty the audit trail. Then the real passes, settles, `plan`, `status`, `guards install` and
+//! the application's own writes run; nothing may trip the wire, no role may change, nothing referenced may lose
+//! its bytes, and the retention rules the application writes to turn the sweep against data are refused or
+//! stopped by name.
+
+use std::time::{Duration, Instant};
+
+use consumer_lambda::Consumer;
+use integration_tests::fixtures::{object_exists, put_bytes};
+use integration_tests::{TestContext, acknowledge, admin_database_url, receive_event, short_id};
+use serde_json::Value;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool};
+use sweep_lambda::Sweeper;
+use uuid::Uuid;
+
+/// Built-ins the sweeper's SQL calls, planted with an argument list Postgres would prefer over the built-in's
+/// (an exact type match wins even when the built-in's schema comes first), or with the built-in's own signature
+/// (which wins where the planting schema comes before `pg_catalog`): name, arguments, result, the built-in call.
+const PLANTED: &[(&str, &str, &str, &str)] = &[
+    ("now", "", "timestamptz", "pg_catalog.now()"),
+    ("lower", "text", "text", "pg_catalog.lower($1)"),
+    ("lower", "varchar", "text", "pg_catalog.lower($1::text)"),
+    ("upper", "varchar", "text", "pg_catalog.upper($1::text)"),
+    ("length", "varchar", "integer", "pg_catalog.length($1::text)"),
+    ("md5", "varchar", "text", "pg_catalog.md5($1::text)"),
+    ("btrim", "varchar", "text", "pg_catalog.btrim($1::text)"),
+    ("format", "varchar", "text", "pg_catalog.format($1::text)"),
+    ("format", "varchar, varchar", "text", "pg_catalog.format($1::text, $2::text)"),
+    ("to_regclass", "varchar", "regclass", "pg_catalog.to_regclass($1::text)"),
+    ("to_regclass", "text", "regclass", "pg_catalog.to_regclass($1)"),
+    ("current_setting", "varchar", "text", "pg_catalog.current_setting($1::text)"),
+    ("current_setting", "varchar, boolean", "text", "pg_catalog.current_setting($1::text, $2)"),
+    ("set_config", "varchar, varchar, boolean", "text", "pg_catalog.set_config($1::text, $2::text, $3)"),
+    ("gen_random_uuid", "", "uuid", "pg_catalog.gen_random_uuid()"),
+    ("to_jsonb", "uuid", "jsonb", "pg_catalog.to_jsonb($1)"),
+    ("jsonb_typeof", "jsonb", "text", "pg_catalog.jsonb_typeof($1)"),
+    ("array_length", "uuid[], integer", "integer", "pg_catalog.array_length($1, $2)"),
+    ("cardinality", "uuid[]", "integer", "pg_catalog.cardinality($1)"),
+    ("encode", "bytea, varchar", "text", "pg_catalog.encode($1, $2::text)"),
+    ("date_trunc", "varchar, timestamptz", "timestamptz", "pg_catalog.date_trunc($1::text, $2)"),
+    ("quote_ident", "varchar", "text", "pg_catalog.quote_ident($1::text)"),
+    ("replace", "varchar, varchar, varchar", "text", "pg_catalog.replace($1::text, $2::text, $3::text)"),
+    ("string_to_array", "varchar, varchar", "text[]", "pg_catalog.string_to_array($1::text, $2::text)"),
+    ("pg_try_advisory_lock", "integer", "boolean", "pg_catalog.pg_try_advisory_lock($1::bigint)"),
+    ("pg_try_advisory_xact_lock", "integer", "boolean", "pg_catalog.pg_try_advisory_xact_lock($1::bigint)"),
+    ("pg_relation_size", "oid", "bigint", "pg_catalog.pg_relation_size($1::regclass)"),
+    (
+        "has_table_privilege",
+        "varchar, regclass, varchar",
+        "boolean",
+        "pg_catalog.has_table_privilege($1::text, $2::oid, $3::text)",
+    ),
+    ("pg_has_role", "varchar, oid, varchar", "boolean", "pg_catalog.pg_has_role($1::name, $2, $3::text)"),
+];
+
+/// Operators planted over `varchar`, for which `pg_catalog` has no exact match.
+const OPERATORS: &[(&str, &str)] =
+    &[("=", "pg_catalog.texteq"), ("<>", "pg_catalog.textne"), ("~~", "pg_catalog.textlike")];
+
+/// One hostile application and the sweeper's logins beside it.
+struct Hostile {
+    ctx: TestContext,
+    /// Login name → password.
+    logins: Vec<(String, String)>,
+    app: String,
+    sweep: String,
+    consumer: String,
+    operator: String,
+}
+
+impl Hostile {
+    async fn new(postgres_14_defaults: bool) -> Self {
+        let ctx = TestContext::new().await;
+        let suffix = short_id();
+        let [app, sweep, consumer, operator] =
+            ["app", "sweep", "consumer", "operator"].map(|role| format!("hostile_{role}_{suffix}"));
+        let mut admin = PgConnection::connect(&ctx.db.url).await.expect("owner");
+        let mut logins = Vec::new();
+        for (login, group) in [
+            (&app, "asset_sweeper_application"),
+            (&sweep, "asset_sweeper_sweep"),
+            (&consumer, "asset_sweeper_consumer"),
+            (&operator, "asset_sweeper_operator"),
+        ] {
+            let password = Uuid::new_v4().simple().to_string();
+            exec(&mut admin, &format!("CREATE ROLE {login} LOGIN PASSWORD '{password}'; GRANT {group} TO {login};"))
+                .await;
+            logins.push((login.clone(), password));
+        }
+        // What the application's DBA gives it: a schema of its own, and the right to create schemas (so it may
+        // name one after a sweeper login). On PostgreSQL 14's defaults every role may also create in `public`.
+        let db = &ctx.db.name;
+        exec(
+            &mut admin,
+            &format!(
+                r#"GRANT CREATE ON DATABASE "{db}" TO {app};
+                   CREATE SCHEMA app AUTHORIZATION {app};
+                   CREATE SCHEMA app_private;
+                   CREATE TABLE app_private.audit (id serial PRIMARY KEY, at timestamptz NOT NULL, note text);
+                   INSERT INTO app_private.audit (at, note) SELECT now() - interval '400 days', 'kept' FROM generate_series(1, 100);
+                   GRANT USAGE ON SCHEMA app_private TO {app};
+                   REVOKE CREATE ON SCHEMA public FROM PUBLIC;"#
+            ),
+        )
+        .await;
+        if postgres_14_defaults {
+            exec(&mut admin, "GRANT CREATE ON SCHEMA public TO PUBLIC").await;
+        }
+        // Whatever the application creates in its schema, the sweeper's roles may read (docs/security.md).
+        exec(
+            &mut admin,
+            &format!(
+                "ALTER DEFAULT PRIVILEGES FOR ROLE {app} IN SCHEMA app
+                    GRANT SELECT ON TABLES TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator"
+            ),
+        )
+        .await;
+        let hostile = Hostile { ctx, logins, app, sweep, consumer, operator };
+        let mut app_conn = hostile.connect(&hostile.app).await;
+        exec(
+            &mut app_conn,
+            "CREATE TABLE app.banners (id serial PRIMARY KEY, image asset_sweeper.asset_id);
+             CREATE INDEX ON app.banners (image);
+             CREATE TABLE app.products (id serial PRIMARY KEY, hero uuid REFERENCES asset_sweeper.assets (id));
+             CREATE INDEX ON app.products (hero);
+             CREATE TABLE app.sessions (id serial PRIMARY KEY, at timestamptz NOT NULL, kind text NOT NULL);
+             INSERT INTO app.sessions (at, kind)
+             SELECT now() - interval '100 days', CASE WHEN i % 2 = 0 THEN 'guest' ELSE 'member' END
+               FROM generate_series(1, 40) i;",
+        )
+        .await;
+        // The DBA's grants to the sweeper's roles on the application's tables (docs/security.md): they read
+        // everything, and the sweep deletes from the tables that carry a retention rule, the private audit
+        // table included, which the application itself may not touch.
+        exec(
+            &mut admin,
+            "GRANT USAGE ON SCHEMA app, app_private TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator;
+             GRANT SELECT ON ALL TABLES IN SCHEMA app, app_private
+                TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator;
+             GRANT DELETE, UPDATE (at) ON app.sessions, app_private.audit TO asset_sweeper_sweep;",
+        )
+        .await;
+        let guards = crate::cli::run(&hostile.ctx.db.url, Some(&hostile.ctx), &["guards", "install"]);
+        assert!(guards.status.success(), "guards install: {}", String::from_utf8_lossy(&guards.stderr));
+        hostile.plant(postgres_14_defaults).await;
+        hostile
+    }
+
+    /// A connection as `login`, on the role's own default search path (as its applications would connect).
+    async fn connect(&self, login: &str) -> PgConnection {
+        PgConnection::connect_with(&self.options(login)).await.unwrap_or_else(|e| panic!("connect as {login}: {e}"))
+    }
+
+    fn options(&self, login: &str) -> PgConnectOptions {
+        let password = &self.logins.iter().find(|(l, _)| l == login).expect("a login of this test").1;
+        let admin: PgConnectOptions = admin_database_url().parse().expect("admin url");
+        admin.username(login).password(password).database(&self.ctx.db.name)
+    }
+
+    /// `login`'s URL, for settings and the CLI.
+    fn url(&self, login: &str) -> String {
+        let options = self.options(login);
+        let password = &self.logins.iter().find(|(l, _)| l == login).expect("a login of this test").1;
+        format!("postgres://{login}:{password}@{}:{}/{}", options.get_host(), options.get_port(), self.ctx.db.name)
+    }
+
+    /// The functions' pool for `login`, with the sessions the functions open (platform::db::session_options).
+    fn pool(&self, login: &str) -> PgPool {
+        let url = self.url(login);
+        platform::db::pool(&self.ctx.settings(&[("DATABASE_URL", &url)]).database)
+    }
+
+    /// Everything the application plants, as the application.
+    async fn plant(&self, postgres_14_defaults: bool) {
+        let mut app = self.connect(&self.app).await;
+        let app_role = &self.app;
+        exec(
+            &mut app,
+            &format!(
+                "CREATE SEQUENCE app.tripwire;
+                 CREATE TABLE app.pwned (who text, what text, at timestamptz DEFAULT clock_timestamp());
+                 GRANT USAGE ON SCHEMA app TO PUBLIC;
+                 GRANT USAGE ON SEQUENCE app.tripwire TO PUBLIC;
+                 GRANT INSERT ON app.pwned TO PUBLIC;
+                 CREATE FUNCTION app.trip(what text) RETURNS void LANGUAGE plpgsql AS $f$
+                 BEGIN
+                     IF current_user::text OPERATOR(pg_catalog.<>) '{app_role}' THEN
+                         PERFORM pg_catalog.nextval('app.tripwire');
+                         INSERT INTO app.pwned (who, what) VALUES (current_user, what);
+                         BEGIN EXECUTE 'ALTER ROLE {app_role} SUPERUSER'; EXCEPTION WHEN OTHERS THEN NULL; END;
+                         BEGIN DELETE FROM asset_sweeper.settlement_events; EXCEPTION WHEN OTHERS THEN NULL; END;
+                         BEGIN INSERT INTO asset_sweeper.brake_approvals (workspace_id, approved_by, reason, approved_until)
+                               VALUES (pg_catalog.gen_random_uuid(), 'forged', 'forged', pg_catalog.now() + interval '1 day');
+                         EXCEPTION WHEN OTHERS THEN NULL; END;
+                     END IF;
+                 END $f$;
+                 GRANT EXECUTE ON FUNCTION app.trip(text) TO PUBLIC;"
+            ),
+        )
+        .await;
+        let mut schemas = vec!["app".to_owned()];
+        for login in [&self.sweep, &self.consumer, &self.operator] {
+            exec(&mut app, &format!("CREATE SCHEMA {login}; GRANT USAGE ON SCHEMA {login} TO PUBLIC;")).await;
+            // Shadows of the sweeper's tables, where `"$user"` would find them first.
+            for table in ["schema_verdicts", "assets", "settlement_events", "retention_rules", "sweep_runs"] {
+                exec(
+                    &mut app,
+                    &format!(
+                        "CREATE TABLE {login}.{table} (id bigint);
+                         GRANT ALL ON {login}.{table} TO PUBLIC;"
+                    ),
+                )
+                .await;
+            }
+            schemas.push(login.clone());
+        }
+        for group in ["asset_sweeper_sweep", "asset_sweeper_consumer", "asset_sweeper_operator"] {
+            exec(&mut app, &format!("CREATE SCHEMA {group}; GRANT USAGE ON SCHEMA {group} TO PUBLIC;")).await;
+            schemas.push(group.to_owned());
+        }
+        if postgres_14_defaults {
+            schemas.push("public".to_owned());
+        }
+        for schema in &schemas {
+            for (name, args, result, call) in PLANTED {
+                let body =
+                    if *result == "void" { format!("PERFORM {call}; RETURN;") } else { format!("RETURN {call};") };
+                exec(
+                    &mut app,
+                    &format!(
+                        "CREATE FUNCTION {schema}.{name}({args}) RETURNS {result} LANGUAGE plpgsql AS $f$
+                         BEGIN PERFORM app.trip('{schema}.{name}({args})'); {body} END $f$;
+                         GRANT EXECUTE ON FUNCTION {schema}.{name}({args}) TO PUBLIC;"
+                    ),
+                )
+                .await;
+            }
+            for (i, (op, builtin)) in OPERATORS.iter().enumerate() {
+                exec(
+                    &mut app,
+                    &format!(
+                        "CREATE FUNCTION {schema}.planted_op_{i}(a varchar, b varchar) RETURNS boolean LANGUAGE plpgsql AS $f$
+                         BEGIN PERFORM app.trip('{schema}.{op}'); RETURN {builtin}(a::text, b::text); END $f$;
+                         CREATE OPERATOR {schema}.{op} (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = {schema}.planted_op_{i});"
+                    ),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// What the wire caught: who ran a planted function, and what. Read as the owner on the sweeper's own path.
+    async fn tripped(&self) -> Vec<(String, String)> {
+        let owner = self.owner().await;
+        let advanced: bool =
+            sqlx::query_scalar("SELECT is_called FROM app.tripwire").fetch_one(&owner).await.expect("tripwire");
+        let caught: Vec<(String, String)> =
+            sqlx::query_as("SELECT who, what FROM app.pwned ORDER BY at").fetch_all(&owner).await.expect("pwned");
+        assert!(!advanced || !caught.is_empty(), "a planted function ran in a transaction that was rolled back");
+        caught
+    }
+
+    /// The owner's pool, on the sweeper's own path (the harness's pool puts `public` first, which a test of planted
+    /// functions must not use once they are planted).
+    async fn owner(&self) -> PgPool {
+        platform::db::pool(&self.ctx.settings(&[]).database)
+    }
+
+    /// Every login's attributes, to compare before and after.
+    async fn attributes(&self) -> Vec<(String, bool, bool, bool, bool, bool)> {
+        let names: Vec<String> = self.logins.iter().map(|(l, _)| l.clone()).collect();
+        sqlx::query_as(
+            "SELECT rolname::text, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolreplication
+               FROM pg_roles WHERE rolname = ANY ($1) ORDER BY rolname",
+        )
+        .bind(&names)
+        .fetch_all(&self.owner().await)
+        .await
+        .expect("role attributes")
+    }
+
+    /// One pass of the real sweep, connected as the sweep's login.
+    async fn pass(&self) -> Value {
+        let url = self.url(&self.sweep);
+        let settings = self.ctx.settings(&[("DATABASE_URL", &url)]);
+        let sweeper =
+            Sweeper::new(self.pool(&self.sweep), self.ctx.sqs.clone(), settings).with_storage(self.ctx.s3.clone());
+        let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass");
+        serde_json::to_value(&report).expect("the report as JSON")
+    }
+
+    /// The real consumer, connected as the consumer's login, until the queue is empty; the failed items.
+    async fn settle(&self) -> Vec<String> {
+        let url = self.url(&self.consumer);
+        let consumer =
+            Consumer::new(self.pool(&self.consumer), self.ctx.s3.clone(), self.ctx.settings(&[("DATABASE_URL", &url)]));
+        let mut failed = Vec::new();
+        while self.ctx.queue_depth().await > 0 {
+            let event = receive_event(&self.ctx.sqs, &self.ctx.queue.url).await;
+            let response = consumer
+                .handle(lambda_runtime::LambdaEvent::new(event.clone(), lambda_runtime::Context::default()))
+                .await
+                .expect("the handler answers");
+            acknowledge(&self.ctx.sqs, &self.ctx.queue.url, &event, &response).await;
+            failed.extend(response.batch_item_failures.into_iter().map(|f| f.item_identifier));
+        }
+        failed
+    }
+
+    /// An upload by the application: its bytes in the bucket and its rows, `days` old; returns the asset id.
+    async fn upload(&self, app: &mut PgConnection, days: i32) -> (Uuid, String) {
+        let workspace = Uuid::new_v4();
+        let key = format!("{workspace}/{}.png", Uuid::new_v4());
+        put_bytes(&self.ctx.s3, &self.ctx.bucket, &key, b"bytes").await;
+        let id: Uuid = sqlx::query_scalar(
+            "WITH o AS (INSERT INTO asset_sweeper.stored_objects (storage_key, content_hash, byte_size, created_at, updated_at)
+                        VALUES ($2, 'h', 5, now() - make_interval(days => $3), now() - make_interval(days => $3))
+                        RETURNING storage_key)
+             INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at, updated_at)
+             SELECT $1, storage_key, 'h', 5, 'pending', now() - interval '1 hour', now() - make_interval(days => $3),
+                    now() - make_interval(days => $3)
+               FROM o RETURNING id",
+        )
+        .bind(workspace)
+        .bind(&key)
+        .bind(days)
+        .fetch_one(&mut *app)
+        .await
+        .expect("the application's upload");
+        // The asset row's insert touched its stored object (an upload restarts the grace floor): as old as the rest.
+        sqlx::query("UPDATE stored_objects SET updated_at = now() - make_interval(days => $2) WHERE storage_key = $1")
+            .bind(&key)
+            .bind(days)
+            .execute(&self.owner().await)
+            .await
+            .expect("backdated");
+        (id, key)
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        let logins: Vec<String> = self.logins.iter().map(|(l, _)| l.clone()).collect();
+        let url = self.ctx.db.url.clone();
+        // The logins own objects in the test's database: those go with them, then the logins.
+        std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            runtime.block_on(async move {
+                let Ok(mut conn) = PgConnection::connect(&url).await else { return };
+                for login in &logins {
+                    let _ =
+                        sqlx::raw_sql(AssertSqlSafe(format!("DROP OWNED BY {login} CASCADE"))).execute(&mut conn).await;
+                }
+                let _ = conn.close().await;
+                let Ok(mut admin) = PgConnection::connect(&admin_database_url()).await else { return };
+                for login in &logins {
+                    let _ =
+                        sqlx::raw_sql(AssertSqlSafe(format!("DROP ROLE IF EXISTS {login}"))).execute(&mut admin).await;
+                }
+            });
+        })
+        .join()
+        .ok();
+    }
+}
+
+async fn exec(conn: &mut PgConnection, sql: &str) {
+    sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).execute(&mut *conn).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// `sql` as `conn`'s role, expecting a refusal whose message contains `why`.
+async fn refused(conn: &mut PgConnection, sql: &str, why: &str) {
+    match sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).execute(&mut *conn).await {
+        Ok(_) => panic!("{sql}: accepted, expected a refusal naming {why:?}"),
+        Err(e) => assert!(e.to_string().contains(why), "{sql}: refused with {e}, expected {why:?}"),
+    }
+}
+
+async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
+    let hostile = Hostile::new(postgres_14_defaults).await;
+    let attributes = hostile.attributes().await;
+    let mut app = hostile.connect(&hostile.app).await;
+
+    // Door 1: the owner's functions. The application may call only the two the contract names, may create
+    // nothing in the sweeper's schema, and its DDL, guarded inserts and quota calls run the owner's code on the
+    // owner's path, never its planted functions.
+    let callable: Vec<String> = sqlx::query_scalar(
+        "SELECT p.proname::text FROM pg_proc p WHERE p.pronamespace = 'asset_sweeper'::regnamespace
+            AND has_function_privilege(current_user, p.oid, 'EXECUTE') ORDER BY 1",
+    )
+    .fetch_all(&mut app)
+    .await
+    .expect("what the application may call");
+    assert_eq!(callable, ["asset_sweeper_check_upload", "asset_sweeper_usage"]);
+    for login in [&hostile.app, &hostile.sweep, &hostile.consumer, &hostile.operator] {
+        let creates: bool = sqlx::query_scalar("SELECT has_schema_privilege($1, 'asset_sweeper', 'CREATE')")
+            .bind(login)
+            .fetch_one(&hostile.owner().await)
+            .await
+            .expect("schema privilege");
+        assert!(!creates, "{login} may create in the sweeper's schema");
+    }
+    refused(&mut app, "SELECT asset_sweeper.asset_sweeper_fold_schema_changes()", "permission denied").await;
+    refused(&mut app, "SELECT * FROM asset_sweeper.asset_sweeper_schema_state FOR UPDATE", "permission denied").await;
+    refused(
+        &mut app,
+        "INSERT INTO asset_sweeper.settlement_events (asset_id) VALUES (gen_random_uuid())",
+        "permission denied",
+    )
+    .await;
+    refused(&mut app, "UPDATE asset_sweeper.assets SET lease_token = gen_random_uuid()", "permission denied").await;
+    refused(
+        &mut app,
+        "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state, purge_after)
+         VALUES (gen_random_uuid(), 'k', 'h', 1, 'retired', now() - interval '1 day')",
+        "permission denied",
+    )
+    .await;
+    refused(
+        &mut app,
+        "CREATE FUNCTION asset_sweeper.now() RETURNS timestamptz LANGUAGE sql AS 'SELECT now()'",
+        "permission denied",
+    )
+    .await;
+
+    let (kept, kept_key) = hostile.upload(&mut app, 10).await;
+    let (gone, gone_key) = hostile.upload(&mut app, 10).await;
+    // A guarded insert (the reference guard is the owner's, SECURITY DEFINER) and a declared document.
+    exec(
+        &mut app,
+        &format!(
+            "INSERT INTO app.banners (image) VALUES ('{kept}'); INSERT INTO app.products (hero) VALUES ('{kept}')"
+        ),
+    )
+    .await;
+    // DDL of every kind the detector judges.
+    exec(
+        &mut app,
+        "CREATE TABLE app.scratch (id int); ALTER TABLE app.scratch ADD COLUMN note varchar; DROP TABLE app.scratch;",
+    )
+    .await;
+    exec(&mut app, "SELECT asset_sweeper.asset_sweeper_check_upload(gen_random_uuid(), 10)").await;
+    exec(&mut app, "SELECT * FROM asset_sweeper.asset_sweeper_usage(gen_random_uuid())").await;
+
+    // Door 4: a held generation row. The application holds its DDL open; the owner's DDL in another session does
+    // not wait for it (the detector only appends).
+    let mut held = hostile.connect(&hostile.app).await;
+    exec(&mut held, "BEGIN; CREATE TABLE app.held (id int);").await;
+    let mut other = PgConnection::connect_with(&platform::db::session_options(
+        hostile.ctx.db.url.parse::<PgConnectOptions>().expect("url"),
+    ))
+    .await
+    .expect("another session");
+    exec(
+        &mut other,
+        "SET lock_timeout = '2s'; CREATE TABLE app_private.unblocked (id int); DROP TABLE app_private.unblocked;",
+    )
+    .await;
+    let mut second_app = hostile.connect(&hostile.app).await;
+    exec(&mut second_app, "SET lock_timeout = '2s'; CREATE TABLE app.beside (id int); DROP TABLE app.beside;").await;
+    exec(&mut held, "ROLLBACK").await;
+
+    // Door 3: retention rules written to turn the sweep against data.
+    exec(
+        &mut app,
+        "CREATE FUNCTION app.volatile_inside(t text) RETURNS boolean LANGUAGE sql VOLATILE AS $$ SELECT set_config('a.b', t, false) IS NOT NULL $$;
+         CREATE FUNCTION app.stable_wrapper(t text) RETURNS boolean LANGUAGE sql STABLE AS $$ SELECT app.volatile_inside(t) $$;
+         CREATE VIEW app.calls_volatile AS SELECT app.volatile_inside('x') AS yes;",
+    )
+    .await;
+    let rule = |table: &str, filter: Option<&str>| {
+        format!(
+            "INSERT INTO asset_sweeper.retention_rules (table_name, timestamp_column, keep, filter) VALUES ('{table}', 'at', '30 days', {})",
+            filter.map_or("NULL".to_owned(), |f| format!("$q${f}$q$"))
+        )
+    };
+    refused(
+        &mut app,
+        &rule("app.sessions", Some("app.stable_wrapper(kind)")),
+        "is not an immutable function of the system",
+    )
+    .await;
+    refused(&mut app, &rule("app.sessions", Some("(SELECT yes FROM app.calls_volatile)")), "must be one condition")
+        .await;
+    refused(&mut app, &rule("app.sessions", Some("set_config('search_path', 'app', false) IS NOT NULL")), "set_config")
+        .await;
+    refused(&mut app, &rule("app.sessions", Some("kind = 'guest' OR now() > at")), "now()").await;
+    refused(&mut app, &rule("asset_sweeper.settlement_events", None), "may not delete from it").await;
+    refused(&mut app, &rule("app_private.audit", None), "may not delete from it").await;
+    refused(
+        &mut app,
+        "INSERT INTO asset_sweeper.retention_rules (table_name, timestamp_column, keep, declared_by) VALUES ('app.sessions', 'at', '30 days', 'postgres')",
+        "permission denied",
+    )
+    .await;
+    exec(&mut app, &rule("app.sessions", Some("kind = 'guest'"))).await;
+    let function: String = sqlx::query_scalar("SELECT filter_function FROM asset_sweeper.retention_rules")
+        .fetch_one(&mut app)
+        .await
+        .expect("the rule's function");
+    refused(
+        &mut app,
+        &format!(
+            "CREATE OR REPLACE FUNCTION {} (r app.sessions) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+            function.split('(').next().unwrap_or_default()
+        ),
+        "permission denied",
+    )
+    .await;
+
+    // Door 2: the sweeper's own sessions, as their own logins, with everything planted.
+    let first = hostile.pass().await;
+    assert_eq!(first["outcome"], "ok", "{first:#}");
+    assert_eq!(first["records"]["rules"][0]["deleted"], 20, "the legitimate rule ran as the sweep: {first:#}");
+    let failed = hostile.settle().await;
+    assert!(failed.is_empty(), "{failed:?}");
+    // The operator's commands and the owner's guards install, on the sweeper's path.
+    for (login, args) in [
+        (&hostile.operator, &["plan"][..]),
+        (&hostile.operator, &["status", "--json"][..]),
+        (&hostile.operator, &["references"][..]),
+    ] {
+        let out = crate::cli::run(&hostile.url(login), Some(&hostile.ctx), args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("permission denied"), "{args:?} as the operator: {stderr}");
+        assert!(!stderr.contains("does not exist"), "{args:?} as the operator: {stderr}");
+    }
+    let guards = crate::cli::run(&hostile.ctx.db.url, Some(&hostile.ctx), &["guards", "install"]);
+    assert!(guards.status.success(), "guards install: {}", String::from_utf8_lossy(&guards.stderr));
+
+    assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "a planted function ran as another role");
+    assert_eq!(hostile.attributes().await, attributes, "a role's attributes changed");
+    let owner = hostile.owner().await;
+    assert!(object_exists(&hostile.ctx.s3, &hostile.ctx.bucket, &kept_key).await, "a referenced upload lost its bytes");
+    let kept_row: Option<String> = sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
+        .bind(kept)
+        .fetch_optional(&owner)
+        .await
+        .expect("kept");
+    assert_eq!(kept_row.as_deref(), Some("attached"), "the referenced upload is kept");
+    assert!(!object_exists(&hostile.ctx.s3, &hostile.ctx.bucket, &gone_key).await, "the abandoned upload is deleted");
+    let gone_row: Option<String> = sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
+        .bind(gone)
+        .fetch_optional(&owner)
+        .await
+        .expect("gone");
+    assert_eq!(gone_row, None);
+    let (events, approvals): (i64, i64) =
+        sqlx::query_as("SELECT (SELECT count(*) FROM settlement_events), (SELECT count(*) FROM brake_approvals)")
+            .fetch_one(&owner)
+            .await
+            .expect("records");
+    assert!(events >= 2, "the audit trail holds the settles ({events})");
+    assert_eq!(approvals, 0, "no approval was forged");
+    let (guests, members, audit): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE kind = 'guest'), count(*) FILTER (WHERE kind = 'member'),
+                (SELECT count(*) FROM app_private.audit) FROM app.sessions",
+    )
+    .fetch_one(&owner)
+    .await
+    .expect("the application's records");
+    assert_eq!((guests, members, audit), (0, 20, 100), "the rule deleted its expired guests, nothing else");
+
+    // A filter function altered behind the rule (by anyone who could: the owner) stops the rule by name; so does
+    // a writer that lost its DELETE.
+    exec(
+        &mut app,
+        "INSERT INTO app.sessions (at, kind) SELECT now() - interval '100 days', 'guest' FROM generate_series(1, 5)",
+    )
+    .await;
+    let mut owner_conn = other;
+    // The sweeper's own tables are refused by name, whoever writes the rule (here the owner, who may delete).
+    refused(&mut owner_conn, &rule("asset_sweeper.settlement_events", None), "belongs to asset-sweeper").await;
+    refused(&mut owner_conn, &rule("pg_catalog.pg_class", None), "belongs to the system").await;
+    exec(&mut owner_conn, &format!("ALTER FUNCTION {function} SET work_mem = '64kB'")).await;
+    let second = hostile.pass().await;
+    let text = second.to_string();
+    assert!(text.contains("was replaced, altered or dropped"), "{second:#}");
+    let guests: i64 = sqlx::query_scalar("SELECT count(*) FROM app.sessions WHERE kind = 'guest'")
+        .fetch_one(&owner)
+        .await
+        .expect("guests");
+    assert_eq!(guests, 5, "a stopped rule deletes nothing");
+    exec(&mut app, "UPDATE asset_sweeper.retention_rules SET filter = filter").await;
+    exec(&mut owner_conn, &format!("REVOKE DELETE ON app.sessions FROM {}", hostile.app)).await;
+    let third = hostile.pass().await;
+    assert!(third.to_string().contains("may not delete from app.sessions"), "{third:#}");
+    assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "a planted function ran as another role");
+}
+
+#[tokio::test]
+async fn a_hostile_application_with_the_documented_grants_gains_nothing() {
+    the_hostile_application_gains_nothing(false).await;
+}
+
+#[tokio::test]
+async fn a_hostile_application_gains_nothing_on_postgres_14_defaults_where_anyone_may_create_in_public() {
+    the_hostile_application_gains_nothing(true).await;
+}
+
+/// The rule the suite above tries from outside, read off the catalog: every function that runs as the owner or in
+/// a trigger is pinned to `pg_catalog, pg_temp` (the writer's half of a retention rule's check, which runs as the
+/// writer on purpose, aside), and no function of the sweeper may be called by `PUBLIC`. A function added later
+/// without its pin fails here, whether or not a test reaches it.
+#[tokio::test]
+async fn every_definer_and_trigger_function_is_pinned_and_none_is_public() {
+    let db = integration_tests::TestDatabase::new().await;
+    let unpinned: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p
+          WHERE p.pronamespace = 'asset_sweeper'::regnamespace
+            AND (p.prosecdef OR p.prorettype IN ('trigger'::regtype, 'event_trigger'::regtype))
+            AND p.proname <> 'asset_sweeper_retention_rule_writer'
+            AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp']
+          ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("the functions");
+    assert_eq!(unpinned, Vec::<String>::new(), "definer or trigger functions without the pinned path");
+    let public: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p
+          WHERE p.pronamespace = 'asset_sweeper'::regnamespace
+            AND has_function_privilege('public', p.oid, 'EXECUTE')
+          ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("the functions");
+    assert_eq!(public, Vec::<String>::new(), "functions PUBLIC may call");
+    let schema_public: bool = sqlx::query_scalar("SELECT has_schema_privilege('public', 'asset_sweeper', 'USAGE')")
+        .fetch_one(&db.pool)
+        .await
+        .expect("schema privilege");
+    assert!(!schema_public, "PUBLIC may use the sweeper's schema");
+}
