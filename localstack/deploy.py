@@ -43,16 +43,26 @@ for logical_id, binary in (("SweepFunction", "sweep-lambda"), ("ConsumerFunction
     if found != 1:
         sys.exit(f"deploy: no CodeUri found for {logical_id} in infra/template.yaml")
 
-secret_name = f"{stack}/database"
-try:
-    secret_arn = secrets.create_secret(Name=secret_name, SecretString=database_url)["ARN"]
-except ClientError as e:
-    if e.response["Error"]["Code"] != "ResourceExistsException":
-        raise
-    secret_arn = secrets.put_secret_value(SecretId=secret_name, SecretString=database_url)["ARN"]
+
+def secret(name, value):
+    """The ARN of secret `name`, created or given `value`."""
+    try:
+        return secrets.create_secret(Name=name, SecretString=value)["ARN"]
+    except ClientError as e:
+        if e.response["Error"]["Code"] != "ResourceExistsException":
+            raise
+        return secrets.put_secret_value(SecretId=name, SecretString=value)["ARN"]
+
+
+# One secret per function: each function's role may read only its own, and each holds the connection of the
+# function's own database login (docs/security.md), when the caller made them (the demo does:
+# SWEEP_DATABASE_URL, CONSUMER_DATABASE_URL); else the given connection, for both.
+sweep_secret_arn = secret(f"{stack}/database/sweep", os.environ.get("SWEEP_DATABASE_URL") or database_url)
+consumer_secret_arn = secret(f"{stack}/database/consumer", os.environ.get("CONSUMER_DATABASE_URL") or database_url)
 
 parameters = [
-    {"ParameterKey": "DatabaseSecretArn", "ParameterValue": secret_arn},
+    {"ParameterKey": "SweepDatabaseSecretArn", "ParameterValue": sweep_secret_arn},
+    {"ParameterKey": "ConsumerDatabaseSecretArn", "ParameterValue": consumer_secret_arn},
     {"ParameterKey": "FunctionArchitecture", "ParameterValue": architecture},
     {"ParameterKey": "S3ForcePathStyle", "ParameterValue": "true"},
 ]

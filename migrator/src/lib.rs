@@ -124,6 +124,13 @@ pub enum MigrationError {
         #[source]
         source: sqlx::Error,
     },
+    /// The sweeper's schema, or something in it, belongs to another role.
+    #[error(
+        "refusing to migrate: {0} — only the role that migrates may own the schema asset_sweeper and what is in \
+         it (another role's object there would be that role's code in the sweeper's place); drop it or make this \
+         role its owner, after reading what it is"
+    )]
+    NotOwned(String),
     /// The record of the definitions applied could not be read or written.
     #[error("cannot record the asset-sweeper SQL definitions applied: {0}")]
     Record(#[source] sqlx::Error),
@@ -213,10 +220,42 @@ async fn own_schema(conn: &mut PgConnection) -> Result<(), MigrationError> {
             .await
             .map_err(MigrationError::Record)?;
     }
-    // An install from before the schema: its migrations table sits in another schema (the one it migrated into).
+    // The schemas, and everything in them, must be this role's (or the filter functions' owner's): a schema or an
+    // object another role made there first (an application that may create schemas, before the first migrate)
+    // would be that role's code in the sweeper's place.
+    let strangers: Vec<String> = sqlx::query_scalar(
+        "WITH me AS (SELECT oid FROM pg_roles WHERE rolname = current_user),
+              allowed AS (SELECT oid FROM me UNION ALL SELECT oid FROM pg_roles WHERE rolname = 'asset_sweeper_filter_owner'),
+              ns AS (SELECT oid, nspname, nspowner FROM pg_namespace WHERE nspname IN ($1, 'asset_sweeper_filters'))
+         SELECT format('the schema %s (owned by %s)', ns.nspname, pg_get_userbyid(ns.nspowner)) FROM ns
+          WHERE ns.nspowner NOT IN (SELECT oid FROM me)
+            AND (ns.nspname = $1 OR ns.nspowner NOT IN (SELECT oid FROM allowed))
+         UNION ALL
+         SELECT format('%s (owned by %s)', c.oid::regclass, pg_get_userbyid(c.relowner)) FROM pg_class c, ns
+          WHERE c.relnamespace = ns.oid AND c.relowner NOT IN (SELECT oid FROM allowed)
+         UNION ALL
+         SELECT format('%s (owned by %s)', p.oid::regprocedure, pg_get_userbyid(p.proowner)) FROM pg_proc p, ns
+          WHERE p.pronamespace = ns.oid AND p.proowner NOT IN (SELECT oid FROM allowed)
+         UNION ALL
+         SELECT format('type %s (owned by %s)', t.oid::regtype, pg_get_userbyid(t.typowner)) FROM pg_type t, ns
+          WHERE t.typnamespace = ns.oid AND t.typowner NOT IN (SELECT oid FROM allowed)
+         UNION ALL
+         SELECT format('operator %s (owned by %s)', o.oid::regoperator, pg_get_userbyid(o.oprowner)) FROM pg_operator o, ns
+          WHERE o.oprnamespace = ns.oid AND o.oprowner NOT IN (SELECT oid FROM allowed)",
+    )
+    .bind(SCHEMA)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(MigrationError::Record)?;
+    if !strangers.is_empty() {
+        return Err(MigrationError::NotOwned(strangers.join(", ")));
+    }
+    // An install from before the schema: its migrations table sits in another schema (the one it migrated into),
+    // owned by this role. One another role owns is not the sweeper's, whatever its name: it stays where it is.
     let older: Option<String> = sqlx::query_scalar(
         "SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
           WHERE c.relname = $1 AND c.relkind = 'r' AND n.nspname <> $2
+            AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
             AND to_regclass(format('%I.%I', $2, $1)) IS NULL",
     )
     .bind(MIGRATIONS_TABLE)
@@ -250,16 +289,20 @@ BEGIN
     -- The older detector's functions name the old schema: they go, and detector.sql puts the new ones in place.
     DROP EVENT TRIGGER IF EXISTS asset_sweeper_schema_changes;
     DROP EVENT TRIGGER IF EXISTS asset_sweeper_schema_drops;
+    -- Only what this role owns: an object another role named like one of the sweeper's is not moved.
     FOR item IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                  WHERE n.nspname = src AND c.relkind IN ('r', 'p') AND c.relname = ANY (own)
+                   AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
     LOOP
         EXECUTE format('ALTER TABLE %I.%I SET SCHEMA asset_sweeper', src, item.relname);
     END LOOP;
-    IF to_regtype(format('%I.asset_id', src)) IS NOT NULL THEN
+    IF EXISTS (SELECT 1 FROM pg_type t WHERE t.oid = to_regtype(format('%I.asset_id', src))
+                  AND t.typowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)) THEN
         EXECUTE format('ALTER DOMAIN %I.asset_id SET SCHEMA asset_sweeper', src);
     END IF;
     FOR item IN SELECT p.oid::regprocedure AS signature FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                  WHERE n.nspname = src AND p.proname LIKE 'asset\_sweeper\_%'
+                   AND p.proowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
     LOOP
         EXECUTE format('ALTER ROUTINE %s SET SCHEMA asset_sweeper', item.signature);
     END LOOP;

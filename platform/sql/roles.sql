@@ -54,6 +54,18 @@ BEGIN
         EXECUTE pg_catalog.format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA asset_sweeper TO %I', name);
         EXECUTE pg_catalog.format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA asset_sweeper TO %I', name);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA asset_sweeper TO %I', name);
+        -- Writing a filter's function is the owner's check's alone (it looks at what Postgres made of it first).
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION
+            asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text) FROM %I', name);
+        -- The retention filters' functions, which the sweep calls and the operator's plan weighs with.
+        IF pg_catalog.to_regnamespace('asset_sweeper_filters') IS NOT NULL THEN
+            EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA asset_sweeper_filters TO %I', name);
+        END IF;
+        -- A rule's writer, filter function and digest are the owner's triggers' to write, never a function's: the
+        -- drop of a rule's function follows what they say.
+        EXECUTE pg_catalog.format('REVOKE INSERT, UPDATE ON asset_sweeper.retention_rules FROM %I', name);
+        EXECUTE pg_catalog.format('GRANT UPDATE (approved_until, approved_by, approval_reason, last_turn_at)
+                                   ON asset_sweeper.retention_rules TO %I', name);
     END LOOP;
 
     -- The application: what docs/integrating.md asks it to write, and nothing of the sweeper's own columns,
@@ -67,8 +79,10 @@ BEGIN
             ON asset_sweeper.stored_objects TO asset_sweeper_application;
         GRANT INSERT (id, workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at, updated_at)
             ON asset_sweeper.assets TO asset_sweeper_application;
-        -- A foreign key to assets(id) is a reference source the contract offers.
-        GRANT REFERENCES (id) ON asset_sweeper.assets TO asset_sweeper_application;
+        -- No REFERENCES: Postgres checks a foreign key to assets as the owner of assets, with whatever cast the
+        -- referring column's type has, which would be the application's code run as the owner. The owner adds a
+        -- foreign key to a `uuid` column where one is wanted; the `asset_id` domain needs nothing.
+        REVOKE REFERENCES ON asset_sweeper.assets FROM asset_sweeper_application;
         GRANT UPDATE (content_hash, byte_size) ON asset_sweeper.stored_objects TO asset_sweeper_application;
         GRANT UPDATE (workspace_id, storage_key, content_hash, byte_size, state, due_at)
             ON asset_sweeper.assets TO asset_sweeper_application;

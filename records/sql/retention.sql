@@ -43,9 +43,48 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_table_refused(r
         WHEN EXISTS (SELECT 1 FROM pg_depend d
                       WHERE d.classid = 'pg_class'::regclass AND d.objid = rel AND d.deptype = 'e')
             THEN format('%s belongs to an extension', rel)
+        -- What a DELETE of its rows would run besides the delete, as the sweep, in the sweep's session: the
+        -- application's triggers (the sweeper's own reference guards aside) and rules on the table, and a foreign
+        -- key from another table whose check or action needs a cast (the referring column of another type than
+        -- the key it refers to) or fires that table's triggers or rules.
+        WHEN EXISTS (SELECT 1 FROM pg_trigger t
+                      WHERE t.tgrelid = rel AND NOT t.tgisinternal
+                        AND t.tgfoid <> 'asset_sweeper.asset_sweeper_guard()'::regprocedure)
+          OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = rel)
+            THEN format('%s has triggers or rules of its own, which would run as the sweep: delete its records from the application', rel)
+        WHEN EXISTS (SELECT 1
+                       FROM pg_constraint k
+                      CROSS JOIN LATERAL unnest(k.conkey, k.confkey) AS col(referring, referred)
+                       JOIN pg_attribute fa ON fa.attrelid = k.conrelid AND fa.attnum = col.referring
+                       JOIN pg_attribute pa ON pa.attrelid = k.confrelid AND pa.attnum = col.referred
+                       JOIN pg_type ft ON ft.oid = fa.atttypid
+                      WHERE k.contype = 'f' AND k.confrelid = rel
+                        AND (fa.atttypid <> pa.atttypid AND ft.typbasetype <> pa.atttypid
+                             OR (k.confdeltype <> 'a' AND k.confdeltype <> 'r'
+                                 AND (EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = k.conrelid AND NOT t.tgisinternal
+                                                AND t.tgfoid <> 'asset_sweeper.asset_sweeper_guard()'::regprocedure)
+                                      OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = k.conrelid)))))
+            THEN format('%s is referred to by a foreign key whose check or action would run the application''s code as the sweep', rel)
     END
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE c.oid = rel
+$$;
+
+-- Drops the filter function a rule names, found by its signature, and only if it is one in the filters' schema:
+-- the row's text is never run as SQL.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_drop_filter_function(signature text) RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    found regprocedure;
+BEGIN
+    SELECT p.oid INTO found FROM pg_proc p
+     WHERE p.oid = to_regprocedure(signature) AND p.pronamespace = to_regnamespace('asset_sweeper_filters');
+    IF found IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION %s', found);
+    END IF;
+EXCEPTION WHEN invalid_parameter_value OR syntax_error OR invalid_text_representation THEN
+    NULL; -- not a signature: nothing of ours to drop
+END
 $$;
 
 -- The writer's half of the check, run as the writer (no SECURITY DEFINER) and on the writer's own search path,
@@ -72,6 +111,60 @@ BEGIN
     RETURN NEW;
 END
 $$;
+
+-- The filter functions' owner: a role with no privilege but its own schema, `asset_sweeper_filters`, which no
+-- search path holds. Parsing a filter can run code (a literal of the table's row type runs its columns' input
+-- functions, and a domain's check among them): it runs as this role, never as the migrating owner.
+DO $do$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_filter_owner') THEN
+        BEGIN
+            CREATE ROLE asset_sweeper_filter_owner NOLOGIN;
+        EXCEPTION
+            WHEN insufficient_privilege THEN
+                RAISE WARNING 'asset-sweeper: cannot create the role asset_sweeper_filter_owner (CREATEROLE needed): retention filters are refused until it exists';
+            WHEN unique_violation OR duplicate_object THEN
+                NULL;
+        END;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_filter_owner')
+       AND to_regnamespace('asset_sweeper_filters') IS NULL THEN
+        CREATE SCHEMA asset_sweeper_filters AUTHORIZATION asset_sweeper_filter_owner;
+    END IF;
+END
+$do$;
+
+-- Writes a filter into its function, as the filters' owner; called only by the owner's check below, which looks at
+-- what Postgres made of it before anything else may call it. Returns the function's signature.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_create_retention_filter(name text, rel regclass, filter text,
+                                                                               alias text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    signature text := format('asset_sweeper_filters.%I(%s)', name, rel);
+BEGIN
+    EXECUTE format('CREATE FUNCTION asset_sweeper_filters.%I(r %s) RETURNS boolean LANGUAGE sql STABLE '
+                   'BEGIN ATOMIC SELECT (%s) FROM pg_catalog.unnest(ARRAY[r]) AS %I; END', name, rel, filter, alias);
+    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', signature);
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_sweep') THEN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO asset_sweeper_sweep', signature);
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_operator') THEN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO asset_sweeper_operator', signature);
+    END IF;
+    RETURN signature;
+END
+$$;
+REVOKE ALL ON FUNCTION asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text) FROM PUBLIC;
+DO $do$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_filter_owner') THEN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text) TO %I',
+                       current_user);
+        ALTER FUNCTION asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text)
+            OWNER TO asset_sweeper_filter_owner;
+    END IF;
+END
+$do$;
 
 -- The owner's half, SECURITY DEFINER: validates the rule as it is written, so a malformed one is refused at once
 -- by name rather than failing in a pass at night (the table is an ordinary table of the application, the column a
@@ -116,8 +209,8 @@ BEGIN
         RAISE EXCEPTION 'retention rule: %.% is %, not a timestamptz, timestamp or date', NEW.table_name,
             NEW.timestamp_column, col_type USING ERRCODE = 'datatype_mismatch';
     END IF;
-    IF TG_OP = 'UPDATE' AND OLD.filter_function IS NOT NULL THEN
-        EXECUTE format('DROP FUNCTION IF EXISTS %s', OLD.filter_function);
+    IF TG_OP = 'UPDATE' THEN
+        PERFORM asset_sweeper.asset_sweeper_drop_filter_function(OLD.filter_function);
     END IF;
     NEW.filter_function := NULL;
     NEW.filter_digest := NULL;
@@ -127,15 +220,21 @@ BEGIN
             RAISE EXCEPTION 'retention rule on %: filter % may not contain a semicolon or a comment', NEW.table_name,
                 NEW.filter USING ERRCODE = 'syntax_error';
         END IF;
-        fname := format('asset_sweeper.%I(%s)', asset_sweeper.asset_sweeper_retention_filter_name(NEW.id), NEW.table_name);
-        -- Parsed and resolved now, on this function's path (pg_catalog only), into a stored tree; nothing is run.
-        -- The row reaches the filter through unnest, so the function depends on the columns the filter reads
-        -- (the application cannot change their type under it) and on no other.
+        -- The filters' owner writes it, as itself: whatever parsing it runs, runs with that role's nothing. Its
+        -- writer must still be what this file made it (an owner may alter its own function's security or path).
+        IF NOT EXISTS (SELECT 1 FROM pg_proc p
+                        WHERE p.oid = to_regprocedure('asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text)')
+                          AND p.prosecdef AND p.proowner = to_regrole('asset_sweeper_filter_owner')
+                          AND p.proconfig = ARRAY['search_path=pg_catalog, pg_temp']) THEN
+            RAISE EXCEPTION 'retention rule on %: filters are refused: the role asset_sweeper_filter_owner or its function asset_sweeper_create_retention_filter is missing or was altered (migrate again as the owner)',
+                NEW.table_name USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        -- Parsed and resolved now, on the writer function's path (pg_catalog only), into a stored tree. The row
+        -- reaches the filter through unnest, so the function depends on the columns the filter reads (the
+        -- application cannot change their type under it) and on no other.
         BEGIN
-            EXECUTE format('CREATE FUNCTION asset_sweeper.%I(r %s) RETURNS boolean LANGUAGE sql STABLE '
-                           'BEGIN ATOMIC SELECT (%s) FROM pg_catalog.unnest(ARRAY[r]) AS %I; END',
-                           asset_sweeper.asset_sweeper_retention_filter_name(NEW.id), NEW.table_name, NEW.filter,
-                           relname);
+            fname := asset_sweeper.asset_sweeper_create_retention_filter(
+                asset_sweeper.asset_sweeper_retention_filter_name(NEW.id), rel, NEW.filter, relname);
         EXCEPTION WHEN OTHERS THEN
             RAISE EXCEPTION 'retention rule on %: filter % is not a boolean condition over the table: %', NEW.table_name,
                 NEW.filter, SQLERRM USING ERRCODE = 'invalid_parameter_value';
@@ -148,12 +247,28 @@ BEGIN
            OR (SELECT count(*) FROM regexp_matches(body, '\{TARGETENTRY ', 'g')) <> 1
            OR body !~ ':commandType 1 ' OR body ~ ':rtekind [^3]'
            OR body ~ ':(hasAggs|hasWindowFuncs|hasTargetSRFs|hasSubLinks|hasDistinctOn|hasRecursive|hasModifyingCTE|hasForUpdate) true'
-           OR body ~ '\{(SUBLINK|AGGREF|WINDOWFUNC|GROUPINGFUNC|COERCETODOMAIN|XMLEXPR|CURRENTOFEXPR|NEXTVALUEEXPR|MERGESUPPORTFUNC) '
+           OR body ~ '\{(SUBLINK|AGGREF|WINDOWFUNC|GROUPINGFUNC|COERCETODOMAIN|XMLEXPR|CURRENTOFEXPR|NEXTVALUEEXPR|MERGESUPPORTFUNC|SQLVALUEFUNCTION|JSON[A-Z]*) '
            OR body ~ ':(cteList|groupClause|distinctClause|sortClause|windowClause|groupingSets) \('
            OR body ~ ':(havingQual|limitCount|limitOffset|setOperations) \{'
         THEN
             RAISE EXCEPTION 'retention rule on %: filter % must be one condition over the table''s own columns (no subquery, aggregate, other table or domain)',
                 NEW.table_name, NEW.filter USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- Every type it names (a constant's, a conversion's, a result's): the system's, or an enum (whose input
+        -- runs no code); the table's own column and row types only where it reads the row (a variable, the
+        -- argument, the unnest that hands it over). A conversion into a type runs that type's input function, and a domain's or a composite's
+        -- would run the application's checks as the sweep.
+        SELECT string_agg(DISTINCT format_type(t.oid, NULL), ', ') INTO outside
+          FROM regexp_matches(body, ':([a-z_]*type[a-z_]*|[a-z_]*typid) (\d+)', 'gi') AS m
+          JOIN pg_type t ON t.oid = m[2]::oid
+         WHERE m[1] NOT IN ('vartype', 'paramtype')
+           AND NOT (t.oid < 16384 OR (t.typtype = 'e' AND t.typnamespace::regnamespace::text NOT LIKE 'pg\_temp%'))
+           -- The row itself, as the argument and through unnest(ARRAY[r]): values that exist, never made.
+           AND NOT (m[1] IN ('array_typeid', 'element_typeid', 'funcresulttype')
+                    AND t.oid IN (rowtype, (SELECT typarray FROM pg_type WHERE oid = rowtype)));
+        IF outside IS NOT NULL THEN
+            RAISE EXCEPTION 'retention rule on %: filter % uses the type %, whose values it may not make', NEW.table_name,
+                NEW.filter, outside USING ERRCODE = 'invalid_parameter_value';
         END IF;
         -- Every function it calls, directly or through an operator: the system's own, and immutable (nothing that
         -- writes, sets, locks, sleeps or reads the clock).
@@ -182,18 +297,11 @@ BEGIN
            AND NOT (d.refclassid = 'pg_class'::regclass AND d.refobjid = rel)
            AND NOT (d.refclassid = 'pg_type'::regclass AND (d.refobjid = rowtype
                     OR EXISTS (SELECT 1 FROM pg_type t WHERE t.oid = d.refobjid AND t.typtype = 'e')))
-           AND NOT (d.refclassid = 'pg_namespace'::regclass AND d.refobjid = 'asset_sweeper'::regnamespace)
+           AND NOT (d.refclassid = 'pg_namespace'::regclass AND d.refobjid = 'asset_sweeper_filters'::regnamespace)
            AND d.refclassid <> 'pg_collation'::regclass;
         IF outside IS NOT NULL THEN
             RAISE EXCEPTION 'retention rule on %: filter % uses %, which is not the table''s own', NEW.table_name,
                 NEW.filter, outside USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fname);
-        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_sweep') THEN
-            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO asset_sweeper_sweep', fname);
-        END IF;
-        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_operator') THEN
-            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO asset_sweeper_operator', fname);
         END IF;
         NEW.filter_function := fname;
         NEW.filter_digest := asset_sweeper.asset_sweeper_retention_filter_digest(fname);
@@ -213,9 +321,7 @@ $$;
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_drop_retention_filter() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF OLD.filter_function IS NOT NULL THEN
-        EXECUTE format('DROP FUNCTION IF EXISTS %s', OLD.filter_function);
-    END IF;
+    PERFORM asset_sweeper.asset_sweeper_drop_filter_function(OLD.filter_function);
     RETURN OLD;
 END
 $$;

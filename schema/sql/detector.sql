@@ -54,7 +54,7 @@ ALTER TABLE asset_sweeper.asset_reference_exclusions ENABLE ALWAYS TRIGGER asset
 DROP FUNCTION IF EXISTS asset_sweeper.asset_sweeper_bump_schema_generation();
 
 -- Every DDL command is a change, except those that cannot change the reference map (functions, procedures,
--- triggers, comments) and those on temporary objects (an application's per-request temp tables would otherwise
+-- comments; a trigger can: a guard renamed and dropped, or one of the application's that rewrites a guarded column) and those on temporary objects (an application's per-request temp tables would otherwise
 -- invalidate every verdict). Drops are judged by what they dropped, cascades included. An error here fails the DDL
 -- rather than let a change pass unseen. Only a missing changes table (dropped by hand) is let through: the
 -- consumer then cannot read the generation and refuses. A reference guard's trigger or function DDL is a change
@@ -65,7 +65,7 @@ BEGIN
     IF TG_EVENT = 'sql_drop' THEN
         IF EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() d
                     WHERE NOT d.is_temporary
-                      AND (d.object_type NOT IN ('function', 'procedure', 'aggregate', 'trigger')
+                      AND (d.object_type NOT IN ('function', 'procedure', 'aggregate')
                            OR d.object_identity LIKE '%asset\_sweeper\_guard%')) THEN
             INSERT INTO asset_sweeper.asset_sweeper_schema_changes DEFAULT VALUES;
         END IF;
@@ -73,8 +73,7 @@ BEGIN
         IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands() c
                     WHERE c.schema_name IS DISTINCT FROM 'pg_temp'
                       AND c.command_tag NOT IN ('CREATE FUNCTION', 'ALTER FUNCTION', 'CREATE PROCEDURE',
-                                                'ALTER PROCEDURE', 'CREATE AGGREGATE', 'ALTER AGGREGATE',
-                                                'CREATE TRIGGER', 'ALTER TRIGGER', 'COMMENT')
+                                                'ALTER PROCEDURE', 'CREATE AGGREGATE', 'ALTER AGGREGATE', 'COMMENT')
                            OR c.object_identity LIKE '%asset\_sweeper\_guard%')
            OR NOT EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()) THEN
             INSERT INTO asset_sweeper.asset_sweeper_schema_changes DEFAULT VALUES;

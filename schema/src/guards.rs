@@ -140,10 +140,11 @@ pub async fn install(conn: &mut PgConnection, sources: &[ReferenceSource]) -> Re
         let args: Vec<String> = guard.args.iter().map(|a| quote_literal(a)).collect();
         // Built here: the table, column and path are the application's.
         let create = format!(
-            "CREATE OR REPLACE TRIGGER {trigger} AFTER INSERT OR UPDATE OF {column} ON {table} FOR EACH ROW \
+            // Every update, not only those naming the column: an application's trigger may change it in a
+            // statement that does not.
+            "CREATE OR REPLACE TRIGGER {trigger} AFTER INSERT OR UPDATE ON {table} FOR EACH ROW \
              EXECUTE FUNCTION {schema}.asset_sweeper_guard({args})",
             trigger = quote_ident(&guard.trigger),
-            column = quote_ident(&source.column),
             schema = quote_ident(&function_schema),
             args = args.join(", "),
         );

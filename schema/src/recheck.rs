@@ -143,8 +143,16 @@ fn record_key(key_columns: &[String]) -> String {
     if key_columns.is_empty() {
         return "jsonb_build_object('ctid', ctid::text)".to_owned();
     }
-    let pairs: Vec<String> = key_columns.iter().map(|c| format!("{}, {}", quote_literal(c), quote_ident(c))).collect();
+    let pairs: Vec<String> = key_columns.iter().map(|c| format!("{}, {}", quote_literal(c), key_value(c))).collect();
     format!("jsonb_build_object({})", pairs.join(", "))
+}
+
+/// Key column `c` as JSON. A type of the application's own may carry a cast to JSON of its own, which `to_jsonb`
+/// would run in the consumer's session: its value is written by its output function instead (as text). The
+/// system's types (oids below 16384) keep their JSON form.
+fn key_value(c: &str) -> String {
+    let c = quote_ident(c);
+    format!("CASE WHEN pg_typeof({c})::oid < 16384 THEN to_jsonb({c}) ELSE to_jsonb(format('%s', {c})) END")
 }
 
 #[cfg(test)]
@@ -193,11 +201,11 @@ mod tests {
         // One line, split here at each source's subquery.
         let expected = concat!(
             "SELECT ARRAY[",
-            r#"(SELECT jsonb_build_object('id', "id") FROM "public"."products" WHERE "image_id" = $1 LIMIT 1), "#,
-            r#"(SELECT jsonb_build_object('site_id', "site_id", 'slug', "slug") FROM "public"."pages" WHERE "hero" = $1 LIMIT 1), "#,
+            r#"(SELECT jsonb_build_object('id', CASE WHEN pg_typeof("id")::oid < 16384 THEN to_jsonb("id") ELSE to_jsonb(format('%s', "id")) END) FROM "public"."products" WHERE "image_id" = $1 LIMIT 1), "#,
+            r#"(SELECT jsonb_build_object('site_id', CASE WHEN pg_typeof("site_id")::oid < 16384 THEN to_jsonb("site_id") ELSE to_jsonb(format('%s', "site_id")) END, 'slug', CASE WHEN pg_typeof("slug")::oid < 16384 THEN to_jsonb("slug") ELSE to_jsonb(format('%s', "slug")) END) FROM "public"."pages" WHERE "hero" = $1 LIMIT 1), "#,
             r#"(WITH r AS MATERIALIZED (SELECT jsonb_build_object('ctid', ctid::text) AS k FROM "public"."galleries" WHERE "images" @> ARRAY[$1::uuid]::asset_id[]) SELECT k FROM r LIMIT 1), "#,
-            r#"(WITH r AS MATERIALIZED (SELECT jsonb_build_object('id', "id") AS k FROM "public"."documents" WHERE "body" @? $2::jsonpath) SELECT k FROM r LIMIT 1), "#,
-            r#"(WITH r AS MATERIALIZED (SELECT jsonb_build_object('it''s', "it's") AS k FROM "app"."page ""drafts""" WHERE "doc's ""body""" @? $3::jsonpath) SELECT k FROM r LIMIT 1)"#,
+            r#"(WITH r AS MATERIALIZED (SELECT jsonb_build_object('id', CASE WHEN pg_typeof("id")::oid < 16384 THEN to_jsonb("id") ELSE to_jsonb(format('%s', "id")) END) AS k FROM "public"."documents" WHERE "body" @? $2::jsonpath) SELECT k FROM r LIMIT 1), "#,
+            r#"(WITH r AS MATERIALIZED (SELECT jsonb_build_object('it''s', CASE WHEN pg_typeof("it's")::oid < 16384 THEN to_jsonb("it's") ELSE to_jsonb(format('%s', "it's")) END) AS k FROM "app"."page ""drafts""" WHERE "doc's ""body""" @? $3::jsonpath) SELECT k FROM r LIMIT 1)"#,
             "]::jsonb[]",
         );
         let map = map();
@@ -212,7 +220,7 @@ mod tests {
         map.sources.truncate(1);
         assert_eq!(
             statement(&map),
-            r#"SELECT ARRAY[(SELECT jsonb_build_object('id', "id") FROM "public"."products" WHERE "image_id" = $1 LIMIT 1)]::jsonb[]"#
+            r#"SELECT ARRAY[(SELECT jsonb_build_object('id', CASE WHEN pg_typeof("id")::oid < 16384 THEN to_jsonb("id") ELSE to_jsonb(format('%s', "id")) END) FROM "public"."products" WHERE "image_id" = $1 LIMIT 1)]::jsonb[]"#
         );
         assert!(declared_paths(&map).is_empty());
     }

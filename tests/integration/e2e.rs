@@ -22,7 +22,8 @@ async fn the_demo_catalog_settles_through_the_deployed_functions_and_its_poison_
     let ctx = TestContext::new().await;
     let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let (url, name) = (ctx.db.url.clone(), format!("e2e-{}", integration_tests::short_id()));
-    let stack = tokio::task::spawn_blocking(move || deploy::deploy(&root, &url, &name))
+    let logins = demo::logins::create(ctx.pool(), &url, &name).await.expect("the functions' logins");
+    let stack = tokio::task::spawn_blocking(move || deploy::deploy(&root, &url, &logins, &name))
         .await
         .expect("deploy thread")
         .expect("localstack/deploy");

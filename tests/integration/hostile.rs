@@ -132,8 +132,6 @@ impl Hostile {
             &mut app_conn,
             "CREATE TABLE app.banners (id serial PRIMARY KEY, image asset_sweeper.asset_id);
              CREATE INDEX ON app.banners (image);
-             CREATE TABLE app.products (id serial PRIMARY KEY, hero uuid REFERENCES asset_sweeper.assets (id));
-             CREATE INDEX ON app.products (hero);
              CREATE TABLE app.sessions (id serial PRIMARY KEY, at timestamptz NOT NULL, kind text NOT NULL);
              INSERT INTO app.sessions (at, kind)
              SELECT now() - interval '100 days', CASE WHEN i % 2 = 0 THEN 'guest' ELSE 'member' END
@@ -145,7 +143,8 @@ impl Hostile {
         // table included, which the application itself may not touch.
         exec(
             &mut admin,
-            "GRANT USAGE ON SCHEMA app, app_private TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator;
+            "GRANT USAGE ON SCHEMA app, app_private
+                TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator, asset_sweeper_filter_owner;
              GRANT SELECT ON ALL TABLES IN SCHEMA app, app_private
                 TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator;
              GRANT DELETE, UPDATE (at) ON app.sessions, app_private.audit TO asset_sweeper_sweep;",
@@ -195,13 +194,14 @@ impl Hostile {
                  GRANT INSERT ON app.pwned TO PUBLIC;
                  CREATE FUNCTION app.trip(what text) RETURNS void LANGUAGE plpgsql AS $f$
                  BEGIN
-                     IF current_user::text OPERATOR(pg_catalog.<>) '{app_role}' THEN
+                     IF current_user::text OPERATOR(pg_catalog.<>) '{app_role}'
+                        AND current_user::text OPERATOR(pg_catalog.<>) 'asset_sweeper_filter_owner' THEN
                          PERFORM pg_catalog.nextval('app.tripwire');
                          INSERT INTO app.pwned (who, what) VALUES (current_user, what);
                          BEGIN EXECUTE 'ALTER ROLE {app_role} SUPERUSER'; EXCEPTION WHEN OTHERS THEN NULL; END;
                          BEGIN DELETE FROM asset_sweeper.settlement_events; EXCEPTION WHEN OTHERS THEN NULL; END;
-                         BEGIN INSERT INTO asset_sweeper.brake_approvals (workspace_id, approved_by, reason, approved_until)
-                               VALUES (pg_catalog.gen_random_uuid(), 'forged', 'forged', pg_catalog.now() + interval '1 day');
+                         BEGIN INSERT INTO asset_sweeper.brake_approvals (workspace_id, approved_by, reason)
+                               VALUES (pg_catalog.gen_random_uuid(), 'forged', 'forged');
                          EXCEPTION WHEN OTHERS THEN NULL; END;
                      END IF;
                  END $f$;
@@ -437,13 +437,28 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     let (kept, kept_key) = hostile.upload(&mut app, 10).await;
     let (gone, gone_key) = hostile.upload(&mut app, 10).await;
     // A guarded insert (the reference guard is the owner's, SECURITY DEFINER) and a declared document.
-    exec(
+    exec(&mut app, &format!("INSERT INTO app.banners (image) VALUES ('{kept}')")).await;
+    // A foreign key to assets is checked as the owner of assets, with the referring type's casts: the application
+    // may not make one (and so no cast of its own runs as the owner, nor in the consumer's deletes).
+    refused(
         &mut app,
-        &format!(
-            "INSERT INTO app.banners (image) VALUES ('{kept}'); INSERT INTO app.products (hero) VALUES ('{kept}')"
-        ),
+        "CREATE TABLE app.products (id serial PRIMARY KEY, hero uuid REFERENCES asset_sweeper.assets (id))",
+        "permission denied",
     )
     .await;
+    // The guard reads the guarded column alone: a cast to JSON of another column's type stays the application's.
+    exec(
+        &mut app,
+        "CREATE TYPE app.tag AS ENUM ('a');
+         CREATE FUNCTION app.tag_json(v app.tag) RETURNS json LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('app.tag_json'); RETURN '\"a\"'; END $f$;
+         CREATE CAST (app.tag AS json) WITH FUNCTION app.tag_json(app.tag);
+         ALTER TABLE app.banners ADD COLUMN tag app.tag;",
+    )
+    .await;
+    exec(&mut app, &format!("INSERT INTO app.banners (image, tag) VALUES ('{kept}', 'a')")).await;
+    // An update that does not name the guarded column still passes its guard (an application trigger may set it).
+    exec(&mut app, "UPDATE app.banners SET tag = 'a'").await;
     // DDL of every kind the detector judges.
     exec(
         &mut app,
@@ -504,6 +519,25 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
         "permission denied",
     )
     .await;
+    exec(
+        &mut app,
+        "CREATE FUNCTION app.check_as_whoever(v text) RETURNS boolean LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('app.check_as_whoever'); RETURN true; END $f$;
+         CREATE DOMAIN app.checked AS text CHECK (app.check_as_whoever(VALUE));
+         CREATE TABLE app.checked_rows (id int, at timestamptz NOT NULL DEFAULT now(), x app.checked);
+         CREATE TABLE app.triggered (id int, at timestamptz NOT NULL);
+         CREATE FUNCTION app.on_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('app.on_delete'); RETURN OLD; END $f$;
+         CREATE TRIGGER as_the_sweep BEFORE DELETE ON app.triggered FOR EACH ROW EXECUTE FUNCTION app.on_delete();",
+    )
+    .await;
+    refused(
+        &mut app,
+        &rule("app.checked_rows", Some("checked_rows.id IS NULL OR '(1,2020-01-01,x)'::app.checked_rows IS NOT NULL")),
+        "whose values it may not make",
+    )
+    .await;
+    refused(&mut app, &rule("app.triggered", None), "has triggers or rules of its own").await;
     exec(&mut app, &rule("app.sessions", Some("kind = 'guest'"))).await;
     let function: String = sqlx::query_scalar("SELECT filter_function FROM asset_sweeper.retention_rules")
         .fetch_one(&mut app)

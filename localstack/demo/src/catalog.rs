@@ -428,10 +428,21 @@ impl Catalog {
     }
 }
 
+/// What the application's DBA grants the sweeper's roles on its tables (docs/security.md): they read every table,
+/// and the sweep deletes from the table its retention rule names (with `UPDATE` of one column, for the batches'
+/// row locks).
+const DBA_GRANTS: &str = "
+GRANT USAGE ON SCHEMA public TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator;
+GRANT SELECT ON ALL TABLES IN SCHEMA public TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public
+    GRANT SELECT ON TABLES TO asset_sweeper_sweep, asset_sweeper_consumer, asset_sweeper_operator;
+GRANT DELETE, UPDATE (placed_at) ON public.orders TO asset_sweeper_sweep;";
+
 /// Creates the application's tables and its guard (idempotent), then what an operator runs next,
 /// `asset-sweeper guards install`: the reference guards on its non-foreign-key sources.
 pub async fn install_owner_tables(pool: &PgPool) -> anyhow::Result<()> {
     sqlx::raw_sql(OWNER_TABLES).execute(pool).await.context("creating the demo application's tables")?;
+    sqlx::raw_sql(DBA_GRANTS).execute(pool).await.context("granting the sweeper's roles their reading")?;
     let mut conn = crate::sweeper_session(pool).await.context("installing the reference guards")?;
     let options = schema::CheckOptions { sample_rows: 100, unindexed: schema::UnindexedSources::Refuse };
     schema::check::install_guards(&mut conn, options).await.context("installing the reference guards")?;

@@ -42,9 +42,17 @@ struct Deployed {
 
 /// Runs `localstack/deploy` from the repository at `root`, with reconciliation of the whole asset bucket turned on
 /// ([`crate::bucket::parameters`]); its progress goes to this process's stderr.
-pub fn deploy(root: &Path, database_url: &str, stack: &str) -> anyhow::Result<Stack> {
+/// Each function connects as its own login (`logins`): the script puts each URL in that function's secret.
+pub fn deploy(
+    root: &Path,
+    database_url: &str,
+    logins: &crate::logins::FunctionLogins,
+    stack: &str,
+) -> anyhow::Result<Stack> {
     let script = root.join("localstack/deploy");
     let output = Command::new(&script)
+        .env("SWEEP_DATABASE_URL", &logins.sweep_url)
+        .env("CONSUMER_DATABASE_URL", &logins.consumer_url)
         .arg(database_url)
         .arg(stack)
         .args(DEMO_PARAMETERS.iter().map(|(k, v)| format!("{k}={v}")))

@@ -8,6 +8,7 @@ pub mod bucket;
 pub mod catalog;
 pub mod deploy;
 pub mod drive;
+pub mod logins;
 pub mod report;
 
 use anyhow::Context;

@@ -68,8 +68,9 @@ async fn run() -> anyhow::Result<bool> {
     catalog::install_owner_tables(&pool).await?;
 
     progress(&format!("2/6 deploy: both functions and infra/template.yaml into LocalStack as stack {}", args.stack));
+    let logins = demo::logins::create(&pool, &database_url, &args.stack).await?;
     let (url, name) = (database_url.clone(), args.stack.clone());
-    let stack = tokio::task::spawn_blocking(move || deploy::deploy(&root, &url, &name)).await??;
+    let stack = tokio::task::spawn_blocking(move || deploy::deploy(&root, &url, &logins, &name)).await??;
     progress(&format!("    deployed: sweep {}, consumer {}", stack.sweep_function_name, stack.consumer_function_name));
     let clients = Clients::from_env().await;
 
