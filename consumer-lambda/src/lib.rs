@@ -3,7 +3,7 @@
 //!
 //! Per invocation the newest schema verdict is verified once (invariant 4: recorded by a recent sweep pass, on
 //! the catalog as it still is; one cheap statement, whatever the schema's size), and the asset bucket's versioning
-//! is read once (invariant 17: no delete or purge unless a removal can be undone); per record, isolated from the
+//! is read once (invariant 18: no delete or purge unless a removal can be undone); per record, isolated from the
 //! others even if it panics: parse the message, settle it (`settle`), and on failure count the attempt on the
 //! asset — on the final permitted receive, mark the asset `failed` first, so the row and the dead-letter message
 //! agree (invariant 10).

@@ -21,7 +21,7 @@ pub struct Terms {
     /// An upload still `pending` this long after it was created is abandoned.
     pub abandon_after: Duration,
     /// The asset bucket's versioning, as the caller read it, is `Enabled` (`platform::bucket`): without it deletes
-    /// and purges wait (invariant 17).
+    /// and purges wait (invariant 18).
     pub undoable: bool,
 }
 

@@ -109,7 +109,7 @@ pub enum Deferral {
     /// looked at again after [`CENSUS_HOLD`].
     KeyScan,
     /// Deleting or purging, while the asset bucket's versioning is not `Enabled` or could not be read: the removal
-    /// could not be undone (invariant 17). Looked at again after [`BUCKET_HOLD`].
+    /// could not be undone (invariant 18). Looked at again after [`BUCKET_HOLD`].
     Bucket,
 }
 
@@ -162,7 +162,7 @@ pub struct Proven {
     /// The census has read every column of the schema as it stands (invariant 13).
     pub schema: bool,
     /// The asset bucket's versioning is `Enabled`, as read for this settle: a removal leaves the bytes as a
-    /// noncurrent version, so it can be undone (invariant 17).
+    /// noncurrent version, so it can be undone (invariant 18).
     pub undoable: bool,
 }
 

@@ -1,4 +1,4 @@
-//! The asset bucket's promises as a pass found them (invariant 17), read once a pass and kept in the run row
+//! The asset bucket's promises as a pass found them (invariant 18), read once a pass and kept in the run row
 //! (`reason.bucket`) and the metrics line: whether its versioning lets a delete be undone, and whether a lifecycle
 //! rule expires the bytes deletes leave behind. The sweep destroys nothing: the consumer reads the versioning again
 //! before each batch and holds deletes and purges while it is not `Enabled`. This record is what `status` and the

@@ -2,7 +2,7 @@
 //! and a time budget, and enqueues one cleanup message per asset.
 //!
 //! A pass, in order: record the run; take the sweep lock or record `skipped`; read what the asset bucket promises
-//! (invariant 17: versioning and noncurrent-version expiry, recorded, never assumed); delete the records the
+//! (invariant 18: versioning and noncurrent-version expiry, recorded, never assumed); delete the records the
 //! application's retention rules say have expired, within its share of the time; advance the census within its share
 //! of the time (invariant 13); check the reference map and record the verdict the consumer settles on, or record
 //! `refused` (invariant 4); discover, within its share of the time, the unscheduled assets no source refers to

@@ -1,4 +1,4 @@
-//! The bucket's promises, checked rather than assumed (invariant 17): with versioning suspended, or never enabled,
+//! The bucket's promises, checked rather than assumed (invariant 18): with versioning suspended, or never enabled,
 //! or unreadable, a real sweep pass and the real consumer delete and purge nothing — rows and bytes stay, the run
 //! record and the audit trail say why — while retiring goes on; with versioning on and no rule expiring noncurrent
 //! versions, destruction proceeds and the run records the cost.

@@ -678,3 +678,78 @@ async fn every_definer_and_trigger_function_is_pinned_and_none_is_public() {
         .expect("schema privilege");
     assert!(!schema_public, "PUBLIC may use the sweeper's schema");
 }
+
+/// Before the first migrate, an application that may create schemas plants the sweeper's schema, or a migrations
+/// table of the sweeper's name with a trigger of its own. The migrate refuses a schema another role owns, naming it,
+/// and never takes the planted table for an older install of its own: nothing of the application's runs as the
+/// migrating owner.
+#[tokio::test]
+async fn a_migrate_refuses_a_planted_schema_and_ignores_a_planted_migrations_table() {
+    for plant_schema in [true, false] {
+        let db = integration_tests::TestDatabase::unmigrated().await;
+        let login = format!("hostile_early_{}", short_id());
+        let password = Uuid::new_v4().simple().to_string();
+        let mut admin = PgConnection::connect(&db.url).await.expect("owner");
+        exec(
+            &mut admin,
+            &format!(
+                r#"CREATE ROLE {login} LOGIN PASSWORD '{password}'; GRANT CREATE ON DATABASE "{}" TO {login};"#,
+                db.name
+            ),
+        )
+        .await;
+        let options: PgConnectOptions = admin_database_url().parse().expect("admin url");
+        let mut app = PgConnection::connect_with(&options.username(&login).password(&password).database(&db.name))
+            .await
+            .expect("the application");
+        if plant_schema {
+            exec(&mut app, "CREATE SCHEMA asset_sweeper").await;
+        } else {
+            exec(
+                &mut app,
+                &format!(
+                    "CREATE SCHEMA app;
+                     CREATE FUNCTION app.promote() RETURNS trigger LANGUAGE plpgsql AS $f$
+                     BEGIN
+                         IF current_user::text OPERATOR(pg_catalog.<>) '{login}' THEN
+                             EXECUTE 'ALTER ROLE {login} SUPERUSER';
+                         END IF;
+                         RETURN NEW;
+                     END $f$;
+                     CREATE TABLE app.asset_sweeper_migrations (version bigint PRIMARY KEY, description text NOT NULL,
+                         installed_on timestamptz NOT NULL DEFAULT now(), success boolean NOT NULL,
+                         checksum bytea NOT NULL, execution_time bigint NOT NULL);
+                     CREATE TRIGGER promote BEFORE INSERT OR UPDATE ON app.asset_sweeper_migrations
+                         FOR EACH ROW EXECUTE FUNCTION app.promote();"
+                ),
+            )
+            .await;
+        }
+        let migrated = migrator::migrate(&db.pool).await;
+        let superuser: bool = sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = $1")
+            .bind(&login)
+            .fetch_one(&mut admin)
+            .await
+            .expect("the login");
+        if plant_schema {
+            let refused = migrated.expect_err("a schema the application owns is refused");
+            assert!(refused.to_string().contains("the schema asset_sweeper (owned by hostile_early_"), "{refused}");
+        } else {
+            migrated.expect("a fresh install beside the planted table");
+            let owner: String = sqlx::query_scalar(
+                "SELECT pg_get_userbyid(relowner)::text FROM pg_class WHERE oid = 'asset_sweeper.asset_sweeper_migrations'::regclass",
+            )
+            .fetch_one(&mut admin)
+            .await
+            .expect("the migrations table");
+            assert_ne!(owner, login, "the planted table was taken for the sweeper's");
+        }
+        assert!(!superuser, "the application's trigger ran as the migrating owner");
+        drop(app);
+        exec(&mut admin, &format!("DROP OWNED BY {login} CASCADE")).await;
+        drop(admin);
+        drop(db);
+        let mut cluster = PgConnection::connect(&admin_database_url()).await.expect("admin");
+        let _ = sqlx::raw_sql(AssertSqlSafe(format!("DROP ROLE IF EXISTS {login}"))).execute(&mut cluster).await;
+    }
+}
