@@ -32,6 +32,16 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_filter_digest(f
      WHERE p.oid = to_regprocedure(function_name)
 $$;
 
+-- Whether a write to table `rel` would run code of the application's: a trigger (the sweeper's reference guards
+-- aside) or a rule on it.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_runs_application_code(rel regclass) RETURNS boolean
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_trigger t
+                    WHERE t.tgrelid = rel AND NOT t.tgisinternal
+                      AND t.tgfoid <> 'asset_sweeper.asset_sweeper_guard()'::regprocedure)
+        OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = rel)
+$$;
+
 -- Why a table may not carry a rule (the sweeper's own, the system's, an extension's), or NULL.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_table_refused(rel regclass) RETURNS text
     LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -47,10 +57,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_table_refused(r
         -- application's triggers (the sweeper's own reference guards aside) and rules on the table, and a foreign
         -- key from another table whose check or action needs a cast (the referring column of another type than
         -- the key it refers to) or fires that table's triggers or rules.
-        WHEN EXISTS (SELECT 1 FROM pg_trigger t
-                      WHERE t.tgrelid = rel AND NOT t.tgisinternal
-                        AND t.tgfoid <> 'asset_sweeper.asset_sweeper_guard()'::regprocedure)
-          OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = rel)
+        WHEN asset_sweeper.asset_sweeper_runs_application_code(rel)
             THEN format('%s has triggers or rules of its own, which would run as the sweep: delete its records from the application', rel)
         WHEN EXISTS (SELECT 1
                        FROM pg_constraint k
@@ -60,10 +67,8 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_table_refused(r
                        JOIN pg_type ft ON ft.oid = fa.atttypid
                       WHERE k.contype = 'f' AND k.confrelid = rel
                         AND (fa.atttypid <> pa.atttypid AND ft.typbasetype <> pa.atttypid
-                             OR (k.confdeltype <> 'a' AND k.confdeltype <> 'r'
-                                 AND (EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = k.conrelid AND NOT t.tgisinternal
-                                                AND t.tgfoid <> 'asset_sweeper.asset_sweeper_guard()'::regprocedure)
-                                      OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = k.conrelid)))))
+                             OR (k.confdeltype NOT IN ('a', 'r')
+                                 AND asset_sweeper.asset_sweeper_runs_application_code(k.conrelid::regclass))))
             THEN format('%s is referred to by a foreign key whose check or action would run the application''s code as the sweep', rel)
     END
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

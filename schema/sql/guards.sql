@@ -35,17 +35,12 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
         -- The guarded column alone: the row as a whole would run the cast to JSON of every other column's type,
         -- the application's code among them, as the owner. A source column is an asset_id (or a domain over it,
         -- whose casts Postgres ignores), an array of them, or jsonb.
-        EXECUTE format('SELECT to_jsonb(($1).%I)', TG_ARGV[0]) INTO value USING NEW;
-        IF value IS NULL OR value = 'null'::jsonb THEN
-            RETURN NULL;
-        END IF;
         -- Every update, whatever it names: a trigger of the application's may change the column in a statement
-        -- that does not.
-        IF TG_OP = 'UPDATE' THEN
-            EXECUTE format('SELECT to_jsonb(($1).%I)', TG_ARGV[0]) INTO previous USING OLD;
-            IF value IS NOT DISTINCT FROM previous THEN
-                RETURN NULL;
-            END IF;
+        -- that does not. One statement reads the new value and the old (OLD is NULL on an insert).
+        EXECUTE format('SELECT to_jsonb(($1).%1$I), to_jsonb(($2).%1$I)', TG_ARGV[0]) INTO value, previous
+            USING NEW, OLD;
+        IF value IS NULL OR value = 'null'::jsonb OR (TG_OP = 'UPDATE' AND value IS NOT DISTINCT FROM previous) THEN
+            RETURN NULL;
         END IF;
         IF TG_ARGV[1] = 'json' THEN
             spelled := ARRAY(

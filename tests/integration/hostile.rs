@@ -71,6 +71,9 @@ const OPERATORS: &[(&str, &str)] =
 /// One hostile application and the sweeper's logins beside it.
 struct Hostile {
     ctx: TestContext,
+    /// The owner's pool, on the sweeper's own path (the harness's pool puts `public` first, which a test of planted
+    /// functions must not use once they are planted).
+    owner: PgPool,
     /// Login name → password.
     logins: Vec<(String, String)>,
     app: String,
@@ -126,7 +129,8 @@ impl Hostile {
             ),
         )
         .await;
-        let hostile = Hostile { ctx, logins, app, sweep, consumer, operator };
+        let owner = platform::db::pool(&ctx.settings(&[]).database);
+        let hostile = Hostile { ctx, owner, logins, app, sweep, consumer, operator };
         let mut app_conn = hostile.connect(&hostile.app).await;
         exec(
             &mut app_conn,
@@ -262,19 +266,13 @@ impl Hostile {
 
     /// What the wire caught: who ran a planted function, and what. Read as the owner on the sweeper's own path.
     async fn tripped(&self) -> Vec<(String, String)> {
-        let owner = self.owner().await;
+        let owner = &self.owner;
         let advanced: bool =
-            sqlx::query_scalar("SELECT is_called FROM app.tripwire").fetch_one(&owner).await.expect("tripwire");
+            sqlx::query_scalar("SELECT is_called FROM app.tripwire").fetch_one(owner).await.expect("tripwire");
         let caught: Vec<(String, String)> =
-            sqlx::query_as("SELECT who, what FROM app.pwned ORDER BY at").fetch_all(&owner).await.expect("pwned");
+            sqlx::query_as("SELECT who, what FROM app.pwned ORDER BY at").fetch_all(owner).await.expect("pwned");
         assert!(!advanced || !caught.is_empty(), "a planted function ran in a transaction that was rolled back");
         caught
-    }
-
-    /// The owner's pool, on the sweeper's own path (the harness's pool puts `public` first, which a test of planted
-    /// functions must not use once they are planted).
-    async fn owner(&self) -> PgPool {
-        platform::db::pool(&self.ctx.settings(&[]).database)
     }
 
     /// Every login's attributes, to compare before and after.
@@ -285,7 +283,7 @@ impl Hostile {
                FROM pg_roles WHERE rolname = ANY ($1) ORDER BY rolname",
         )
         .bind(&names)
-        .fetch_all(&self.owner().await)
+        .fetch_all(&self.owner)
         .await
         .expect("role attributes")
     }
@@ -342,7 +340,7 @@ impl Hostile {
         sqlx::query("UPDATE stored_objects SET updated_at = now() - make_interval(days => $2) WHERE storage_key = $1")
             .bind(&key)
             .bind(days)
-            .execute(&self.owner().await)
+            .execute(&self.owner)
             .await
             .expect("backdated");
         (id, key)
@@ -406,7 +404,7 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     for login in [&hostile.app, &hostile.sweep, &hostile.consumer, &hostile.operator] {
         let creates: bool = sqlx::query_scalar("SELECT has_schema_privilege($1, 'asset_sweeper', 'CREATE')")
             .bind(login)
-            .fetch_one(&hostile.owner().await)
+            .fetch_one(&hostile.owner)
             .await
             .expect("schema privilege");
         assert!(!creates, "{login} may create in the sweeper's schema");
@@ -575,7 +573,7 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
 
     assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "a planted function ran as another role");
     assert_eq!(hostile.attributes().await, attributes, "a role's attributes changed");
-    let owner = hostile.owner().await;
+    let owner = hostile.owner.clone();
     assert!(object_exists(&hostile.ctx.s3, &hostile.ctx.bucket, &kept_key).await, "a referenced upload lost its bytes");
     let kept_row: Option<String> = sqlx::query_scalar("SELECT state FROM assets WHERE id = $1")
         .bind(kept)
