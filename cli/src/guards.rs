@@ -20,14 +20,16 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<Output> {
     }
 }
 
+/// The database and the schema check's own settings, nothing else: an owner installing guards from a deploy
+/// script has no queue or bucket to name.
 async fn install() -> anyhow::Result<Output> {
-    let (settings, pool, _) = connect::everything().await?;
+    let options = settings::Settings::schema_check_from_env()?;
+    let pool = connect::database().await?;
     let mut conn = pool.acquire().await.context("cannot reach the database")?;
-    let report = schema::check::install_guards(&mut conn, (&settings).into())
-        .await
-        .context("cannot install the reference guards")?;
+    let report =
+        schema::check::install_guards(&mut conn, options).await.context("cannot install the reference guards")?;
     // Read back through the schema check itself: what the next pass will find.
-    let unguarded: Vec<SchemaProblem> = match schema::check(&mut conn, (&settings).into()).await {
+    let unguarded: Vec<SchemaProblem> = match schema::check(&mut conn, options).await {
         Ok(_) => Vec::new(),
         Err(SchemaCheckError::Refused(refusal)) => {
             refusal.problems.into_iter().filter(|p| matches!(p, SchemaProblem::UnguardedSource { .. })).collect()

@@ -67,7 +67,8 @@ enum Command {
     Usage(usage::Args),
     /// Bring a retired asset back to `attached`, its bytes checked (and brought back from a kept version).
     Restore(restore::Args),
-    /// The reference guards on the application's non-foreign-key sources.
+    /// The reference guards on the application's non-foreign-key sources (needs only DATABASE_URL or
+    /// DATABASE_SECRET_ARN).
     Guards {
         #[command(subcommand)]
         command: guards::Command,

@@ -21,3 +21,19 @@ fn it_names_its_version_and_a_usage_error_is_one_line_with_exit_2() {
         "{stderr}"
     );
 }
+
+#[test]
+fn guards_install_asks_for_the_database_alone() {
+    let output = Command::new(env!("CARGO_BIN_EXE_asset-sweeper"))
+        .args(["guards", "install"])
+        .env_remove("DATABASE_URL")
+        .env_remove("DATABASE_SECRET_ARN")
+        .env_remove("CLEANUP_QUEUE_URL")
+        .env_remove("ASSET_BUCKET")
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("DATABASE_URL is not set (nor DATABASE_SECRET_ARN)"), "{stderr}");
+    assert!(!stderr.contains("CLEANUP_QUEUE_URL") && !stderr.contains("ASSET_BUCKET"), "{stderr}");
+}

@@ -56,7 +56,8 @@ impl From<ConsumerError> for Diagnostic {
 
 /// The reference map as this invocation found it.
 enum Schema {
-    Valid(Arc<ReferenceMap>, Matched),
+    /// The map, how the catalog was found unchanged, and the verdict's row.
+    Valid(Arc<ReferenceMap>, Matched, i64),
     Refused(VerdictError),
     Unreadable(Arc<sqlx::Error>),
 }
@@ -169,7 +170,7 @@ impl Consumer {
                     }
                 };
                 info!(verdict = current.id, matched = %current.matched, sources = map.sources.len(), "schema verdict verified");
-                Schema::Valid(map, current.matched)
+                Schema::Valid(map, current.matched, current.id)
             }
             Err(CurrentError::Verdict(refusal)) => {
                 error!(reason = %refusal, "schema verdict not usable: settling nothing in this batch");
@@ -240,13 +241,14 @@ impl Consumer {
         span.record("workspace_id", tracing::field::display(message.workspace_id));
 
         let result = match schema {
-            Schema::Valid(map, _) => {
+            Schema::Valid(map, _, verdict) => {
                 let cx = settle::Context {
                     pool: &self.pool,
                     s3: &self.s3,
                     bucket: &self.settings.asset_bucket,
                     versioning,
                     map,
+                    verdict: *verdict,
                     grace: self.settings.grace,
                     retention: self.settings.retention,
                     abandon_after: self.settings.abandon_after,
@@ -384,7 +386,7 @@ async fn mark(pool: &PgPool, message: &CleanupMessage, e: &SettleError, last: bo
 fn metrics_line(outcomes: &[(String, Item)], schema: &Schema, versioning: &Result<Versioning, BucketError>) -> String {
     let refused = matches!(schema, Schema::Refused(_) | Schema::Unreadable(_));
     let unprotected = !versioning.as_ref().is_ok_and(Versioning::keeps_removed_bytes);
-    let by_fingerprint = matches!(schema, Schema::Valid(_, Matched::Fingerprint));
+    let by_fingerprint = matches!(schema, Schema::Valid(_, Matched::Fingerprint, _));
     let count = |f: &dyn Fn(&Item) -> bool| outcomes.iter().filter(|(_, item)| f(item)).count() as u64;
     let action = |a: AuditAction| move |item: &Item| matches!(item, Item::Settled(s, _) if s.action == a);
     let bytes_freed: u64 = outcomes

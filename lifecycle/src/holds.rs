@@ -1,5 +1,6 @@
-//! Why a destruction waits though nothing refers to the asset by id: adopted bytes whose key a record names, or
-//! that the census's key scan has not yet covered the schema for (invariant 13). Read in the settle's transaction,
+//! Why a destruction waits though no source refers to the asset: its id found by the census in a column that is no
+//! source (invariant 21), or adopted bytes whose key a record names, or that the census's key scan has not yet
+//! covered the schema for (invariant 13). Read in the settle's transaction,
 //! after the asset and its object are locked; the plan reads the same.
 
 use sqlx::PgConnection;
@@ -17,10 +18,31 @@ pub async fn weigh(
     lock: bool,
 ) -> Result<(Decision, Option<Hold>), sqlx::Error> {
     let hold = match decision {
-        Decision::Delete | Decision::Purge => hold(conn, asset, storage_key, lock).await?,
+        Decision::Retire | Decision::Delete | Decision::Purge => match found(&mut *conn, asset).await? {
+            Some(found) => Some(found),
+            None if decision != Decision::Retire => hold(conn, asset, storage_key, lock).await?,
+            None => None,
+        },
         _ => None,
     };
     Ok((held(decision, hold.as_ref()), hold))
+}
+
+/// Where the census (or the schema check's sample) found `asset`'s id in a column that is no source: the column
+/// (`schema.table.column`) and the row's `ctid`. Such an asset is kept, not retired, deleted or purged: the
+/// reference is the application's to fix (declare the column, or exclude it), and the finding is forgotten once
+/// two complete scans of the column no longer see it.
+async fn found(conn: &mut PgConnection, asset: AssetId) -> Result<Option<Hold>, sqlx::Error> {
+    let found = sqlx::query!(
+        r#"SELECT asset_sweeper_column_name(c) AS "column!", f.record
+             FROM census_findings f JOIN census_columns c ON c.relid = f.relid AND c.attnum = f.attnum
+            WHERE f.asset_id = $1
+            ORDER BY 1 LIMIT 1"#,
+        asset.0,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.map(|f| Hold::Found { column: f.column, record: f.record }))
 }
 
 /// Why an adopted asset's bytes must wait, though nothing refers to it by id.
@@ -30,6 +52,13 @@ pub enum Hold {
     Named(String),
     /// The key scan has not covered these text and JSON columns as they stand since the adoption (the first few).
     Unscanned(Vec<String>),
+    /// The census found its id in a column that is no source: `schema.table.column`, and the row's `ctid`.
+    Found {
+        /// The column, `schema.table.column`.
+        column: String,
+        /// The row's `ctid` when it was seen.
+        record: String,
+    },
 }
 
 /// Whether `asset`, about to be destroyed, was adopted and must wait: read in the settle's transaction, after the
@@ -89,6 +118,9 @@ pub fn held(decision: Decision, hold: Option<&Hold>) -> Decision {
     match (decision, hold) {
         (Decision::Delete | Decision::Purge, Some(Hold::Named(_))) => Decision::Defer(Deferral::Named),
         (Decision::Delete | Decision::Purge, Some(Hold::Unscanned(_))) => Decision::Defer(Deferral::KeyScan),
+        (Decision::Retire | Decision::Delete | Decision::Purge, Some(Hold::Found { .. })) => {
+            Decision::Defer(Deferral::Found)
+        }
         (decision, _) => decision,
     }
 }

@@ -111,6 +111,13 @@ pub enum Deferral {
     /// Deleting or purging, while the asset bucket's versioning is not `Enabled` or could not be read: the removal
     /// could not be undone (invariant 18). Looked at again after [`BUCKET_HOLD`].
     Bucket,
+    /// Retiring, deleting or purging, when the catalog at the settle's commit could not be confirmed to be the one
+    /// its verdict's map came from (a schema change since the verdict, or one in flight): looked at again after
+    /// [`SCHEMA_HOLD`], by which time a pass has checked the schema as it now is.
+    SchemaChanged,
+    /// Retiring, deleting or purging an asset whose id the census found in a column that is no source (a link in a
+    /// comment): kept, and looked at again after [`NAMED_HOLD`].
+    Found,
 }
 
 /// How long adopted bytes a record names wait before they are looked at again: the record is the application's,
@@ -125,6 +132,10 @@ pub const CENSUS_HOLD: Duration = Duration::from_secs(3600);
 /// to turn versioning back on, and every batch reads it afresh.
 pub const BUCKET_HOLD: Duration = Duration::from_secs(3600);
 
+/// How long an asset held back by a schema change during its settle waits: one sweep pass, which checks the new
+/// schema, and then some.
+pub const SCHEMA_HOLD: Duration = Duration::from_secs(20 * 60);
+
 impl Deferral {
     /// The name recorded in a deferral's evidence.
     pub fn as_str(self) -> &'static str {
@@ -136,6 +147,8 @@ impl Deferral {
             Deferral::Named => "named",
             Deferral::KeyScan => "key_scan",
             Deferral::Bucket => "bucket",
+            Deferral::SchemaChanged => "schema_changed",
+            Deferral::Found => "found",
         }
     }
 }

@@ -121,6 +121,8 @@ pub struct Context<'a> {
     pub versioning: &'a Result<Versioning, BucketError>,
     /// The reference map the verdict validated.
     pub map: &'a ReferenceMap,
+    /// That verdict's row: what each settle confirms the catalog against before it destroys (invariant 20).
+    pub verdict: i64,
     /// The grace period (invariant 3).
     pub grace: Duration,
     /// How long a retired asset stays restorable.
@@ -163,6 +165,15 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
         }
     };
     let Judgement { facts: row, found, decision, hold, sharers } = judgement;
+    // The recheck read the sources under this map; a change of the catalog since the verdict (committed while this
+    // settle waited for the asset's row, say) could have moved a reference where the map does not look.
+    let decision = match decision {
+        Decision::Retire | Decision::Delete | Decision::Purge if !schema_confirmed(&mut tx, cx.verdict).await? => {
+            warn!(verdict = cx.verdict, "the schema changed during the settle: holding the asset");
+            Decision::Defer(Deferral::SchemaChanged)
+        }
+        decision => decision,
+    };
     let mut evidence = json!({
         "sources_checked": found.answers,
         "state": row.state,
@@ -188,6 +199,10 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 (Deferral::KeyScan, Some(Hold::Unscanned(columns))) => {
                     evidence["deferred"]["unscanned"] = json!(columns);
                 }
+                (Deferral::Found, Some(Hold::Found { column, record })) => {
+                    evidence["deferred"]["found_in"] = json!(column);
+                    evidence["deferred"]["record"] = json!({ "ctid": record });
+                }
                 (Deferral::Bucket, _) => {
                     evidence["deferred"]["bucket"] = json!(cx.bucket);
                     evidence["deferred"]["versioning"] = json!(cx.versioning.as_ref().ok());
@@ -200,8 +215,9 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::AbandonWindow => Until::AfterCreation(cx.abandon_after),
                 Deferral::Retention => Until::PurgeTime,
                 Deferral::Census | Deferral::KeyScan => Until::Later(rules::CENSUS_HOLD),
-                Deferral::Named => Until::Later(rules::NAMED_HOLD),
+                Deferral::Named | Deferral::Found => Until::Later(rules::NAMED_HOLD),
                 Deferral::Bucket => Until::Later(rules::BUCKET_HOLD),
+                Deferral::SchemaChanged => Until::Later(rules::SCHEMA_HOLD),
             };
             assets::defer(&mut tx, asset, until).await?;
             Settled::plain(decision.action())
@@ -251,6 +267,27 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     }
     info!(action = %decided.action, bytes_freed = decided.bytes_freed, "settled");
     Ok(decided)
+}
+
+/// Whether the catalog this settle commits under is the one verdict `verdict` was made on (invariant 20): with
+/// the change detector, its generation read under a lock every DDL command must wait for until this transaction
+/// ends (`asset_sweeper_hold_schema`, which holds the asset rather than wait when a command is in flight);
+/// without it, the whole catalog fingerprint, read after the recheck. And the verdict's role still has the
+/// rights it had.
+async fn schema_confirmed(conn: &mut PgConnection, verdict: i64) -> Result<bool, sqlx::Error> {
+    let confirmed = sqlx::query_scalar!(
+        r#"SELECT coalesce((
+                  SELECT CASE WHEN v.detector IS NOT NULL
+                              THEN v.detector = asset_sweeper_detector_state()
+                                   AND v.generation = asset_sweeper_hold_schema()
+                              ELSE v.fingerprint = asset_sweeper_catalog_fingerprint() END
+                         AND v.role_fingerprint = asset_sweeper_role_fingerprint(v.role_name)
+                    FROM schema_verdicts v WHERE v.id = $1), false) AS "confirmed!""#,
+        verdict,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(confirmed)
 }
 
 /// A `COMMIT` whose answer was lost is ambiguous: the server may have committed. Undoing a removal that did

@@ -55,24 +55,39 @@ pub const OWN_TABLES: &[&str] = &[
     "workspace_object_changes",
     "asset_sweeper_definitions",
     "asset_sweeper_schema_changes",
+    "census_findings",
 ];
 
-/// A hyphenated uuid's shape as a POSIX regular expression, over the hex digit class `$hex`: the one source of
-/// both uuid patterns below.
+/// A hyphenated uuid's shape as a POSIX regular expression, over the hex digit class `$hex`.
 macro_rules! uuid_shape {
     ($hex:literal) => {
         concat!($hex, "{8}-", $hex, "{4}-", $hex, "{4}-", $hex, "{4}-", $hex, "{12}")
     };
 }
 
-/// A POSIX regular expression whose first group is a hyphenated uuid in any letter case: how the sample and the
-/// census find asset ids inside text and JSON.
+/// Every spelling of a uuid Postgres's `uuid` input accepts, without the braces it also accepts around one: 32
+/// hex digits, a hyphen allowed after any group of four but the last (the usual 8-4-4-4-12 is one of them).
+macro_rules! uuid_spelled {
+    ($hex:literal) => {
+        concat!($hex, "{4}(?:-?", $hex, "{4}){7}")
+    };
+}
+
+/// A POSIX regular expression whose first group is a hyphenated uuid in any letter case, wherever it stands: how
+/// the sample and the census find asset ids inside text and JSON (with [`UUID_SPELLED_IN_TEXT`]), and how
+/// `asset_sweeper_nested_ids` reads a composite value. Written into guards.sql as `{{uuid_in_text}}`.
 pub const UUID_IN_TEXT: &str = concat!("(", uuid_shape!("[0-9a-fA-F]"), ")");
 
-/// A POSIX regular expression for a string that is one hyphenated uuid and nothing else, for the case-insensitive
-/// `~*` (so lowercase digits only, as the guard was first written; its text is part of the catalog fingerprint):
-/// how the reference guard tells the asset ids at a declared path. Written into guards.sql as `{{uuid_pattern}}`.
-pub const UUID_WHOLE: &str = concat!("^", uuid_shape!("[0-9a-f]"), "$");
+/// A POSIX regular expression whose first group is a uuid in any spelling Postgres accepts (no hyphens, hyphens
+/// after any group of four, braces, any letter case), where it does not continue a run of hex digits: a search
+/// from the left could not tell where an id glued to other hex digits begins. The hyphenated spelling is found
+/// wherever it stands by [`UUID_IN_TEXT`], so the sample and the census search with both.
+pub const UUID_SPELLED_IN_TEXT: &str = concat!("(?:^|[^0-9a-fA-F])\\{?(", uuid_spelled!("[0-9a-fA-F]"), ")");
+
+/// A POSIX regular expression for a string that is one uuid, in any spelling Postgres accepts, and nothing else,
+/// for the case-insensitive `~*` (so lowercase digits only): how the reference guard and the census tell the asset
+/// ids at a declared path. Written into guards.sql as `{{uuid_pattern}}`.
+pub const UUID_WHOLE: &str = concat!("^(?:\\{", uuid_spelled!("[0-9a-f]"), "\\}|", uuid_spelled!("[0-9a-f]"), ")$");
 
 /// Every value of `settlement_events.action`, in the order of `platform::audit::AuditAction` (which is checked
 /// against this list when it compiles). Written into audit.sql's CHECK constraint as `{{audit_actions}}`.
@@ -169,6 +184,7 @@ fn render(sql: &str) -> String {
     sql.replace("{{audit_actions}}", &quoted(AUDIT_ACTIONS))
         .replace("{{own_tables}}", &format!("ARRAY[{}]", quoted(OWN_TABLES)))
         .replace("{{uuid_pattern}}", UUID_WHOLE)
+        .replace("{{uuid_in_text}}", UUID_IN_TEXT)
         .replace("{{newest_migration}}", &migrator().iter().map(|m| m.version).max().unwrap_or(0).to_string())
 }
 
@@ -454,14 +470,16 @@ mod tests {
     fn own_tables_are_written_into_the_function_that_refuses_rules_on_them() {
         let retention = DEFINITIONS.iter().find(|(file, _)| file.ends_with("retention.sql")).expect("retention.sql");
         assert!(render(retention.1).contains("SELECT ARRAY['assets', 'stored_objects', "), "{}", render(retention.1));
-        assert!(render(retention.1).contains("'asset_sweeper_definitions', 'asset_sweeper_schema_changes']\n"));
+        assert!(render(retention.1).contains("'asset_sweeper_schema_changes', 'census_findings']\n"));
     }
 
     #[test]
-    fn uuid_patterns_are_spelled_as_before() {
+    fn uuid_patterns_are_spelled_as_written_here() {
         assert_eq!(UUID_IN_TEXT, "([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})");
+        assert_eq!(UUID_SPELLED_IN_TEXT, r"(?:^|[^0-9a-fA-F])\{?([0-9a-fA-F]{4}(?:-?[0-9a-fA-F]{4}){7})");
+        assert_eq!(UUID_WHOLE, r"^(?:\{[0-9a-f]{4}(?:-?[0-9a-f]{4}){7}\}|[0-9a-f]{4}(?:-?[0-9a-f]{4}){7})$");
         let guards = DEFINITIONS.iter().find(|(file, _)| file.ends_with("guards.sql")).expect("guards.sql");
-        assert!(render(guards.1).contains("~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'"));
+        assert!(render(guards.1).contains(&format!("~* '{UUID_WHOLE}'")));
     }
 
     /// FNV-1a, 64 bits: enough to notice that a file's text changed (the database keeps its own sha256).

@@ -41,6 +41,9 @@ REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper FROM PUBLIC;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA asset_sweeper FROM PUBLIC;
 ALTER DEFAULT PRIVILEGES IN SCHEMA asset_sweeper REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+-- But one: a composite source's GIN index runs it on every write to the application's table, as the writer, and
+-- it reads nothing (docs/integrating.md, "Shapes").
+GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_nested_ids(anyelement) TO PUBLIC;
 
 DO $do$
 DECLARE
@@ -57,6 +60,11 @@ BEGIN
         -- Writing a filter's function is the owner's check's alone (it looks at what Postgres made of it first).
         EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION
             asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text) FROM %I', name);
+        -- Holding the application's DDL off until a settle commits is the consumer's alone.
+        IF name <> 'asset_sweeper_consumer' THEN
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_hold_schema() FROM %I',
+                                      name);
+        END IF;
         -- The retention filters' functions, which the sweep calls and the operator's plan weighs with.
         IF pg_catalog.to_regnamespace('asset_sweeper_filters') IS NOT NULL THEN
             EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA asset_sweeper_filters TO %I', name);

@@ -6,6 +6,31 @@
 -- Applied by the migrator after the versioned migrations, whenever this file's text changed. SQL-language bodies
 -- are checked when they are created, so what one calls comes before it.
 
+-- The largest quota, in bytes: 1 EiB (2^60). Stored bytes may reach twice the quota, and every figure is a bigint;
+-- far above any bucket's size, the limit keeps those sums in range, so a typo of a quota is refused when it is
+-- written rather than failing every reader with "bigint out of range".
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_quota_limit() RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 1152921504606846976::bigint
+$$;
+
+-- Refuses a quota outside 1 byte .. the limit as it is written, saying which and how to mean "no limit". The upload
+-- check's no-op update of a row written before the limit existed passes: its readers count it without overflow.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_check_quota() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.quota_bytes = OLD.quota_bytes THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'workspace_quotas: a quota of % bytes for workspace % is out of range: a quota is from 1 to % bytes (1 EiB); delete the workspace''s row for no limit',
+        NEW.quota_bytes, NEW.workspace_id, asset_sweeper.asset_sweeper_quota_limit()
+        USING ERRCODE = 'numeric_value_out_of_range';
+END
+$$;
+
+CREATE OR REPLACE TRIGGER workspace_quotas_in_range BEFORE INSERT OR UPDATE OF quota_bytes ON asset_sweeper.workspace_quotas
+    FOR EACH ROW WHEN (NEW.quota_bytes NOT BETWEEN 1 AND asset_sweeper.asset_sweeper_quota_limit())
+    EXECUTE FUNCTION asset_sweeper.asset_sweeper_check_quota();
+
 -- Whether an asset row in `state` holds its bytes for the quota.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_holds(state text) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT state IN ('pending', 'attached', 'failed')
@@ -124,7 +149,8 @@ $$;
 --            look free.
 --   stored:  every object any of its rows points at, `released` and `retired` ones (waiting for removal) included.
 --   waiting: stored objects only `released` or `retired` rows point at.
---   headroom: the largest upload the check would let through now (NULL without a quota).
+--   headroom: the largest upload the check would let through now (NULL without a quota). Counted in numeric,
+--            so a quota written before its limit reads too (at most the largest bigint).
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_usage(workspace uuid)
     RETURNS TABLE (quota_bytes bigint, held_bytes bigint, stored_bytes bigint, waiting_bytes bigint,
                    headroom_bytes bigint, schema_refused boolean)
@@ -141,7 +167,10 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_usage(workspace uuid)
           FROM totals, verdict, quota
     )
     SELECT quota, held, stored, waiting,
-           CASE WHEN quota IS NOT NULL THEN greatest(least(quota - held, 2 * quota - stored), 0) END, refused
+           CASE WHEN quota IS NOT NULL
+                THEN least(greatest(least(quota::numeric - held, 2 * quota::numeric - stored), 0),
+                           9223372036854775807)::bigint END,
+           refused
       FROM counted
 $$;
 
@@ -151,7 +180,8 @@ $$;
 -- ends, so two uploads of one workspace cannot both pass on the same figures: under read committed the second
 -- waits and counts the first; under repeatable read or serializable it fails with a serialization error, to be
 -- retried, rather than count from a snapshot taken before the first committed. Without a quota row it allows
--- everything.
+-- everything. A NULL argument is a mistake of the caller's, never "no limit": it raises, naming the argument. The
+-- sums are numeric, so no size or quota overflows them.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_check_upload(workspace_id uuid, byte_size bigint) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -159,6 +189,10 @@ DECLARE
     quota bigint;
     usage record;
 BEGIN
+    IF $1 IS NULL THEN
+        RAISE EXCEPTION 'asset_sweeper_check_upload: workspace_id must be the uploading workspace''s id, got NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF $2 IS NULL OR $2 < 0 THEN
         RAISE EXCEPTION 'asset_sweeper_check_upload: byte_size must be the upload''s size in bytes, got %',
             coalesce($2::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
@@ -168,7 +202,7 @@ BEGIN
         RETURN;
     END IF;
     SELECT * INTO usage FROM asset_sweeper.asset_sweeper_usage($1);
-    IF usage.held_bytes + $2 > quota THEN
+    IF usage.held_bytes::numeric + $2 > quota THEN
         RAISE EXCEPTION 'This workspace''s storage quota is used up: it holds % of % bytes, and this upload needs % more.',
             usage.held_bytes, quota, $2
             USING ERRCODE = 'configuration_limit_exceeded',
@@ -176,7 +210,7 @@ BEGIN
                               THEN 'The newest schema check refused (or none has run yet), so every stored byte counts as held until one passes.'
                               ELSE 'Remove or replace files to free space.' END;
     END IF;
-    IF usage.stored_bytes + $2 > 2 * quota THEN
+    IF usage.stored_bytes::numeric + $2 > 2 * quota::numeric THEN
         RAISE EXCEPTION 'Too many replaced images are waiting to be removed tonight. Try again tomorrow.'
             USING ERRCODE = 'configuration_limit_exceeded',
                   DETAIL = format('workspace %s stores %s bytes (%s waiting for removal); the limit is twice its quota of %s',

@@ -367,6 +367,44 @@ BEGIN
 END
 $$;
 
+-- Whether the role running rule `rule_id`'s batches may carry them out, raising what it lacks and the GRANT that
+-- gives it: a batch deletes (DELETE) the rows it locks first (FOR UPDATE SKIP LOCKED, which needs UPDATE of a
+-- column). Postgres checks both as a statement starts, before anything in it runs, and says only "permission
+-- denied": each batch asks this first. The grant goes to the sweep's group role when the role is its member.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_rule_deletable(rule_id bigint) RETURNS boolean
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r       record;
+    rel     regclass;
+    lacks   text[] := '{}';
+    grants  text[] := '{}';
+    grantee text := quote_ident(current_user);
+BEGIN
+    SELECT * INTO r FROM asset_sweeper.retention_rules WHERE id = rule_id;
+    rel := to_regclass(r.table_name);
+    IF rel IS NULL THEN
+        RETURN true; -- asset_sweeper_retention_rule_verified says so, by name
+    END IF;
+    IF NOT has_table_privilege(rel, 'DELETE') THEN
+        lacks := lacks || 'DELETE'::text;
+        grants := grants || 'DELETE'::text;
+    END IF;
+    IF NOT has_any_column_privilege(rel, 'UPDATE') THEN
+        lacks := lacks || 'UPDATE of a column (a batch locks the rows it deletes FOR UPDATE)'::text;
+        grants := grants || format('UPDATE (%I)', r.timestamp_column);
+    END IF;
+    IF cardinality(lacks) = 0 THEN
+        RETURN true;
+    END IF;
+    IF to_regrole('asset_sweeper_sweep') IS NOT NULL AND pg_has_role(current_user, 'asset_sweeper_sweep', 'MEMBER') THEN
+        grantee := 'asset_sweeper_sweep';
+    END IF;
+    RAISE EXCEPTION 'retention rule % stopped: the sweep''s role % lacks % on %: GRANT % ON % TO %', rule_id,
+        current_user, array_to_string(lacks, ' and '), r.table_name, array_to_string(grants, ', '), r.table_name, grantee
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
 DROP TRIGGER IF EXISTS retention_rules_check ON asset_sweeper.retention_rules;
 DROP TRIGGER IF EXISTS retention_rules_drop_filter ON asset_sweeper.retention_rules;
 

@@ -158,6 +158,11 @@ impl Rule {
     pub async fn delete_batch(&self, conn: &mut PgConnection, time_zone: &str) -> Result<u64, sqlx::Error> {
         let resolved = self.resolved()?;
         let table = &resolved.qualified;
+        // Postgres refuses a statement its role may not run before anything in it runs, with a bare "permission
+        // denied": asked first, the rule stops naming the privilege the sweep lacks and the GRANT that gives it.
+        sqlx::query_scalar!(r#"SELECT asset_sweeper_retention_rule_deletable($1) AS "deletable!""#, self.id)
+            .fetch_one(&mut *conn)
+            .await?;
         // By ctid within one statement: the rows are locked by the inner select, so none moves in between.
         let statement = format!(
             "DELETE FROM ONLY {table} WHERE ctid = ANY (ARRAY(SELECT t.ctid {} LIMIT {BATCH_SIZE} \

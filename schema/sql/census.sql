@@ -40,15 +40,42 @@ LANGUAGE sql STABLE AS $$
                          AND NOT a.attisdropped
 $$;
 
--- Whether column `c` leaves adopted asset `d` unscanned for keys: a text or JSON column not key-scanned at all,
--- not in a scan begun after the adoption, or not with the layout that adopted it. One home for the test the
--- sweep makes adopted assets due by and the consumer holds them by.
+-- Whether column `c` leaves adopted asset `d` unscanned for keys: a column the key scan reads (text, JSON, or one
+-- read by its output function) not key-scanned at all, not in a scan begun after the adoption, or not with the
+-- layout that adopted it. One home for the test the sweep makes adopted assets due by and the consumer holds
+-- them by.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_keys_unscanned(c asset_sweeper.census_columns, d asset_sweeper.adopted_assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN c.family <> 'uuid'
+    RETURN c.family IN ('text', 'json', 'value')
            AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at OR c.keys_layout IS DISTINCT FROM d.layout);
 
 -- A census column as the schema check names it: `schema.table.column`.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_column_name(c asset_sweeper.census_columns) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN format('%s.%s.%s', c.table_schema, c.table_name, c.column_name);
+
+-- What each of `roots` (column types) is made of, however deep: itself, an array's element, a domain's base, a
+-- composite's fields, and so on down, each with whether a composite stands on the way to it. One home for how
+-- the schema check tells a column's shape: a reference source (the `asset_id` domain inside a composite) and a
+-- census target (the family its values are read as) are both read off it. Walked down from the types columns
+-- use, by the catalog's indexes, so its cost grows with the types in use, not with every type there is.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_type_parts(roots oid[])
+RETURNS TABLE (root oid, part oid, nested boolean)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE walk(root, part, nested) AS (
+        SELECT r, r, false FROM unnest(roots) AS r
+        UNION
+        SELECT w.root, c.child, w.nested OR t.typtype = 'c'
+          FROM walk w
+          JOIN pg_type t ON t.oid = w.part
+         CROSS JOIN LATERAL (
+              SELECT t.typelem WHERE t.typcategory = 'A' AND t.typelem <> 0 AND t.typtype <> 'd'
+              UNION ALL
+              SELECT t.typbasetype WHERE t.typtype = 'd'
+              UNION ALL
+              SELECT f.atttypid FROM pg_attribute f
+               WHERE t.typtype = 'c' AND f.attrelid = t.typrelid AND f.attnum > 0 AND NOT f.attisdropped
+         ) AS c(child)
+    )
+    SELECT root, part, nested FROM walk
+$$;

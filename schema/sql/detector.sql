@@ -169,6 +169,12 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_catalog_fingerprint() RET
         SELECT string_agg(format('t%s %s %s %s', oid, typname, typnamespace, typbasetype), ',' ORDER BY oid)
           FROM pg_type WHERE typtype = 'd'
         UNION ALL
+        -- Composite types' fields: an `asset_id` field added to one makes every column of it a source.
+        SELECT string_agg(format('k%s %s %s', a.attrelid, a.attnum, a.atttypid), ',' ORDER BY a.attrelid, a.attnum)
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid AND c.relkind = 'c'
+          JOIN user_ns n ON n.oid = c.relnamespace
+         WHERE a.attnum > 0 AND NOT a.attisdropped
+        UNION ALL
         SELECT string_agg(format('f%s %s %s %s %s %s %s', oid, conrelid, conkey, confrelid, confkey, confdeltype,
                                  conparentid), ',' ORDER BY oid)
           FROM pg_constraint WHERE contype = 'f'
@@ -209,4 +215,25 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_role_fingerprint(role_nam
      WHERE r.rolname = role_name
         OR CASE WHEN EXISTS (SELECT 1 FROM pg_roles m WHERE m.rolname = role_name)
                 THEN pg_has_role(role_name, r.oid, 'USAGE') ELSE false END
+$$;
+
+-- A settle's confirmation, inside its own transaction, that the catalog it destroys under is the one its verdict
+-- was made on (docs/design.md, "The schema at commit"): a lock that every DDL command's change row must wait for,
+-- then the generation as it stands. A DDL command committed before it has moved the generation; one in flight
+-- holds the lock's conflicting mode, so the settle does not get it; one that starts after waits for the settle's
+-- commit. The lock is taken without waiting: a settle never queues behind a migration (which would make the
+-- migration, waiting on a table the settle's recheck read, a deadlock's victim); it holds the asset instead. NULL
+-- when the lock was not free. SECURITY DEFINER: no role but the owner may lock the changes table otherwise.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_hold_schema() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    generation bigint;
+BEGIN
+    LOCK TABLE asset_sweeper.asset_sweeper_schema_changes IN SHARE MODE NOWAIT;
+    -- A statement of its own, so its snapshot is taken with the lock held.
+    SELECT asset_sweeper.asset_sweeper_schema_generation() INTO generation;
+    RETURN generation;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN NULL;
+END
 $$;

@@ -28,6 +28,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
         value jsonb;
         previous jsonb;
         ids uuid[];
+        previous_ids uuid[];
         -- For a JSON source: the uuid-shaped strings its path selects, as written.
         spelled text[];
         removed uuid[];
@@ -37,10 +38,21 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
         -- whose casts Postgres ignores), an array of them, or jsonb.
         -- Every update, whatever it names: a trigger of the application's may change the column in a statement
         -- that does not. One statement reads the new value and the old (OLD is NULL on an insert).
-        EXECUTE format('SELECT to_jsonb(($1).%1$I), to_jsonb(($2).%1$I)', TG_ARGV[0]) INTO value, previous
-            USING NEW, OLD;
-        IF value IS NULL OR value = 'null'::jsonb OR (TG_OP = 'UPDATE' AND value IS NOT DISTINCT FROM previous) THEN
-            RETURN NULL;
+        -- A composite holding asset_id is read by its output function alone (`asset_sweeper_nested_ids`): its JSON
+        -- form would run any cast to JSON the application gave one of its types, as the owner.
+        IF TG_ARGV[1] = 'nested' THEN
+            EXECUTE format('SELECT asset_sweeper.asset_sweeper_nested_ids(($1).%1$I),
+                                   asset_sweeper.asset_sweeper_nested_ids(($2).%1$I)', TG_ARGV[0])
+                INTO ids, previous_ids USING NEW, OLD;
+            IF coalesce(cardinality(ids), 0) = 0 OR (TG_OP = 'UPDATE' AND ids IS NOT DISTINCT FROM previous_ids) THEN
+                RETURN NULL;
+            END IF;
+        ELSE
+            EXECUTE format('SELECT to_jsonb(($1).%1$I), to_jsonb(($2).%1$I)', TG_ARGV[0]) INTO value, previous
+                USING NEW, OLD;
+            IF value IS NULL OR value = 'null'::jsonb OR (TG_OP = 'UPDATE' AND value IS NOT DISTINCT FROM previous) THEN
+                RETURN NULL;
+            END IF;
         END IF;
         IF TG_ARGV[1] = 'json' THEN
             spelled := ARRAY(
@@ -53,6 +65,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
             WHEN 'domain_array' THEN
                 ARRAY(SELECT e::uuid FROM jsonb_array_elements_text(value) AS e WHERE e IS NOT NULL)
             WHEN 'json' THEN ARRAY(SELECT s::uuid FROM unnest(spelled) AS s)
+            WHEN 'nested' THEN ids
         END;
         IF ids IS NULL THEN
             RAISE EXCEPTION 'asset-sweeper guard on %.%: unknown source kind %', TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1];
@@ -61,9 +74,12 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
             RETURN NULL;
         END IF;
         PERFORM 1 FROM asset_sweeper.assets WHERE id = ANY (ids) FOR KEY SHARE;
-        IF TG_ARGV[1] = 'json' AND EXISTS (SELECT 1 FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))) THEN
+        -- Every spelling but the id's own lowercase and uppercase is noted: a mixed case, no hyphens or other
+        -- groupings, braces (any string Postgres reads as the id).
+        IF TG_ARGV[1] = 'json' AND EXISTS (SELECT 1 FROM unnest(spelled) AS s
+                                            WHERE s NOT IN (s::uuid::text, upper(s::uuid::text))) THEN
             INSERT INTO asset_sweeper.asset_id_spellings (asset_id, spelling)
-            SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s WHERE s NOT IN (lower(s), upper(s))
+            SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s WHERE s NOT IN (s::uuid::text, upper(s::uuid::text))
             ON CONFLICT DO NOTHING;
         END IF;
         SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i
@@ -81,16 +97,31 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
 $$;
 
 -- A JSON document refers to an asset when a string at its declared path spells the asset's id: lowercase,
--- uppercase, or a mixed case the reference guard or the census noted. The recheck (one id, bound as constants so
--- each `@?` is planned with its values) and discovery (a batch, inside one statement) both build their paths here.
--- The table's check keeps a noted spelling to the id's own letters, so splicing it into a path cannot inject.
+-- uppercase, or any other spelling Postgres reads as the id that the reference guard or the census noted. The
+-- recheck (one id, bound as constants so each `@?` is planned with its values) and discovery (a batch, inside one
+-- statement) both build their paths here. The table's check keeps a noted spelling to hex digits, hyphens and
+-- braces that read as the id, and so does the filter here: splicing it into a path cannot inject.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_id_matches(id uuid) RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN format('@ == "%s" || @ == "%s"', id, upper(id::text))
            || coalesce((SELECT string_agg(format(' || @ == "%s"', s.spelling), '' ORDER BY s.spelling)
-                          FROM asset_sweeper.asset_id_spellings s WHERE s.asset_id = id AND lower(s.spelling) = id::text), '');
+                          FROM asset_sweeper.asset_id_spellings s
+                         WHERE s.asset_id = id AND s.spelling ~ '^[{}0-9a-fA-F-]+$' AND s.spelling::uuid = id), '');
 
 -- `path` narrowed to the strings `matches` (from asset_sweeper_id_matches) accepts: what `@?` asks of a document.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_path_matching(path text, matches text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN format('%s ? (%s)', path, matches);
+
+-- The asset ids a value of a composite type holds, however deep (a composite inside a composite, an array of
+-- them, the `asset_id` domain anywhere inside), as its output function writes them: what the recheck, discovery
+-- and the reference guard ask of a composite source, and what its GIN index holds
+-- (`CREATE INDEX ... USING gin (asset_sweeper.asset_sweeper_nested_ids(column))`). Any uuid in the value counts,
+-- a text field's too: more references, never fewer. The output function, not a cast: a cast to text of the
+-- application's type would run the application's code. IMMUTABLE for the index: a uuid's output depends on no
+-- setting. Anyone may call it (a write to the indexed table runs it as the writer); it reads nothing.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_nested_ids(value anyelement) RETURNS uuid[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT ARRAY(SELECT DISTINCT m[1]::uuid FROM regexp_matches(format('%s', value), '{{uuid_in_text}}', 'g') AS m
+                  ORDER BY 1)
+$$;

@@ -50,6 +50,10 @@ pub(crate) fn statement(map: &ReferenceMap) -> Option<(String, Vec<&str>)> {
             SourceKind::ForeignKey | SourceKind::Domain => {
                 scalar.push(format!("SELECT {column}::text FROM {table} WHERE {column} BETWEEN $2 AND $3"));
             }
+            SourceKind::Nested => per_id.push(format!(
+                "NOT EXISTS (SELECT 1 FROM {table} WHERE {}({column}) @> ARRAY[b.id])",
+                crate::check::NESTED_IDS
+            )),
             SourceKind::DomainArray => per_id.push(format!(
                 "NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @> ARRAY[b.id]::{})",
                 source.column_type

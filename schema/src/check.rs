@@ -3,9 +3,11 @@
 //! records, a source without a guard or an index, or any other column whose sampled values are asset ids or storage
 //! keys (and which is not listed in `asset_reference_exclusions`) makes it refuse, naming every cause.
 
-use migrator::UUID_IN_TEXT;
-use platform::sql::quote_ident;
+use migrator::{UUID_IN_TEXT, UUID_SPELLED_IN_TEXT};
+use platform::sql::{quote_ident, quote_literal};
+use sqlx::postgres::types::Oid;
 use sqlx::{AssertSqlSafe, PgConnection};
+use uuid::Uuid;
 
 use crate::derive::{LeadingIndexes, derive, leading_indexes, primary_key};
 use crate::guards;
@@ -25,7 +27,10 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
     let mut warnings = Vec::new();
     for source in &mut sources {
         source.key_columns = primary_key(conn, &source.schema, &source.table).await?;
-        let indexes = leading_indexes(conn, source).await?;
+        let indexes = match source.kind {
+            SourceKind::Nested => nested_index(conn, source).await?,
+            _ => leading_indexes(conn, source).await?,
+        };
         source.value_indexed = indexes.as_ref().is_some_and(|i| i.classes.iter().any(|c| c == "jsonb_ops"));
         if let Some(unindexed) = unindexed(source, indexes.as_ref()) {
             match options.unindexed {
@@ -44,63 +49,125 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
 
 /// The problem of a source that no valid, whole-table index can serve, with the statement that makes one: a btree
 /// whose leading column is the source for `=` (foreign keys, `asset_id`), a GIN index on it for `@>` (arrays) and
-/// `@?` (JSON). A missing table or column is reported elsewhere.
+/// `@?` (JSON), a GIN index on `asset_sweeper_nested_ids` of it for `@>` (composites). A missing table or column is
+/// reported elsewhere.
 fn unindexed(source: &ReferenceSource, indexes: Option<&LeadingIndexes>) -> Option<SchemaProblem> {
     let (method, using) = match source.kind {
         SourceKind::ForeignKey | SourceKind::Domain => ("btree", ""),
-        SourceKind::DomainArray | SourceKind::Json { .. } => ("gin", " USING gin"),
+        SourceKind::DomainArray | SourceKind::Json { .. } | SourceKind::Nested => ("gin", " USING gin"),
     };
     if indexes.is_none_or(|i| i.methods.iter().any(|m| m == method)) {
         return None;
     }
+    let indexed = match source.kind {
+        SourceKind::Nested => format!("{NESTED_IDS}({})", quote_ident(&source.column)),
+        _ => quote_ident(&source.column),
+    };
     Some(SchemaProblem::UnindexedSource {
         schema: source.schema.clone(),
         table: source.table.clone(),
         column: source.column.clone(),
-        create_index: format!(
-            "CREATE INDEX CONCURRENTLY ON {}{using} ({});",
-            source.quoted_table(),
-            quote_ident(&source.column)
-        ),
+        create_index: format!("CREATE INDEX CONCURRENTLY ON {}{using} ({indexed});", source.quoted_table(),),
     })
 }
 
-/// Samples up to `sample_rows` values of each candidate and reports those whose values are asset ids (or, for
-/// text, storage keys): the fast first look, which the census's full scans then prove or refute.
+/// The function a composite source's index and every test of it read the asset ids with.
+pub(crate) const NESTED_IDS: &str = "asset_sweeper.asset_sweeper_nested_ids";
+
+/// The valid, whole-table indexes on `asset_sweeper_nested_ids` of a composite source's column, as
+/// [`leading_indexes`] answers for a column; `None` when its table or column is missing.
+async fn nested_index(
+    conn: &mut PgConnection,
+    source: &ReferenceSource,
+) -> Result<Option<LeadingIndexes>, sqlx::Error> {
+    let found = sqlx::query!(
+        r#"SELECT coalesce(array_agg(am.amname::text) FILTER (WHERE i.indexrelid IS NOT NULL), '{}') AS "methods!"
+             FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND NOT a.attisdropped
+             LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NULL AND i.indkey[0] = 0
+                                 -- As Postgres prints the expression back: qualified or not, by this session's path.
+                                 AND pg_get_indexdef(i.indexrelid, 1, false)
+                                     IN ($4 || '(' || quote_ident($3) || ')',
+                                         'asset_sweeper_nested_ids(' || quote_ident($3) || ')')
+             LEFT JOIN pg_class ic ON ic.oid = i.indexrelid
+             LEFT JOIN pg_am am ON am.oid = ic.relam
+            WHERE n.nspname = $1 AND c.relname = $2
+            GROUP BY a.attnum"#,
+        &source.schema,
+        &source.table,
+        &source.column,
+        NESTED_IDS,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.map(|f| LeadingIndexes { methods: f.methods, classes: Vec::new() }))
+}
+
+/// How many of a table's last blocks the sample reads besides its first rows: where rows written since the census
+/// passed a table stand, so the next pass sees them, not the next cycle.
+const SAMPLE_TAIL_BLOCKS: i64 = 64;
+
+/// Samples up to `sample_rows` rows of each candidate from the start of its table and as many from its last blocks
+/// ([`SAMPLE_TAIL_BLOCKS`]): the fast first look, which the census's full scans then prove or refute. Each asset id it
+/// finds (in any spelling; for text, a storage key too) is noted as a finding naming the column and the row, which
+/// holds that asset (unless the transaction is read-only: `plan` and `explain` look without writing). A column
+/// whose sampled rows look like an undeclared source ([`crate::census::looks_like_source`]) is a problem.
 async fn sample(
     conn: &mut PgConnection,
     candidates: &[Candidate],
     sample_rows: u32,
 ) -> Result<Vec<SchemaProblem>, sqlx::Error> {
+    let read_only = sqlx::query_scalar!(r#"SELECT current_setting('transaction_read_only') = 'on' AS "read_only!""#)
+        .fetch_one(&mut *conn)
+        .await?;
     let mut problems = Vec::new();
     for Candidate { schema, table, column, shape, family } in candidates {
         // Built here, not checked at compile time: the table and column are the application's, known only now.
         let table_sql = format!("{}.{}", quote_ident(schema), quote_ident(table));
         let col = quote_ident(column);
-        // Each form yields the sampled values as text `v`; uuids are then found anywhere inside them.
-        let values = if shape == "array" {
-            format!(
-                "SELECT unnest(x.{col})::text AS v FROM (SELECT {col} FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1) x"
-            )
-        } else {
-            format!("SELECT {col}::text AS v FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1")
+        let regclass = quote_literal(&table_sql);
+        // Each form yields the sampled values as text `v`; ids are then found anywhere inside them.
+        let values = match (family.as_str(), shape.as_str()) {
+            ("uuid" | "text" | "json", "array") => "unnest(s.c)::text".to_owned(),
+            (family, _) => crate::census::text_of("s.c", family),
         };
         let storage_keys = if family == "text" {
-            "OR EXISTS (SELECT 1 FROM sample s JOIN stored_objects o ON o.storage_key = s.v)"
+            "UNION SELECT a.id, s.rel, s.at FROM sample s JOIN assets a ON a.storage_key = s.v"
         } else {
             ""
         };
+        // The rows of a partitioned table are named by their partition (`tableoid`), as the census names them.
         let sql = format!(
-            "WITH sample AS ({values})
-             SELECT EXISTS (
-                 SELECT 1 FROM sample s,
-                        regexp_matches(s.v, '{UUID_IN_TEXT}', 'g') m
-                   JOIN assets a ON a.id = m[1]::uuid
-             ) {storage_keys}"
+            "WITH head(rel, at, c) AS (
+                 (SELECT tableoid, ctid, {col} FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1)
+                 UNION ALL
+                 (SELECT tableoid, ctid, {col} FROM {table_sql}
+                   WHERE ctid >= format('(%s,0)', greatest(asset_sweeper_blocks({regclass}::regclass) - $4, 0))::tid
+                     AND {col} IS NOT NULL LIMIT $1)
+             ),
+             rows AS (SELECT DISTINCT ON (rel, at) * FROM head ORDER BY rel, at),
+             sample AS (SELECT s.rel, s.at, {values} AS v FROM rows s),
+             found(id, rel, at) AS (
+                 SELECT a.id, s.rel, s.at FROM sample s,
+                        LATERAL (SELECT m[1] FROM regexp_matches(s.v, $2, 'g') m
+                                 UNION SELECT m[1] FROM regexp_matches(s.v, $3, 'g') m) f(id)
+                   JOIN assets a ON a.id = f.id::uuid
+                 {storage_keys}
+             )
+             SELECT f.id, f.rel, f.at::text, (SELECT count(*) FROM rows) FROM found f"
         );
-        let hit: bool =
-            sqlx::query_scalar(AssertSqlSafe(sql)).bind(i64::from(sample_rows)).fetch_one(&mut *conn).await?;
-        if hit {
+        let found: Vec<(Uuid, Oid, String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(i64::from(sample_rows))
+            .bind(UUID_IN_TEXT)
+            .bind(UUID_SPELLED_IN_TEXT)
+            .bind(SAMPLE_TAIL_BLOCKS)
+            .persistent(false)
+            .fetch_all(&mut *conn)
+            .await?;
+        let Some(sampled) = found.first().map(|f| f.3) else { continue };
+        let rows = found.iter().map(|f| (f.1, &f.2)).collect::<std::collections::HashSet<_>>().len();
+        if crate::census::looks_like_source(i64::try_from(rows).unwrap_or(i64::MAX), sampled) {
             let data_type = if shape == "array" { format!("{family}[]") } else { family.clone() };
             problems.push(SchemaProblem::UnexplainedAssetIds {
                 schema: schema.clone(),
@@ -108,6 +175,23 @@ async fn sample(
                 column: column.clone(),
                 data_type,
             });
+        }
+        if !read_only {
+            let (ids, rels, ats): (Vec<Uuid>, Vec<Oid>, Vec<String>) =
+                found.into_iter().map(|(id, rel, at, _)| (id, rel, at)).collect();
+            sqlx::query!(
+                "INSERT INTO census_findings AS f (asset_id, relid, attnum, record)
+                 SELECT DISTINCT ON (t.a, t.r) t.a, t.r, c.attnum, t.at
+                   FROM unnest($1::uuid[], $2::oid[], $3::text[]) AS t(a, r, at)
+                   JOIN pg_attribute c ON c.attrelid = t.r AND c.attname = $4 AND NOT c.attisdropped
+                 ON CONFLICT (asset_id, relid, attnum) DO UPDATE SET record = EXCLUDED.record, seen_at = now()",
+                &ids,
+                &rels as &[Oid],
+                &ats,
+                column,
+            )
+            .execute(&mut *conn)
+            .await?;
         }
     }
     Ok(problems)

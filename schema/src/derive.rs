@@ -3,6 +3,7 @@
 //! shows, and the candidate columns (uuid, text or JSON that are no source) the sample and the census read.
 
 use migrator::OWN_TABLES;
+use platform::sql::quote_literal;
 use sqlx::PgConnection;
 
 use crate::map::{Candidate, Derived, ReferenceSource, SchemaProblem, SourceKind};
@@ -84,22 +85,34 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
     }
 
     if let Some((domain_oid, _)) = domain {
-        // Columns of asset_id, of any domain built on it, and arrays of those.
+        // Columns of asset_id, of any domain built on it, arrays of those, and composite types holding any of them
+        // however deep (a field, a composite inside a composite, an array of composites, a domain over one).
         let columns = query_with_readable!(
             r#"WITH RECURSIVE ref_types(oid) AS (
                    SELECT $1::oid
                    UNION
                    SELECT d.oid FROM pg_type d JOIN ref_types r ON d.typbasetype = r.oid WHERE d.typtype = 'd'
+               ),
+               -- Column types with the domain inside a composite, however deep.
+               holding(oid) AS (
+                   SELECT p.root FROM asset_sweeper_type_parts(ARRAY(
+                              SELECT DISTINCT a.atttypid FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                               WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped)) p
+                    WHERE p.nested AND p.part IN (SELECT oid FROM ref_types)
                )
                SELECT n.nspname::text AS "schema!", c.relname::text AS "table!", a.attname::text AS "column!",
                       format_type(a.atttypid, a.atttypmod) AS "column_type!",
-                      a.atttypid IN (SELECT oid FROM ref_types) AS "scalar!", "#,
+                      CASE WHEN a.atttypid IN (SELECT oid FROM ref_types) THEN 'domain'
+                           WHEN a.atttypid IN (SELECT t.typarray FROM pg_type t JOIN ref_types r ON r.oid = t.oid)
+                                THEN 'domain_array'
+                           ELSE 'nested' END AS "kind!", "#,
             r#" AS "readable!"
                  FROM pg_attribute a
                  JOIN pg_class c ON c.oid = a.attrelid
                  JOIN pg_namespace n ON n.oid = c.relnamespace
                 WHERE (a.atttypid IN (SELECT oid FROM ref_types)
-                       OR a.atttypid IN (SELECT t.typarray FROM pg_type t JOIN ref_types r ON r.oid = t.oid))
+                       OR a.atttypid IN (SELECT t.typarray FROM pg_type t JOIN ref_types r ON r.oid = t.oid)
+                       OR a.atttypid IN (SELECT oid FROM holding))
                   AND a.attnum > 0 AND NOT a.attisdropped
                   AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                 ORDER BY 1, 2, 3"#,
@@ -108,8 +121,8 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
         .fetch_all(&mut *conn)
         .await?;
         for found in columns {
-            let (schema, table, column, column_type, scalar, readable) =
-                (found.schema, found.table, found.column, found.column_type, found.scalar, found.readable);
+            let (schema, table, column, column_type, readable) =
+                (found.schema, found.table, found.column, found.column_type, found.readable);
             // A domain column with a foreign key as well is one source, not two.
             if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
                 continue;
@@ -117,7 +130,11 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
             if !readable {
                 problems.push(SchemaProblem::unreadable(&schema, &table, &column));
             }
-            let kind = if scalar { SourceKind::Domain } else { SourceKind::DomainArray };
+            let kind = match found.kind.as_str() {
+                "domain" => SourceKind::Domain,
+                "domain_array" => SourceKind::DomainArray,
+                _ => SourceKind::Nested,
+            };
             sources.push(ReferenceSource::derived(schema, table, column, kind, column_type));
         }
     }
@@ -222,50 +239,70 @@ pub(crate) async fn primary_key(
     .await
 }
 
-/// Every uuid, text and JSON column that is neither a source, excluded, nor the project's own; one this role
-/// cannot read is a problem instead (fail closed: a column nobody can read might hold references).
+/// Every column whose values could spell an asset id (docs/integrating.md, "Shapes") that is neither a source,
+/// excluded, nor the project's own; one this role cannot read is a problem instead (fail closed: a column nobody
+/// can read might hold references), and so is one of a type the census cannot read as written.
 async fn candidates(
     conn: &mut PgConnection,
     sources: &[ReferenceSource],
     problems: &mut Vec<SchemaProblem>,
 ) -> Result<Vec<Candidate>, sqlx::Error> {
-    // Every column whose type is, or is a domain over, a uuid, string or JSON type, or an array of one.
+    // The types that could spell an id, by what the census reads them as: `uuid`; `json`; `text` (every string
+    // type); `bytea`; `refused` (a text search vector, normalised and split into words, and the `lo` extension's
+    // large object references, whose bytes are not in the row); and `value`, everything else read by its output
+    // function (xml, hstore and any other base type of an extension or the application, composites holding any of
+    // these, however deep). Domains are read as their base, arrays as their elements; numbers, times, booleans,
+    // enums, networks and geometry cannot spell one.
     let rows = query_with_readable!(
-        r#"WITH RECURSIVE base(oid, base) AS (
-             SELECT oid, oid FROM pg_type WHERE typtype <> 'd'
-             UNION ALL
-             SELECT d.oid, b.base FROM pg_type d JOIN base b ON d.typbasetype = b.oid WHERE d.typtype = 'd'
+        r#"WITH cols AS MATERIALIZED (
+             SELECT a.attrelid, a.attnum, a.atttypid
+               FROM pg_attribute a
+               JOIN pg_class c ON c.oid = a.attrelid
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE a.attnum > 0 AND NOT a.attisdropped
+                AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
+                AND NOT (c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
+                         AND c.relname = ANY ($1))
+                AND NOT EXISTS (SELECT 1 FROM asset_reference_exclusions x
+                                 WHERE x.table_schema = n.nspname AND x.table_name = c.relname
+                                   AND x.column_name = a.attname)
          ),
-         shaped AS (
-             SELECT b.oid,
-                    CASE WHEN bt.typcategory = 'A' THEN 'array' ELSE 'scalar' END AS shape,
-                    CASE WHEN bt.typcategory = 'A' THEN eb.base ELSE b.base END AS scalar_base
-               FROM base b
-               JOIN pg_type bt ON bt.oid = b.base
-               LEFT JOIN base eb ON eb.oid = bt.typelem AND bt.typcategory = 'A'
+         parts AS MATERIALIZED (
+             SELECT * FROM asset_sweeper_type_parts(ARRAY(SELECT DISTINCT atttypid FROM cols))
          ),
          families AS (
-             SELECT sh.oid, sh.shape,
-                    CASE WHEN st.typname = 'uuid' THEN 'uuid'
-                         WHEN st.typname IN ('json', 'jsonb') THEN 'json'
-                         WHEN st.typcategory = 'S' THEN 'text' END AS family
-               FROM shaped sh JOIN pg_type st ON st.oid = sh.scalar_base
+             SELECT p.root,
+                    CASE WHEN bool_or(t.typtype = 'd' AND t.typname = 'lo' AND t.typbasetype = 'oid'::regtype)
+                              THEN 'refused'
+                         -- A composite is read whole, by its output function.
+                         WHEN bool_or(p.nested) THEN CASE WHEN bool_or(b.family IS NOT NULL) THEN 'value' END
+                         ELSE max(b.family) END AS family
+               FROM parts p
+               JOIN pg_type t ON t.oid = p.part
+               LEFT JOIN LATERAL (
+                    SELECT CASE WHEN t.oid = 'uuid'::regtype THEN 'uuid'
+                                WHEN t.oid IN ('json'::regtype, 'jsonb'::regtype) THEN 'json'
+                                WHEN t.oid = 'bytea'::regtype THEN 'bytea'
+                                WHEN t.typcategory = 'S' THEN 'text'
+                                WHEN t.oid IN ('tsvector'::regtype, 'tsquery'::regtype) THEN 'refused'
+                                ELSE 'value' END AS family
+                     WHERE t.typtype = 'b' AND t.typcategory IN ('S', 'U')
+               ) b ON true
+              GROUP BY p.root
          )
          SELECT n.nspname::text AS "schema!", c.relname::text AS "table!", a.attname::text AS "column!",
-                f.shape AS "shape!", f.family AS "family!", "#,
+                CASE WHEN t.typcategory = 'A' THEN 'array' ELSE 'scalar' END AS "shape!",
+                -- An array of byte strings is read by its output function, as hex.
+                CASE WHEN t.typcategory = 'A' AND f.family = 'bytea' THEN 'value' ELSE f.family END AS "family!",
+                format_type(a.atttypid, a.atttypmod) AS "data_type!", "#,
         r#" AS "readable!"
-           FROM pg_attribute a
+           FROM cols k
+           JOIN pg_attribute a ON a.attrelid = k.attrelid AND a.attnum = k.attnum
            JOIN pg_class c ON c.oid = a.attrelid
            JOIN pg_namespace n ON n.oid = c.relnamespace
-           JOIN families f ON f.oid = a.atttypid AND f.family IS NOT NULL
-          WHERE a.attnum > 0 AND NOT a.attisdropped
-            AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-            AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
-            AND NOT (c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
-                     AND c.relname = ANY ($1))
-            AND NOT EXISTS (SELECT 1 FROM asset_reference_exclusions x
-                             WHERE x.table_schema = n.nspname AND x.table_name = c.relname
-                               AND x.column_name = a.attname)
+           JOIN pg_type t ON t.oid = a.atttypid
+           JOIN families f ON f.root = a.atttypid AND f.family IS NOT NULL
           ORDER BY 1, 2, 3"#,
         OWN_TABLES as &[&str],
     )
@@ -280,6 +317,17 @@ async fn candidates(
         }
         if !row.readable {
             problems.push(SchemaProblem::SourceUnreadable { schema, table, column });
+            continue;
+        }
+        if row.family == "refused" {
+            let exclude = format!(
+                "INSERT INTO asset_sweeper.asset_reference_exclusions (table_schema, table_name, column_name, reason) \
+                 VALUES ({}, {}, {}, 'holds no asset ids');",
+                quote_literal(&schema),
+                quote_literal(&table),
+                quote_literal(&column)
+            );
+            problems.push(SchemaProblem::UnreadableShape { schema, table, column, data_type: row.data_type, exclude });
             continue;
         }
         found.push(Candidate { schema, table, column, shape: row.shape, family: row.family });

@@ -32,6 +32,7 @@ impl Guard {
             SourceKind::ForeignKey => return None,
             SourceKind::Domain => ("domain", ""),
             SourceKind::DomainArray => ("domain_array", ""),
+            SourceKind::Nested => ("nested", ""),
             SourceKind::Json { json_path } => ("json", json_path.as_str()),
         };
         Some(Guard {

@@ -17,6 +17,9 @@ pub enum SourceKind {
     Domain,
     /// A column of `asset_id[]`.
     DomainArray,
+    /// A column of a composite type (or an array of one) with the `asset_id` domain somewhere inside, however deep:
+    /// read by `asset_sweeper_nested_ids`, which its GIN index serves.
+    Nested,
     /// A declared `jsonb` column; `json_path` selects the asset ids in each document.
     Json {
         /// The SQL/JSON path, from `asset_reference_sources`.
@@ -73,6 +76,7 @@ impl fmt::Display for ReferenceSource {
             SourceKind::ForeignKey => f.write_str(" (foreign key)"),
             SourceKind::Domain => f.write_str(" (asset_id)"),
             SourceKind::DomainArray => f.write_str(" (asset_id[])"),
+            SourceKind::Nested => write!(f, " ({}, asset_id inside)", self.column_type),
             SourceKind::Json { json_path } => write!(f, " (jsonb {json_path})"),
         }
     }
@@ -191,6 +195,21 @@ pub enum SchemaProblem {
         /// The asset it found.
         asset_id: uuid::Uuid,
     },
+    /// A column whose type could hold an asset id in a form the census cannot read as written (a text search
+    /// vector normalises and splits words; a large object's bytes are not in the row): refused by name until it
+    /// is excluded.
+    UnreadableShape {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The column's type.
+        data_type: String,
+        /// The statement that lets it through, once a person has decided it holds no asset ids.
+        exclude: String,
+    },
     /// A source that is not a foreign key and has no reference guard: an uncommitted write of a reference to it
     /// could slip past a settle.
     UnguardedSource {
@@ -218,7 +237,8 @@ impl SchemaProblem {
             | SchemaProblem::FoundByCensus { schema, table, column, .. }
             | SchemaProblem::IdOutsideDeclaredPath { schema, table, column, .. }
             | SchemaProblem::UnindexedSource { schema, table, column, .. }
-            | SchemaProblem::UnguardedSource { schema, table, column, .. } => Some((schema, table, column)),
+            | SchemaProblem::UnguardedSource { schema, table, column, .. }
+            | SchemaProblem::UnreadableShape { schema, table, column, .. } => Some((schema, table, column)),
         }
     }
 
@@ -266,6 +286,11 @@ impl fmt::Display for SchemaProblem {
                 f,
                 "{schema}.{table}.{column} has no index that serves the recheck (each one would read the whole \
                  table): {create_index}"
+            ),
+            SchemaProblem::UnreadableShape { schema, table, column, data_type, exclude } => write!(
+                f,
+                "{schema}.{table}.{column} ({data_type}) could hold asset ids the census cannot read as written: \
+                 make it a reference source, or, if it holds none, exclude it: {exclude}"
             ),
             SchemaProblem::UnguardedSource { schema, table, column, install } => write!(
                 f,
@@ -339,7 +364,8 @@ pub struct Derived {
     pub candidates: Vec<Candidate>,
 }
 
-/// A uuid, text or JSON column (or an array of one) that is neither a source, excluded, nor the project's own.
+/// A column whose values could spell an asset id (docs/integrating.md, "Shapes") that is neither a source, excluded,
+/// nor the project's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
     /// The schema of its table.
@@ -350,7 +376,8 @@ pub struct Candidate {
     pub column: String,
     /// `scalar` or `array`.
     pub shape: String,
-    /// `uuid`, `text` or `json`.
+    /// `uuid`, `text`, `json`, `bytea` or `value` (any other type read by its output function: composites,
+    /// `hstore`, `xml`, an extension's types).
     pub family: String,
 }
 

@@ -100,6 +100,7 @@ pub(crate) fn statement(map: &ReferenceMap) -> String {
             SourceKind::ForeignKey | SourceKind::Domain => format!("{column} = $1"),
             // The catalog's own spelling of the column type, so `@>` compares like with like.
             SourceKind::DomainArray => format!("{column} @> ARRAY[$1::uuid]::{}", source.column_type),
+            SourceKind::Nested => format!("{}({column}) @> ARRAY[$1::uuid]", crate::check::NESTED_IDS),
             SourceKind::Json { .. } => {
                 json_sources += 1;
                 format!("{column} @? ${}::jsonpath", json_sources + 1)
@@ -115,7 +116,7 @@ pub(crate) fn statement(map: &ReferenceMap) -> String {
             // sequential scan that stops at the first — and reads the whole table when nothing refers (53 ms an
             // asset at 200 000 rows of an `asset_id[]` source). A materialized CTE is planned for all its rows, which
             // takes the index; it reads every referring row, and there are few but for a widely shared asset.
-            SourceKind::DomainArray | SourceKind::Json { .. } => format!(
+            SourceKind::DomainArray | SourceKind::Json { .. } | SourceKind::Nested => format!(
                 "(WITH r AS MATERIALIZED (SELECT {key} AS k FROM {table} WHERE {condition}) SELECT k FROM r LIMIT 1)"
             ),
         });

@@ -261,6 +261,21 @@ impl Settings {
         }
     }
 
+    /// The schema check's own settings alone (`SCHEMA_SAMPLE_ROWS`, `UNINDEXED_SOURCES`, both optional), for a
+    /// command that checks the schema and needs nothing else of the functions' (`asset-sweeper guards install`).
+    pub fn schema_check_from_env() -> Result<schema::CheckOptions, SettingsError> {
+        Self::schema_check_from_lookup(process_env)
+    }
+
+    /// [`Settings::schema_check_from_env`] through `lookup`.
+    pub fn schema_check_from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<schema::CheckOptions, SettingsError> {
+        let mut reader = Reader { lookup: &lookup, problems: Vec::new() };
+        let options = reader.schema_check();
+        if reader.problems.is_empty() { Ok(options) } else { Err(SettingsError { problems: reader.problems }) }
+    }
+
     /// [`Settings::load`] through `lookup`.
     pub async fn load_from(
         sdk: &aws_config::SdkConfig,
@@ -322,16 +337,9 @@ impl Settings {
             reader.invalid("ABANDON_AFTER", "must not be shorter than GRACE: an upload in flight is never abandoned");
         }
         let s3_delete_timeout = reader.duration_between("S3_DELETE_TIMEOUT", secs(5), secs(1)..=secs(60));
-        let schema_sample_rows = reader.parsed("SCHEMA_SAMPLE_ROWS", 100, 1..=100_000u32);
+        let schema::CheckOptions { sample_rows: schema_sample_rows, unindexed: unindexed_sources } =
+            reader.schema_check();
         let schema_verdict_max_age = reader.duration_between("SCHEMA_VERDICT_MAX_AGE", hours(1), secs(60)..=hours(24));
-        let unindexed_sources = match reader.get("UNINDEXED_SOURCES").map(|v| v.to_ascii_lowercase()).as_deref() {
-            None | Some("refuse") => UnindexedSources::Refuse,
-            Some("warn") => UnindexedSources::Warn,
-            Some(other) => {
-                reader.invalid("UNINDEXED_SOURCES", format!("must be refuse or warn, got {other:?}"));
-                UnindexedSources::Refuse
-            }
-        };
         let census = CensusSettings {
             time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
             batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
@@ -481,6 +489,20 @@ impl Reader<'_> {
                 default
             }
         }
+    }
+
+    /// What the schema check is configured with: the functions' and any command that checks the schema.
+    fn schema_check(&mut self) -> schema::CheckOptions {
+        let sample_rows = self.parsed("SCHEMA_SAMPLE_ROWS", 100, 1..=100_000u32);
+        let unindexed = match self.get("UNINDEXED_SOURCES").map(|v| v.to_ascii_lowercase()).as_deref() {
+            None | Some("refuse") => UnindexedSources::Refuse,
+            Some("warn") => UnindexedSources::Warn,
+            Some(other) => {
+                self.invalid("UNINDEXED_SOURCES", format!("must be refuse or warn, got {other:?}"));
+                UnindexedSources::Refuse
+            }
+        };
+        schema::CheckOptions { sample_rows, unindexed }
     }
 
     fn flag(&mut self, name: &'static str, default: bool) -> bool {
@@ -651,6 +673,19 @@ mod tests {
         let debug = format!("{s:?}");
         assert!(!debug.contains("hunter2"), "{debug}");
         assert!(debug.contains("db.internal"), "{debug}");
+    }
+
+    #[test]
+    fn the_schema_check_alone_needs_no_other_setting_and_still_refuses_a_bad_one() {
+        let options = Settings::schema_check_from_lookup(|_| None).expect("nothing is required");
+        assert_eq!((options.sample_rows, options.unindexed), (100, UnindexedSources::Refuse), "the defaults");
+        let vars: HashMap<&str, &str> = HashMap::from([("UNINDEXED_SOURCES", "Warn"), ("SCHEMA_SAMPLE_ROWS", "0")]);
+        let err = Settings::schema_check_from_lookup(|name| vars.get(name).map(|v| (*v).to_owned()))
+            .expect_err("a sample of no rows");
+        assert_eq!(err.problems.iter().map(Problem::name).collect::<Vec<_>>(), ["SCHEMA_SAMPLE_ROWS"], "{err}");
+        let warn = Settings::schema_check_from_lookup(|name| (name == "UNINDEXED_SOURCES").then(|| "warn".to_owned()))
+            .expect("warn");
+        assert_eq!(warn.unindexed, UnindexedSources::Warn);
     }
 
     #[test]

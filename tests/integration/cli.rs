@@ -868,3 +868,24 @@ async fn a_prefix_is_approved_only_if_managed_and_nothing_is_adopted_before_then
     let page = String::from_utf8_lossy(&run_with(&url, Some(&ctx), &layout, &["status"]).stdout).into_owned();
     assert!(page.contains("adopted: 1 object(s) no row knew wait for the pipeline"), "{page}");
 }
+
+#[tokio::test]
+async fn guards_install_needs_only_the_database_and_names_a_bad_setting_of_its_own() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("CREATE TABLE banners (id serial PRIMARY KEY, image asset_id); CREATE INDEX ON banners (image)")
+        .execute(&db.pool)
+        .await
+        .expect("an asset_id source");
+    // No queue, no bucket: blank counts as unset, whatever the environment the tests run in holds.
+    let without = [("CLEANUP_QUEUE_URL", ""), ("ASSET_BUCKET", "")];
+    let installed = json(&run_with(&db.url, None, &without, &["guards", "install", "--json"]));
+    assert_eq!(installed["installed"][0]["source"], "public.banners.image (asset_id)", "{installed}");
+    assert_eq!(installed["unguarded"], json!([]));
+    // What it does read, it still checks.
+    let bad = [("CLEANUP_QUEUE_URL", ""), ("ASSET_BUCKET", ""), ("UNINDEXED_SOURCES", "maybe")];
+    let stderr = refusal(&run_with(&db.url, None, &bad, &["guards", "install"]));
+    assert!(
+        stderr.contains("UNINDEXED_SOURCES must be refuse or warn") && !stderr.contains("ASSET_BUCKET"),
+        "{stderr}"
+    );
+}

@@ -400,7 +400,8 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     .fetch_all(&mut app)
     .await
     .expect("what the application may call");
-    assert_eq!(callable, ["asset_sweeper_check_upload", "asset_sweeper_usage"]);
+    // And the one a composite source's index runs on every write, which reads nothing and is no definer.
+    assert_eq!(callable, ["asset_sweeper_check_upload", "asset_sweeper_nested_ids", "asset_sweeper_usage"]);
     for login in [&hostile.app, &hostile.sweep, &hostile.consumer, &hostile.operator] {
         let creates: bool = sqlx::query_scalar("SELECT has_schema_privilege($1, 'asset_sweeper', 'CREATE')")
             .bind(login)
@@ -669,7 +670,16 @@ async fn every_definer_and_trigger_function_is_pinned_and_none_is_public() {
     .fetch_all(&db.pool)
     .await
     .expect("the functions");
-    assert_eq!(public, Vec::<String>::new(), "functions PUBLIC may call");
+    // Only the pure reader a composite source's index runs as any writer: no definer, it reads no table.
+    assert_eq!(public, ["asset_sweeper_nested_ids(anyelement)"], "functions PUBLIC may call");
+    let pure: bool = sqlx::query_scalar(
+        "SELECT NOT prosecdef AND provolatile = 'i' FROM pg_proc
+          WHERE oid = 'asset_sweeper.asset_sweeper_nested_ids(anyelement)'::regprocedure",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("the function");
+    assert!(pure, "the function PUBLIC may call runs as its caller");
     let schema_public: bool = sqlx::query_scalar("SELECT has_schema_privilege('public', 'asset_sweeper', 'USAGE')")
         .fetch_one(&db.pool)
         .await

@@ -3,7 +3,7 @@
 //! check refuses every stored byte counts. `usage` shows the same figures.
 
 use crate::pipeline::{owner_tables, pass};
-use integration_tests::TestContext;
+use integration_tests::{TestContext, TestDatabase, TestLogin};
 use lifecycle::runs::RunOutcome;
 use serde_json::Value;
 use sqlx::Connection;
@@ -261,4 +261,200 @@ async fn under_repeatable_read_a_second_upload_on_the_same_figures_fails_to_seri
         .await
         .expect("usage");
     assert_eq!(usage, (60, 60));
+}
+
+/// The largest quota (docs/integrating.md, "The storage quota"): 1 EiB.
+const QUOTA_LIMIT: i64 = 1 << 60;
+
+#[tokio::test]
+async fn a_quota_out_of_range_is_refused_naming_the_range_and_none_overflows_the_check_or_usage() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    for bytes in [i64::MAX, QUOTA_LIMIT + 1, 0] {
+        let refused = sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, $2)")
+            .bind(ws)
+            .bind(bytes)
+            .execute(ctx.pool())
+            .await
+            .expect_err("out of range");
+        let message = refused.as_database_error().map(|d| d.message().to_owned()).unwrap_or_default();
+        assert!(
+            message.contains(&format!("a quota of {bytes} bytes for workspace {ws} is out of range"))
+                && message.contains("a quota is from 1 to 1152921504606846976 bytes (1 EiB)")
+                && message.contains("delete the workspace's row for no limit"),
+            "{message}"
+        );
+    }
+
+    // The limit itself: every figure, and the largest upload size, stay in range.
+    quota(&ctx, ws, QUOTA_LIMIT).await;
+    let (q, held, stored, waiting, headroom, _) = usage(&ctx, ws);
+    assert_eq!((q, held, stored, waiting, headroom), (QUOTA_LIMIT, 0, 0, 0, QUOTA_LIMIT));
+    let refused = lone_upload(&ctx, ws, i64::MAX).await.expect_err("past the quota");
+    assert!(refused.contains("storage quota is used up"), "{refused}");
+    lone_upload(&ctx, ws, QUOTA_LIMIT).await.expect("exactly the quota");
+
+    // A row written before the limit existed (the check bypassed as a loader would) still reads, and uploads pass.
+    sqlx::raw_sql(
+        "ALTER TABLE workspace_quotas DISABLE TRIGGER workspace_quotas_in_range;
+         UPDATE workspace_quotas SET quota_bytes = 9223372036854775807;
+         ALTER TABLE workspace_quotas ENABLE TRIGGER workspace_quotas_in_range;",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("a quota from before the limit");
+    let output = crate::cli::run(ctx.db.url.as_str(), None, &["usage", &ws.to_string()]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        text.contains(&format!("quota {} B; held 0 B", i64::MAX)) && text.contains(&format!("headroom {} B", i64::MAX))
+    );
+    lone_upload(&ctx, ws, i64::MAX).await.expect("no sum overflows");
+}
+
+#[tokio::test]
+async fn a_null_argument_to_the_upload_check_is_refused_naming_the_argument() {
+    let ctx = TestDatabase::new().await;
+    let ws = Uuid::new_v4();
+    for (workspace, bytes, says, code) in [
+        (None, Some(5), "workspace_id must be the uploading workspace's id, got NULL", "22004"),
+        (Some(ws), None, "byte_size must be the upload's size in bytes, got NULL", "22023"),
+    ] {
+        // With and without a quota: a NULL is never "no quota".
+        for with_quota in [false, true] {
+            if with_quota {
+                sqlx::query(
+                    "INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, 100) ON CONFLICT DO NOTHING",
+                )
+                .bind(ws)
+                .execute(&ctx.pool)
+                .await
+                .expect("quota");
+            }
+            let refused = sqlx::query("SELECT asset_sweeper_check_upload($1, $2)")
+                .bind(workspace)
+                .bind(bytes)
+                .execute(&ctx.pool)
+                .await
+                .expect_err("a NULL argument");
+            let db = refused.as_database_error().expect("the database's refusal");
+            assert!(db.message().contains(says), "{}", db.message());
+            assert_eq!(db.code().as_deref(), Some(code));
+        }
+    }
+}
+
+/// The grants docs/integrating.md says an upload needs, one statement each, for the role `{login}`.
+fn documented_upload_grants() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/integrating.md")).expect("the doc");
+    let (_, section) = doc.split_once("### The grants an upload needs").expect("the section");
+    let (_, block) = section.split_once("```sql\n").expect("its SQL");
+    let (block, _) = block.split_once("```").expect("its end");
+    block.split(';').map(str::trim).filter(|s| !s.is_empty()).map(|s| s.replace("app_uploads", "{login}")).collect()
+}
+
+/// A save as `login` names it in integrating.md: the replaced hero image released, the quota checked, the upload's
+/// object and asset written, the product pointed at it (a guarded `asset_id` column) and the asset attached; then a
+/// second upload that reuses the first's bytes. The database's refusal, if any.
+async fn save_as(login: &TestLogin, ws: Uuid, bytes: i64) -> Result<(), String> {
+    let mut conn = login.connect().await;
+    let mut tx = conn.begin().await.map_err(|e| e.to_string())?;
+    let result: Result<(), sqlx::Error> = async {
+        sqlx::query(
+            "UPDATE asset_sweeper.assets SET state = 'released', due_at = now() + interval '24 hours'
+              WHERE id = (SELECT hero FROM public.products WHERE id = 1)",
+        )
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("SELECT asset_sweeper.asset_sweeper_check_upload($1, $2)")
+            .bind(ws)
+            .bind(bytes)
+            .execute(&mut *tx)
+            .await?;
+        let key = format!("{ws}/{}.png", Uuid::new_v4());
+        sqlx::query(
+            "INSERT INTO asset_sweeper.stored_objects (storage_key, content_hash, byte_size) VALUES ($1, md5($1), $2)
+             ON CONFLICT (storage_key) DO UPDATE SET byte_size = EXCLUDED.byte_size",
+        )
+        .bind(&key)
+        .bind(bytes)
+        .execute(&mut *tx)
+        .await?;
+        let id: Uuid = sqlx::query_scalar(
+            "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size)
+             VALUES ($1, $2, md5($2), $3) RETURNING id",
+        )
+        .bind(ws)
+        .bind(&key)
+        .bind(bytes)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE public.products SET hero = $1 WHERE id = 1").bind(id).execute(&mut *tx).await?;
+        sqlx::query("UPDATE asset_sweeper.assets SET state = 'attached', due_at = NULL WHERE id = $1 RETURNING id")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        // Reusing existing bytes: the object found by its hash, a new asset row on its key.
+        let existing: String =
+            sqlx::query_scalar("SELECT storage_key FROM asset_sweeper.stored_objects WHERE content_hash = md5($1)")
+                .bind(&key)
+                .fetch_one(&mut *tx)
+                .await?;
+        sqlx::query(
+            "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state)
+             VALUES ($1, $2, md5($2), $3, 'pending')",
+        )
+        .bind(ws)
+        .bind(&existing)
+        .bind(bytes)
+        .execute(&mut *tx)
+        .await?;
+        Ok(())
+    }
+    .await;
+    match result {
+        Ok(()) => tx.commit().await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.as_database_error().map_or_else(|| e.to_string(), |d| d.message().to_owned())),
+    }
+}
+
+#[tokio::test]
+async fn the_upload_runs_with_exactly_the_grants_integrating_md_names_and_with_the_application_role_alone() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql(
+        "CREATE TABLE products (id serial PRIMARY KEY, hero asset_id);
+         CREATE INDEX products_hero ON products (hero);
+         INSERT INTO products (hero) VALUES (NULL);",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("the application's table");
+    integration_tests::install_guards(&db.pool).await;
+    let ws = Uuid::new_v4();
+    sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, 1000)")
+        .bind(ws)
+        .execute(&db.pool)
+        .await
+        .expect("quota");
+    // What the application's own table needs, granted by its owner: not the sweeper's to document.
+    let own = "GRANT SELECT, UPDATE ON public.products TO {login};";
+    let grants = documented_upload_grants();
+    assert_eq!(grants.len(), 4, "{grants:?}");
+
+    let documented = TestLogin::new(&db, &format!("{own} {};", grants.join("; "))).await;
+    save_as(&documented, ws, 400).await.expect("the upload with the documented grants");
+    save_as(&documented, ws, 400).await.expect("a replacement with the documented grants");
+    let refused = save_as(&documented, ws, 400).await.expect_err("over the quota");
+    assert!(refused.contains("storage quota is used up"), "the check ran, as the owner: {refused}");
+    let member = TestLogin::new(&db, &format!("{own} GRANT asset_sweeper_application TO {{login}};")).await;
+    sqlx::raw_sql("DELETE FROM workspace_quotas").execute(&db.pool).await.expect("no quota");
+    save_as(&member, ws, 400).await.expect("the upload as a member of asset_sweeper_application");
+
+    // Each documented grant is needed: without it, the upload is refused.
+    for (i, left_out) in grants.iter().enumerate() {
+        let rest: Vec<&str> = grants.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, g)| g.as_str()).collect();
+        let without = TestLogin::new(&db, &format!("{own} {};", rest.join("; "))).await;
+        let refused = save_as(&without, ws, 1).await.expect_err(left_out);
+        assert!(refused.contains("permission denied"), "without {left_out}: {refused}");
+    }
 }

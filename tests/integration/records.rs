@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::pipeline::{actions, owner_tables, pass, settle_queue};
 use integration_tests::fixtures::{object_exists, seed, state};
-use integration_tests::{FAILPOINTS, TestContext};
+use integration_tests::{FAILPOINTS, TestContext, TestLogin};
 use records::{RuleRun, RuleStop};
 use serde_json::Value;
 use sweep_lambda::Sweeper;
@@ -444,4 +444,49 @@ async fn a_filter_cannot_reach_past_the_cutoff_an_inheritance_child_keeps_its_ro
     let functions =
         count(&ctx, "SELECT count(*) FROM pg_proc WHERE proname ~ '^asset_sweeper_retention_filter_[0-9]+$'").await;
     assert_eq!(functions, 0);
+}
+
+#[tokio::test]
+async fn a_rule_the_sweep_may_not_carry_out_stops_naming_the_privilege_it_lacks_and_the_grant_that_fixes_it() {
+    let ctx = TestContext::new().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("{SESSIONS}; GRANT SELECT ON sessions TO asset_sweeper_sweep")))
+        .execute(ctx.pool())
+        .await
+        .expect("a table the sweep may read, not delete from");
+    records(&ctx, "sessions", 10, "40 days", "guest").await;
+    records(&ctx, "sessions", 30, "1 hour", "guest").await;
+    let rule_id = declare(&ctx, "sessions", "at", "30 days", None).await;
+    // The sweep as deployed: its own login, a member of its group role and nothing more.
+    let sweep = TestLogin::new(&ctx.db, "GRANT asset_sweeper_sweep TO {login}").await;
+    let pass_as_sweep = async || {
+        let settings = ctx.settings(&[("DATABASE_URL", &sweep.url)]);
+        let sweeper = Sweeper::new(platform::db::pool(&settings.database), ctx.sqs.clone(), settings)
+            .with_storage(ctx.s3.clone());
+        let report = sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await.expect("sweep pass");
+        rule(&report, rule_id)
+    };
+
+    let stopped = pass_as_sweep().await;
+    assert_eq!((stopped.deleted, stopped.stopped), (0, RuleStop::Failed), "{stopped:?}");
+    let error = stopped.error.unwrap_or_default();
+    assert!(
+        error.contains(&format!("the sweep's role {} lacks DELETE and UPDATE of a column", sweep.name))
+            && error
+                .ends_with("on public.sessions: GRANT DELETE, UPDATE (at) ON public.sessions TO asset_sweeper_sweep"),
+        "names the role, what it lacks, the table and the fix: {error}"
+    );
+
+    sqlx::raw_sql("GRANT DELETE ON sessions TO asset_sweeper_sweep").execute(ctx.pool()).await.expect("DELETE");
+    let error = pass_as_sweep().await.error.unwrap_or_default();
+    assert!(
+        error.contains("lacks UPDATE of a column")
+            && error.ends_with("GRANT UPDATE (at) ON public.sessions TO asset_sweeper_sweep"),
+        "only what is still missing: {error}"
+    );
+
+    // The GRANT it names is the whole fix.
+    let fix = error.rsplit_once(": ").map(|(_, grant)| grant.to_owned()).unwrap_or_default();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(fix)).execute(ctx.pool()).await.expect("the named GRANT");
+    let finished = pass_as_sweep().await;
+    assert_eq!((finished.deleted, finished.stopped), (10, RuleStop::Finished), "{finished:?}");
 }

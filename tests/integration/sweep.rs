@@ -376,12 +376,12 @@ async fn a_missing_asset_id_domain_refuses_the_pass() {
 #[tokio::test]
 async fn an_undeclared_column_holding_asset_ids_refuses_the_pass_until_it_is_excluded() {
     let undeclared = "CREATE TABLE legacy_gallery (id serial PRIMARY KEY, picture uuid, caption text);
-         INSERT INTO legacy_gallery (picture, caption) SELECT id, 'a cat' FROM assets LIMIT 1";
+         INSERT INTO legacy_gallery (picture, caption) SELECT id, 'a cat' FROM assets, generate_series(1, 4)";
     assert_refused(undeclared, r#""column":"picture""#).await;
     // Embedded in text (a URL) counts too.
     assert_refused(
         "CREATE TABLE legacy_pages (id serial PRIMARY KEY, html text);
-         INSERT INTO legacy_pages (html) SELECT '<img src=\"/a/' || id || '.png\">' FROM assets LIMIT 1",
+         INSERT INTO legacy_pages (html) SELECT '<img src=\"/a/' || id || '.png\">' FROM assets, generate_series(1, 4)",
         r#""column":"html""#,
     )
     .await;
@@ -473,7 +473,7 @@ async fn a_column_of_a_domain_over_uuid_holding_asset_ids_refuses_the_pass() {
     assert_refused(
         "CREATE DOMAIN legacy_ref AS uuid;
          CREATE TABLE legacy_banners (id serial PRIMARY KEY, image legacy_ref[]);
-         INSERT INTO legacy_banners (image) SELECT ARRAY[id::legacy_ref] FROM assets LIMIT 1",
+         INSERT INTO legacy_banners (image) SELECT ARRAY[id::legacy_ref] FROM assets, generate_series(1, 4)",
         r#""column":"image","data_type":"uuid[]""#,
     )
     .await;

@@ -353,6 +353,55 @@ pub async fn prove_schema(pool: &PgPool) {
     }
 }
 
+/// A login made for one test, holding exactly the grants it was made with: what a privilege test runs as (a
+/// superuser would pass every check). Dropped, with what it owns in the test's database, when this value is.
+pub struct TestLogin {
+    pub name: String,
+    /// Its URL for the test's database, for settings and the CLI.
+    pub url: String,
+    db_url: String,
+}
+
+impl TestLogin {
+    /// A new login in `db`'s cluster given `grants`, run as the owner, where `{login}` stands for its name.
+    pub async fn new(db: &TestDatabase, grants: &str) -> Self {
+        let name = format!("sweeper_login_{}", short_id());
+        let password = Uuid::new_v4().simple().to_string();
+        let mut owner =
+            PgConnection::connect(&db.url).await.unwrap_or_else(|e| fail(format!("connect to {}: {e}", db.name)));
+        let sql = format!("CREATE ROLE {name} LOGIN PASSWORD '{password}'; {}", grants.replace("{login}", &name));
+        sqlx::raw_sql(AssertSqlSafe(sql.clone()))
+            .execute(&mut owner)
+            .await
+            .unwrap_or_else(|e| panic!("the login's grants ({sql}): {e}"));
+        let options: PgConnectOptions =
+            admin_database_url().parse().unwrap_or_else(|e| fail(format!("TEST_DATABASE_URL is invalid: {e}")));
+        let url = format!("postgres://{name}:{password}@{}:{}/{}", options.get_host(), options.get_port(), db.name);
+        TestLogin { name, url, db_url: db.url.clone() }
+    }
+
+    /// A connection as the login, on its own default search path.
+    pub async fn connect(&self) -> PgConnection {
+        PgConnection::connect(&self.url).await.unwrap_or_else(|e| panic!("connect as {}: {e}", self.name))
+    }
+}
+
+impl Drop for TestLogin {
+    fn drop(&mut self) {
+        let (name, db_url) = (self.name.clone(), self.db_url.clone());
+        run_detached(async move {
+            // Roles are the cluster's: what it owns in the test's database goes first, then the role.
+            if let Ok(mut conn) = PgConnection::connect(&db_url).await {
+                let _ = sqlx::raw_sql(AssertSqlSafe(format!("DROP OWNED BY {name} CASCADE"))).execute(&mut conn).await;
+                let _ = conn.close().await;
+            }
+            if let Ok(mut admin) = PgConnection::connect(&admin_database_url()).await {
+                let _ = sqlx::raw_sql(AssertSqlSafe(format!("DROP ROLE IF EXISTS {name}"))).execute(&mut admin).await;
+            }
+        });
+    }
+}
+
 pub fn short_id() -> String {
     Uuid::new_v4().simple().to_string()[..12].to_owned()
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::scan::{Column, Group, scan};
+use super::scan::{Column, Found, Group, scan};
 use super::{Columns, Target, named, summary};
 use platform::keys::KeyLayout;
 
@@ -142,7 +142,7 @@ pub async fn advance(
                 Err(e) => return Err(e),
             }
         } else {
-            Vec::new()
+            vec![Found::default(); current.columns.len()]
         };
         let took = started.elapsed();
         longest = longest.max(took);
@@ -159,7 +159,7 @@ pub async fn advance(
         named::record(conn, current, first, finished, layout).await?;
         batches += 1;
         blocks += u64::try_from(end - current.next_block).unwrap_or(0);
-        findings += found.iter().filter(|f| f.is_some()).count() as u64;
+        findings += found.iter().map(|f| f.assets.len() as u64).sum::<u64>();
         current.next_block = end;
         if finished {
             columns_finished += current.columns.len() as u64;
@@ -217,9 +217,12 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
                 WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.relid = c.relid AND t.attnum = c.attnum)
                RETURNING c.relid, c.attnum
            ),
-           -- A column no longer read names no key.
+           -- A column no longer read names no key, and holds no asset.
            unnamed AS (
                DELETE FROM named_keys n USING gone g WHERE n.relid = g.relid AND n.attnum = g.attnum
+           ),
+           unfound AS (
+               DELETE FROM census_findings f USING gone g WHERE f.relid = g.relid AND f.attnum = g.attnum
            )
            INSERT INTO census_columns AS c (relid, attnum, type_oid, json_paths, table_schema, table_name,
                                             column_name, family, shape)
@@ -229,7 +232,7 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
                   column_name = EXCLUDED.column_name, family = EXCLUDED.family, shape = EXCLUDED.shape,
                   type_oid = EXCLUDED.type_oid, json_paths = EXCLUDED.json_paths, added_at = now(),
                   next_block = 0, scan_started_at = NULL, done_cycle = 0, proven_at = NULL, keys_proven_at = NULL,
-                  found_asset = NULL, found_at = NULL, found_cycle = NULL
+                  found_asset = NULL, found_at = NULL, found_cycle = NULL, scan_found_rows = 0, found_rows = 0
             WHERE (c.type_oid, c.json_paths) IS DISTINCT FROM (EXCLUDED.type_oid, EXCLUDED.json_paths)
                OR (c.table_schema, c.table_name, c.column_name) IS DISTINCT FROM
                   (EXCLUDED.table_schema, EXCLUDED.table_name, EXCLUDED.column_name)"#,
@@ -270,7 +273,7 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
                    AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
                         OR s.last_cycle_completed_at <= now() - $1 * interval '1 second'))
                -- Whether or not read in this cycle: adopted bytes wait for a key scan begun after their adoption.
-               OR ($2 AND c.family <> 'uuid'
+               OR ($2 AND c.family IN ('text', 'json', 'value')
                    AND (c.keys_proven_at IS NULL
                         OR c.keys_proven_at <= (SELECT max(d.adopted_at) FROM adopted_assets d
                                                   JOIN assets a ON a.id = d.asset_id
@@ -320,64 +323,103 @@ async fn file_now(
     Ok((row.blocks, row.filenode))
 }
 
-/// Moves the group's cursor to `end`; a finding is kept with its cycle. When the scan is `finished`, a column
-/// that found nothing in this cycle is proven as of its scan's start, and its cursor wraps. Answers whether the
-/// table was rewritten under the scan, which then starts over.
+/// Moves the group's cursor to `end` and keeps what the batch found: each asset as a finding naming its column and
+/// a row (which holds the asset), and how many rows held one. When the scan is `finished` on the file it began on,
+/// its columns are proven as of its start (the findings hold their assets one by one), their counts of rows become
+/// the last complete scan's, findings neither it nor the scan before it saw are forgotten (an update can move a
+/// row into a block a scan has read: one scan missing a finding must not forget it), and the cursor wraps.
+/// Answers whether the table was rewritten under the scan, which then starts over, proving nothing and keeping
+/// what it found.
 async fn record(
     conn: &mut PgConnection,
     group: &Group,
     end: i64,
     finished: bool,
-    found: &[Option<Uuid>],
+    found: &[Found],
     took: Duration,
 ) -> Result<bool, sqlx::Error> {
     let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
+    let rows: Vec<i64> = found.iter().map(|f| f.rows).collect();
+    let examples: Vec<Option<Uuid>> = found.iter().map(|f| f.assets.first().map(|(id, _)| *id)).collect();
+    let (mut assets, mut assets_attnums, mut records) = (Vec::new(), Vec::new(), Vec::new());
+    for (column, f) in group.columns.iter().zip(found) {
+        for (id, at) in &f.assets {
+            assets.push(*id);
+            assets_attnums.push(column.attnum);
+            records.push(at.clone());
+        }
+    }
     // A scan's first batch dates it: by the database's clock, from when that batch's reading began.
     let started_at = (group.next_block == 0).then_some(took.as_secs_f64());
     // The table's file this scan reads: the planned one for a first batch, else the one recorded then. Another
-    // file now means a rewrite moved the rows: the scan starts over, proving nothing and keeping what it found.
+    // file now means a rewrite moved the rows: the scan starts over.
     let rewritten = sqlx::query_scalar!(
-        r#"WITH current AS (
-               SELECT c.attnum, r.rewritten,
-                      -- The scan ended on the file it began on, having found nothing in this cycle.
-                      $3 AND NOT r.rewritten AND c.found_cycle IS DISTINCT FROM s.cycle AS clean_end
+        r#"WITH noted AS (
+               INSERT INTO census_findings AS f (asset_id, relid, attnum, record)
+               SELECT a, $1, n, r FROM unnest($8::uuid[], $9::int2[], $10::text[]) AS t(a, n, r)
+               ON CONFLICT (asset_id, relid, attnum) DO UPDATE SET record = EXCLUDED.record, seen_at = now()
+           ),
+           current AS (
+               SELECT c.attnum, r.rewritten, c.proven_at AS previous,
+                      -- The scan ended on the file it began on.
+                      $3 AND NOT r.rewritten AS clean_end
                  FROM census_columns c
-                CROSS JOIN census_state s
                 CROSS JOIN LATERAL (
                       SELECT CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END
                                  IS DISTINCT FROM pg_relation_filenode(c.relid) AS rewritten
                 ) r
                 WHERE c.relid = $1 AND c.attnum = ANY ($2)
+           ),
+           updated AS (
+               UPDATE census_columns c
+                  SET next_block = CASE WHEN w.rewritten OR $3 THEN 0 ELSE $4::bigint END,
+                      filenode = CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END,
+                      scan_started_at = CASE WHEN w.rewritten THEN NULL
+                                             WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                             ELSE c.scan_started_at END,
+                      -- A first batch starts the count afresh; a clean end makes it the last complete scan's.
+                      scan_found_rows = CASE WHEN w.clean_end OR w.rewritten THEN 0
+                                             WHEN $6::float8 IS NOT NULL THEN f.rows
+                                             ELSE c.scan_found_rows + f.rows END,
+                      found_rows = CASE WHEN w.clean_end
+                                        THEN CASE WHEN $6::float8 IS NOT NULL THEN f.rows
+                                                  ELSE c.scan_found_rows + f.rows END
+                                        ELSE c.found_rows END,
+                      -- One asset found, for the status: cleared by a complete scan that found none.
+                      found_asset = CASE WHEN f.example IS NOT NULL THEN f.example
+                                         WHEN w.clean_end AND CASE WHEN $6::float8 IS NOT NULL THEN f.rows
+                                                                   ELSE c.scan_found_rows + f.rows END = 0
+                                              THEN NULL
+                                         ELSE c.found_asset END,
+                      found_at = CASE WHEN f.example IS NOT NULL THEN now() ELSE c.found_at END,
+                      found_cycle = CASE WHEN f.example IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
+                      proven_at = CASE WHEN w.clean_end
+                                       THEN CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                                 ELSE c.scan_started_at END
+                                       ELSE c.proven_at END,
+                      done_cycle = CASE WHEN w.clean_end THEN s.cycle ELSE c.done_cycle END
+                 FROM unnest($2::int2[], $5::uuid[], $11::int8[]) AS f(attnum, example, rows), census_state s,
+                      current w
+                WHERE c.relid = $1 AND c.attnum = f.attnum AND w.attnum = c.attnum
+               RETURNING w.rewritten
+           ),
+           forgotten AS (
+               DELETE FROM census_findings d USING current w
+                WHERE w.clean_end AND d.relid = $1 AND d.attnum = w.attnum AND d.seen_at < w.previous
+                  AND NOT (d.asset_id = ANY ($8))
            )
-           UPDATE census_columns c
-              SET next_block = CASE WHEN w.rewritten OR $3 THEN 0 ELSE $4::bigint END,
-                  filenode = CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END,
-                  scan_started_at = CASE WHEN w.rewritten THEN NULL
-                                         WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
-                                         ELSE c.scan_started_at END,
-                  found_asset = CASE WHEN f.found IS NOT NULL THEN f.found
-                                     WHEN w.clean_end THEN NULL
-                                     ELSE c.found_asset END,
-                  found_at = CASE WHEN f.found IS NOT NULL THEN now()
-                                  WHEN w.clean_end THEN NULL
-                                  ELSE c.found_at END,
-                  found_cycle = CASE WHEN f.found IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
-                  proven_at = CASE WHEN f.found IS NOT NULL THEN NULL
-                                   WHEN w.clean_end
-                                        THEN CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
-                                                  ELSE c.scan_started_at END
-                                   ELSE c.proven_at END,
-                  done_cycle = CASE WHEN $3 AND NOT w.rewritten THEN s.cycle ELSE c.done_cycle END
-             FROM unnest($2::int2[], $5::uuid[]) AS f(attnum, found), census_state s, current w
-            WHERE c.relid = $1 AND c.attnum = f.attnum AND w.attnum = c.attnum
-           RETURNING w.rewritten"#,
+           SELECT rewritten FROM updated"#,
         group.relid,
         &attnums,
         finished,
         end,
-        found as &[Option<Uuid>],
+        &examples as &[Option<Uuid>],
         started_at,
         group.filenode,
+        &assets,
+        &assets_attnums,
+        &records,
+        &rows,
     )
     .fetch_all(conn)
     .await?;

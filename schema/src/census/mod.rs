@@ -36,6 +36,17 @@ use crate::map::{Candidate, ReferenceSource, SchemaProblem, SourceKind};
 
 pub use advance::{Budget, Progress, Stop, advance};
 
+/// Column `col` (an SQL expression) of `family` as text to search for ids: as written for strings and JSON, as hex
+/// for a byte string (an id's 16 bytes are its 32 hex digits), and by its output function for everything else — a
+/// cast to text of the application's own type would run the application's code.
+pub(crate) fn text_of(col: &str, family: &str) -> String {
+    match family {
+        "value" => format!("format('%s', {col})"),
+        "bytea" => format!("encode({col}, 'hex')"),
+        _ => format!("{col}::text"),
+    }
+}
+
 /// A column the census reads, as the schema check names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -45,7 +56,7 @@ pub struct Target {
     pub table: String,
     /// The column.
     pub column: String,
-    /// `uuid`, `text` or `json`.
+    /// `uuid`, `text`, `json`, `bytea` or `value` ([`crate::Candidate`]).
     pub family: String,
     /// `scalar` or `array`.
     pub shape: String,
@@ -104,7 +115,7 @@ pub fn targets(sources: &[ReferenceSource], problems: &[SchemaProblem], candidat
 pub struct Standing {
     /// Targets not yet proven (`schema.table.column`).
     pub unproven: Vec<String>,
-    /// Asset ids found, as schema problems naming their columns.
+    /// Columns that look like undeclared sources (many rows holding asset ids), as schema problems naming them.
     pub problems: Vec<SchemaProblem>,
 }
 
@@ -132,8 +143,25 @@ impl Columns {
     }
 }
 
+/// How many rows of a column that is no source must hold an asset id, at the least, for the column to look like an
+/// undeclared source and refuse the pass; fewer are stray values (a link pasted into a comment), each held as a
+/// finding.
+pub const SOURCE_LIKE_ROWS: i64 = 10;
+
+/// The share of a column's rows (the table's estimate, or the rows seen when it has none) that must hold an asset
+/// id, besides [`SOURCE_LIKE_ROWS`], for it to look like an undeclared source.
+pub const SOURCE_LIKE_SHARE: f64 = 0.2;
+
+/// Whether `rows` of `of` rows holding an asset id make a column look like an undeclared source.
+pub fn looks_like_source(rows: i64, of: i64) -> bool {
+    #[allow(clippy::cast_precision_loss)]
+    let share = rows as f64 / of.max(rows).max(1) as f64;
+    rows >= SOURCE_LIKE_ROWS && share >= SOURCE_LIKE_SHARE
+}
+
 /// Reads the census's record for `targets`: which are proven on every table holding their rows (a target with
-/// no such table holds nothing to read), and what was found. One statement.
+/// no such table holds nothing to read), and which look like an undeclared source (stray findings hold their
+/// assets one by one and refuse nothing). One statement.
 pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Standing, sqlx::Error> {
     if targets.is_empty() {
         return Ok(Standing::default());
@@ -141,9 +169,12 @@ pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Sta
     let cols = Columns::of(targets);
     let rows = sqlx::query!(
         r#"SELECT l.position AS "position!",
-                  bool_and(c.proven_at IS NOT NULL AND c.found_asset IS NULL) AS "proven!",
-                  (array_agg(c.found_asset) FILTER (WHERE c.found_asset IS NOT NULL))[1] AS found
+                  bool_and(c.proven_at IS NOT NULL) AS "proven!",
+                  (array_agg(c.found_asset) FILTER (WHERE c.found_asset IS NOT NULL))[1] AS found,
+                  coalesce(sum(greatest(c.found_rows, c.scan_found_rows)), 0)::int8 AS "found_rows!",
+                  coalesce(sum(greatest(k.reltuples, 0)), 0)::int8 AS "table_rows!"
              FROM asset_sweeper_census_leaves($1, $2, $3) l
+             JOIN pg_class k ON k.oid = l.relid
              LEFT JOIN census_columns c
                     ON c.relid = l.relid AND c.attnum = l.attnum AND c.type_oid = l.type_oid
                    AND c.json_paths = ARRAY(SELECT jsonb_array_elements_text(($4::jsonb[])[l.position]))
@@ -159,7 +190,7 @@ pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Sta
     let mut standing = Standing::default();
     for row in rows {
         let Some(target) = usize::try_from(row.position - 1).ok().and_then(|i| targets.get(i)) else { continue };
-        if let Some(asset_id) = row.found {
+        if let Some(asset_id) = row.found.filter(|_| looks_like_source(row.found_rows, row.table_rows)) {
             let (schema, table, column) = (target.schema.clone(), target.table.clone(), target.column.clone());
             standing.problems.push(if target.json_paths.is_empty() {
                 SchemaProblem::FoundByCensus { schema, table, column, asset_id }
@@ -167,7 +198,8 @@ pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Sta
                 let json_path = target.json_paths.join(" or ");
                 SchemaProblem::IdOutsideDeclaredPath { schema, table, column, json_path, asset_id }
             });
-        } else if !row.proven {
+        }
+        if !row.proven {
             standing.unproven.push(target.name());
         }
     }

@@ -111,10 +111,14 @@ fn statement(group: &Group) -> Option<String> {
     let texts: Vec<(i16, String)> = group
         .columns
         .iter()
-        .filter(|c| c.family != "uuid")
+        .filter(|c| c.key_scanned())
         .map(|c| {
             let col = format!("r.{}", quote_ident(&c.name));
-            let value = if c.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
+            // A string array's elements one by one, so a key in one is read as written (not as the array quotes it).
+            let value = match (c.family.as_str(), c.shape.as_str()) {
+                ("text" | "json", "array") => format!("unnest({col})::text"),
+                (family, _) => super::text_of(&col, family),
+            };
             (c.attnum, format!("SELECT {}::int2 AS a, {value} AS v FROM r", c.attnum))
         })
         .collect();
@@ -122,7 +126,7 @@ fn statement(group: &Group) -> Option<String> {
         return None;
     }
     let selected: Vec<String> =
-        group.columns.iter().filter(|c| c.family != "uuid").map(|c| quote_ident(&c.name)).collect();
+        group.columns.iter().filter(|c| c.key_scanned()).map(|c| quote_ident(&c.name)).collect();
     // Built here, not checked at compile time: the table and its columns are the application's, known only now.
     let sql = format!(
         "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
@@ -147,7 +151,7 @@ pub(super) async fn record(
     finished: bool,
     layout: Option<&KeyLayout>,
 ) -> Result<(), sqlx::Error> {
-    let attnums: Vec<i16> = group.columns.iter().filter(|c| c.family != "uuid").map(|c| c.attnum).collect();
+    let attnums: Vec<i16> = group.columns.iter().filter(|c| c.key_scanned()).map(|c| c.attnum).collect();
     if attnums.is_empty() {
         return Ok(());
     }

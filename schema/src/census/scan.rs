@@ -4,7 +4,7 @@
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
-use migrator::UUID_IN_TEXT;
+use migrator::{UUID_IN_TEXT, UUID_SPELLED_IN_TEXT, UUID_WHOLE};
 use platform::sql::quote_ident;
 
 /// Columns of one table at the same point of their scans: read together, by one statement per batch.
@@ -28,6 +28,14 @@ pub(super) struct Column {
     pub(super) json_paths: Vec<String>,
 }
 
+impl Column {
+    /// Whether the key scan reads it: a text, JSON or other value a key could be written in (not a uuid, not bytes;
+    /// `asset_sweeper_keys_unscanned` says the same).
+    pub(super) fn key_scanned(&self) -> bool {
+        matches!(self.family.as_str(), "text" | "json" | "value")
+    }
+}
+
 /// Failpoint `census::block_limit`: a batch of more blocks than its argument is cancelled by the server's own
 /// statement timeout, as a batch of oversized documents would be.
 fn injected_block_limit() -> Option<i64> {
@@ -35,37 +43,54 @@ fn injected_block_limit() -> Option<i64> {
     None
 }
 
-/// Reads blocks `[group.next_block, end)` of the group's table; for each column, in order, one asset it holds.
-/// Mixed-case spellings of ids at a declared path are noted for the recheck, not found.
-pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Option<Uuid>>, sqlx::Error> {
+/// What one batch found in one column.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Found {
+    /// Rows of the batch holding at least one asset id.
+    pub(super) rows: i64,
+    /// Each asset found, with the `ctid` of one row holding it.
+    pub(super) assets: Vec<(Uuid, String)>,
+}
+
+/// Reads blocks `[group.next_block, end)` of the group's table; for each column, in order, what it found. Spellings
+/// of ids at a declared path other than all lowercase or all uppercase are noted for the recheck, not found.
+pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Found>, sqlx::Error> {
     if injected_block_limit().is_some_and(|limit| end - group.next_block > limit) {
         let timed_out = sqlx::raw_sql("SET statement_timeout = 1; SELECT pg_sleep(1)").execute(&mut *conn).await;
         sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
         timed_out?;
     }
     let (sql, paths) = statement(group);
-    let mut query = sqlx::query_as::<_, (i32, Uuid, Option<String>)>(AssertSqlSafe(sql))
+    let mut query = sqlx::query_as::<_, (i32, Uuid, Option<String>, String)>(AssertSqlSafe(sql))
         .bind(format!("({},0)", group.next_block))
         .bind(format!("({end},0)"))
-        .bind(UUID_IN_TEXT);
+        .bind(UUID_IN_TEXT)
+        .bind(UUID_SPELLED_IN_TEXT)
+        .bind(UUID_WHOLE);
     for p in paths {
         query = query.bind(p);
     }
     let rows = query.persistent(false).fetch_all(&mut *conn).await?;
-    let mut found = vec![None; group.columns.len()];
+    let mut found = vec![Found::default(); group.columns.len()];
+    let mut holding: Vec<std::collections::HashSet<String>> = vec![Default::default(); group.columns.len()];
     let (mut ids, mut spellings) = (Vec::new(), Vec::new());
-    for (k, id, spelling) in rows {
+    for (k, id, spelling, at) in rows {
         match spelling {
             Some(spelling) => {
                 ids.push(id);
                 spellings.push(spelling);
             }
             None => {
-                if let Some(slot) = usize::try_from(k).ok().and_then(|k| found.get_mut(k)) {
-                    *slot = Some(id);
+                let Some(k) = usize::try_from(k).ok().filter(|k| *k < found.len()) else { continue };
+                if !found[k].assets.iter().any(|(a, _)| *a == id) {
+                    found[k].assets.push((id, at.clone()));
                 }
+                holding[k].insert(at);
             }
         }
+    }
+    for (f, rows) in found.iter_mut().zip(holding) {
+        f.rows = i64::try_from(rows.len()).unwrap_or(i64::MAX);
     }
     if !ids.is_empty() {
         sqlx::query!(
@@ -81,81 +106,95 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
 }
 
 /// One batch's statement over `group`'s columns, and the declared paths it binds: `$1` and `$2` are the block range
-/// (`ctid`s), `$3` the uuid pattern ([`UUID_IN_TEXT`]), `$4`… each declared JSONB source's paths, in the group's
-/// column order. Each row found is `(k, id, spelling)`: `k` the column's position in the group, `spelling` set for
-/// a mixed-case id at a declared path. A pure function of the group, so its text can be read in a test.
+/// (`ctid`s), `$3` and `$4` the uuid patterns ([`UUID_IN_TEXT`], [`UUID_SPELLED_IN_TEXT`]), `$5` a whole id
+/// ([`UUID_WHOLE`]), `$6`… each declared JSONB source's paths, in the group's column order. Each row found is `(k,
+/// id, spelling, at)`: `k` the column's position in the group, `spelling` set for an id at a declared path spelled
+/// otherwise than all lowercase or all uppercase, `at` the row's `ctid`; one for each asset each row holds. A pure
+/// function of the group, so its text can be read in a test.
 pub(super) fn statement(group: &Group) -> (String, Vec<Vec<String>>) {
     let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let mut finds = Vec::new();
-    // Values searched for uuid-shaped strings, and text values compared with storage keys (an adopted asset's key
-    // is a name, not a finding: the key scan keeps it for that record): gathered from every
-    // column, so each search and each join with `assets` runs once per batch, not once per column. A hyphenated
-    // uuid has four hyphens: a value without them is not searched at all (LIKE costs a fraction of the search).
+    // Values searched for ids, and text values compared with storage keys (an adopted asset's key is a name, not a
+    // finding: the key scan keeps it for that record): gathered from every column, so each search and each join with
+    // `assets` runs once per batch, not once per column. Every value is searched with both patterns: an id written
+    // without hyphens has nothing a cheaper test could look for first.
     let (mut searched, mut keyed) = (Vec::new(), Vec::new());
-    // $1, $2: the block range; $3: the uuid pattern; $4…: each declared source's paths.
+    // $1, $2: the block range; $3, $4: the uuid patterns; $5: a whole id; $6…: each declared source's paths.
     let mut paths: Vec<Vec<String>> = Vec::new();
     for (k, column) in group.columns.iter().enumerate() {
         let col = format!("r.{}", quote_ident(&column.name));
         match column.family.as_str() {
             "uuid" if column.shape == "array" => {
-                finds.push(format!("SELECT {k}, e::uuid, NULL::text FROM r, unnest({col}) e"));
+                finds.push(format!("SELECT {k}, e::uuid, NULL::text, r.at FROM r, unnest({col}) e"));
             }
-            "uuid" => finds.push(format!("SELECT {k}, {col}::uuid, NULL::text FROM r WHERE {col} IS NOT NULL")),
+            "uuid" => finds.push(format!("SELECT {k}, {col}::uuid, NULL::text, r.at FROM r WHERE {col} IS NOT NULL")),
             _ if !column.json_paths.is_empty() => {
                 paths.push(column.json_paths.clone());
-                let n = paths.len() + 3;
-                // The strings the declared paths select, as the recheck reads them (a filter on strings).
+                let n = paths.len() + 5;
+                // The strings the declared paths select that spell an id, as the recheck reads them (a filter on
+                // strings).
                 let at_paths = format!(
-                    "unnest(${n}::text[]) p, jsonb_path_query({col}, (p || ' ? (@.type() == \"string\")')::jsonpath, '{{}}', true) v"
+                    "unnest(${n}::text[]) p, jsonb_path_query({col}, (p || ' ? (@.type() == \"string\")')::jsonpath, '{{}}', true) v
+                      WHERE v #>> '{{}}' ~* $5"
                 );
                 // Ids at a declared path are references; every other asset id in the document is a finding.
                 finds.push(format!(
-                    "SELECT {k}, m[1]::uuid, NULL::text FROM r, regexp_matches({col}::text, $3, 'g') m
-                      WHERE {col}::text LIKE '%-%-%-%-%'
-                        AND lower(m[1]) NOT IN (SELECT lower(v #>> '{{}}') FROM {at_paths})"
+                    "SELECT {k}, f.id::uuid, NULL::text, r.at FROM r, {}
+                      WHERE f.id::uuid NOT IN (SELECT (v #>> '{{}}')::uuid FROM {at_paths})",
+                    ids_in(&format!("{col}::text"))
                 ));
-                // An id at a path in mixed case is a reference the recheck finds once its spelling is noted.
+                // An id at a path spelled otherwise is a reference the recheck finds once its spelling is noted.
                 finds.push(format!(
-                    "SELECT {k}, (v #>> '{{}}')::uuid, v #>> '{{}}' FROM r, {at_paths}
-                      WHERE v #>> '{{}}' ~ ('^' || $3 || '$')
-                        AND v #>> '{{}}' NOT IN (lower(v #>> '{{}}'), upper(v #>> '{{}}'))"
+                    "SELECT {k}, (v #>> '{{}}')::uuid, v #>> '{{}}', r.at FROM r, {at_paths}
+                        AND v #>> '{{}}' NOT IN ((v #>> '{{}}')::uuid::text, upper((v #>> '{{}}')::uuid::text))"
                 ));
             }
             family => {
-                searched.push(format!("SELECT {k} AS k, {col}::text AS v FROM r WHERE {col} IS NOT NULL"));
+                searched.push(format!(
+                    "SELECT {k} AS k, {} AS v, r.at FROM r WHERE {col} IS NOT NULL",
+                    super::text_of(&col, family)
+                ));
                 if family == "text" {
                     let texts =
                         if column.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
-                    keyed.push(format!("SELECT {k} AS k, {texts} AS v FROM r"));
+                    keyed.push(format!("SELECT {k} AS k, {texts} AS v, r.at FROM r"));
                 }
             }
         }
     }
     if !searched.is_empty() {
         finds.push(format!(
-            "SELECT x.k, m[1]::uuid, NULL::text FROM ({}) x, regexp_matches(x.v, $3, 'g') m
-              WHERE x.v LIKE '%-%-%-%-%'",
-            searched.join(" UNION ALL ")
+            "SELECT x.k, f.id::uuid, NULL::text, x.at FROM ({}) x, {}",
+            searched.join(" UNION ALL "),
+            ids_in("x.v")
         ));
     }
     if !keyed.is_empty() {
         finds.push(format!(
-            "SELECT x.k, a.id, NULL::text FROM ({}) x JOIN assets a ON a.storage_key = x.v
+            "SELECT x.k, a.id, NULL::text, x.at FROM ({}) x JOIN assets a ON a.storage_key = x.v
               WHERE NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)",
             keyed.join(" UNION ALL ")
         ));
     }
     // Built here, not checked at compile time: the table and its columns are the application's, known only now.
     let sql = format!(
-        "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid),
-              found(k, id, spelling) AS ({})
-         SELECT DISTINCT ON (f.k, f.spelling) f.k, f.id, f.spelling
-           FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k, f.spelling",
+        "WITH r AS MATERIALIZED (SELECT ctid AS at, {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid),
+              found(k, id, spelling, at) AS ({})
+         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text
+           FROM found f JOIN assets a ON a.id = f.id",
         selected.join(", "),
         group.heap,
         finds.join(" UNION ALL "),
     );
     (sql, paths)
+}
+
+/// The uuid-shaped strings in `text`, in every spelling ($3 and $4), as a lateral table of one column `id`.
+fn ids_in(text: &str) -> String {
+    format!(
+        "LATERAL (SELECT m[1] FROM regexp_matches({text}, $3, 'g') m
+                  UNION SELECT m[1] FROM regexp_matches({text}, $4, 'g') m) f(id)"
+    )
 }
 
 #[cfg(test)]
@@ -193,10 +232,10 @@ mod tests {
             vec![column(2, "owner_id", "uuid", "scalar", &[]), column(3, "gallery", "uuid", "array", &[])],
         );
         let expected = [
-            r#"WITH r AS MATERIALIZED (SELECT "owner_id", "gallery" FROM ONLY "public"."products" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
-            r#"              found(k, id, spelling) AS (SELECT 0, r."owner_id"::uuid, NULL::text FROM r WHERE r."owner_id" IS NOT NULL UNION ALL SELECT 1, e::uuid, NULL::text FROM r, unnest(r."gallery") e)"#,
-            r#"         SELECT DISTINCT ON (f.k, f.spelling) f.k, f.id, f.spelling"#,
-            r#"           FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k, f.spelling"#,
+            r#"WITH r AS MATERIALIZED (SELECT ctid AS at, "owner_id", "gallery" FROM ONLY "public"."products" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
+            r#"              found(k, id, spelling, at) AS (SELECT 0, r."owner_id"::uuid, NULL::text, r.at FROM r WHERE r."owner_id" IS NOT NULL UNION ALL SELECT 1, e::uuid, NULL::text, r.at FROM r, unnest(r."gallery") e)"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text"#,
+            r#"           FROM found f JOIN assets a ON a.id = f.id"#,
         ]
         .join("\n");
         let (sql, paths) = statement(&group);
@@ -216,14 +255,12 @@ mod tests {
             ],
         );
         let expected = [
-            r#"WITH r AS MATERIALIZED (SELECT "title ""alt""", "tags", "meta", "history" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
-            // Every value searched for uuid-shaped strings, in one search for the batch...
-            r#"              found(k, id, spelling) AS (SELECT x.k, m[1]::uuid, NULL::text FROM (SELECT 0 AS k, r."title ""alt"""::text AS v FROM r WHERE r."title ""alt""" IS NOT NULL UNION ALL SELECT 1 AS k, r."tags"::text AS v FROM r WHERE r."tags" IS NOT NULL UNION ALL SELECT 2 AS k, r."meta"::text AS v FROM r WHERE r."meta" IS NOT NULL UNION ALL SELECT 3 AS k, r."history"::text AS v FROM r WHERE r."history" IS NOT NULL) x, regexp_matches(x.v, $3, 'g') m"#,
-            // ...and every text (an array's each element) joined once with the assets' keys, adopted ones left out.
-            r#"              WHERE x.v LIKE '%-%-%-%-%' UNION ALL SELECT x.k, a.id, NULL::text FROM (SELECT 0 AS k, r."title ""alt"""::text AS v FROM r UNION ALL SELECT 1 AS k, unnest(r."tags")::text AS v FROM r) x JOIN assets a ON a.storage_key = x.v"#,
+            r#"WITH r AS MATERIALIZED (SELECT ctid AS at, "title ""alt""", "tags", "meta", "history" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
+            r#"              found(k, id, spelling, at) AS (SELECT x.k, f.id::uuid, NULL::text, x.at FROM (SELECT 0 AS k, r."title ""alt"""::text AS v, r.at FROM r WHERE r."title ""alt""" IS NOT NULL UNION ALL SELECT 1 AS k, r."tags"::text AS v, r.at FROM r WHERE r."tags" IS NOT NULL UNION ALL SELECT 2 AS k, r."meta"::text AS v, r.at FROM r WHERE r."meta" IS NOT NULL UNION ALL SELECT 3 AS k, r."history"::text AS v, r.at FROM r WHERE r."history" IS NOT NULL) x, LATERAL (SELECT m[1] FROM regexp_matches(x.v, $3, 'g') m"#,
+            r#"                  UNION SELECT m[1] FROM regexp_matches(x.v, $4, 'g') m) f(id) UNION ALL SELECT x.k, a.id, NULL::text, x.at FROM (SELECT 0 AS k, r."title ""alt"""::text AS v, r.at FROM r UNION ALL SELECT 1 AS k, unnest(r."tags")::text AS v, r.at FROM r) x JOIN assets a ON a.storage_key = x.v"#,
             r#"              WHERE NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id))"#,
-            r#"         SELECT DISTINCT ON (f.k, f.spelling) f.k, f.id, f.spelling"#,
-            r#"           FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k, f.spelling"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text"#,
+            r#"           FROM found f JOIN assets a ON a.id = f.id"#,
         ]
         .join("\n");
         let (sql, paths) = statement(&group);
@@ -241,23 +278,25 @@ mod tests {
             ],
         );
         let expected = [
-            r#"WITH r AS MATERIALIZED (SELECT "body", "cover" FROM ONLY "public"."documents" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
-            r#"              found(k, id, spelling) AS (SELECT 0, m[1]::uuid, NULL::text FROM r, regexp_matches(r."body"::text, $3, 'g') m"#,
-            r#"                      WHERE r."body"::text LIKE '%-%-%-%-%'"#,
-            r#"                        AND lower(m[1]) NOT IN (SELECT lower(v #>> '{}') FROM unnest($4::text[]) p, jsonb_path_query(r."body", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v) UNION ALL SELECT 0, (v #>> '{}')::uuid, v #>> '{}' FROM r, unnest($4::text[]) p, jsonb_path_query(r."body", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
-            r#"                      WHERE v #>> '{}' ~ ('^' || $3 || '$')"#,
-            r#"                        AND v #>> '{}' NOT IN (lower(v #>> '{}'), upper(v #>> '{}')) UNION ALL SELECT 1, m[1]::uuid, NULL::text FROM r, regexp_matches(r."cover"::text, $3, 'g') m"#,
-            r#"                      WHERE r."cover"::text LIKE '%-%-%-%-%'"#,
-            r#"                        AND lower(m[1]) NOT IN (SELECT lower(v #>> '{}') FROM unnest($5::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v) UNION ALL SELECT 1, (v #>> '{}')::uuid, v #>> '{}' FROM r, unnest($5::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
-            r#"                      WHERE v #>> '{}' ~ ('^' || $3 || '$')"#,
-            r#"                        AND v #>> '{}' NOT IN (lower(v #>> '{}'), upper(v #>> '{}')))"#,
-            r#"         SELECT DISTINCT ON (f.k, f.spelling) f.k, f.id, f.spelling"#,
-            r#"           FROM found f JOIN assets a ON a.id = f.id ORDER BY f.k, f.spelling"#,
+            r#"WITH r AS MATERIALIZED (SELECT ctid AS at, "body", "cover" FROM ONLY "public"."documents" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
+            r#"              found(k, id, spelling, at) AS (SELECT 0, f.id::uuid, NULL::text, r.at FROM r, LATERAL (SELECT m[1] FROM regexp_matches(r."body"::text, $3, 'g') m"#,
+            r#"                  UNION SELECT m[1] FROM regexp_matches(r."body"::text, $4, 'g') m) f(id)"#,
+            r#"                      WHERE f.id::uuid NOT IN (SELECT (v #>> '{}')::uuid FROM unnest($6::text[]) p, jsonb_path_query(r."body", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
+            r#"                      WHERE v #>> '{}' ~* $5) UNION ALL SELECT 0, (v #>> '{}')::uuid, v #>> '{}', r.at FROM r, unnest($6::text[]) p, jsonb_path_query(r."body", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
+            r#"                      WHERE v #>> '{}' ~* $5"#,
+            r#"                        AND v #>> '{}' NOT IN ((v #>> '{}')::uuid::text, upper((v #>> '{}')::uuid::text)) UNION ALL SELECT 1, f.id::uuid, NULL::text, r.at FROM r, LATERAL (SELECT m[1] FROM regexp_matches(r."cover"::text, $3, 'g') m"#,
+            r#"                  UNION SELECT m[1] FROM regexp_matches(r."cover"::text, $4, 'g') m) f(id)"#,
+            r#"                      WHERE f.id::uuid NOT IN (SELECT (v #>> '{}')::uuid FROM unnest($7::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
+            r#"                      WHERE v #>> '{}' ~* $5) UNION ALL SELECT 1, (v #>> '{}')::uuid, v #>> '{}', r.at FROM r, unnest($7::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
+            r#"                      WHERE v #>> '{}' ~* $5"#,
+            r#"                        AND v #>> '{}' NOT IN ((v #>> '{}')::uuid::text, upper((v #>> '{}')::uuid::text)))"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text"#,
+            r#"           FROM found f JOIN assets a ON a.id = f.id"#,
         ]
         .join("\n");
         let (sql, paths) = statement(&group);
         assert_eq!(sql, expected);
-        // Each declared source's paths: $4 and $5, after the block range and the uuid pattern.
+        // Each declared source's paths: $6 and $7, after the block range, the two uuid patterns and a whole id.
         assert_eq!(paths, [vec!["$.hero.id".to_owned(), "$.images[*]".to_owned()], vec!["$.id".to_owned()]]);
     }
 }

@@ -1,0 +1,102 @@
+//! The schema at commit (invariant 20): a migration that commits while a settle waits for the asset's row — it
+//! adds a column, copies the reference into it and clears the old one — is seen by that settle, which holds the
+//! asset instead of destroying it on a map that no longer says where the reference is. With the change detector
+//! (a lock every DDL command waits for, then the generation) and without it (the catalog fingerprint).
+
+use std::time::{Duration, Instant};
+
+use crate::pipeline::{actions, key, pass, settle_queue};
+use integration_tests::TestContext;
+use integration_tests::fixtures::{object_exists, seed, state};
+use lifecycle::runs::RunOutcome;
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Waits until a session other than `own` waits for a lock: the consumer's settle, blocked on the asset's row.
+async fn until_a_settle_waits(ctx: &TestContext, own: i32) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                             WHERE datname = current_database() AND pid <> $1 AND wait_event_type = 'Lock'
+                               AND query LIKE '%FOR UPDATE OF a, o%')",
+        )
+        .bind(own)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("pg_stat_activity");
+        if waiting {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no settle ever waited for the asset's row");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_the_asset() {
+    for detector in [true, false] {
+        let ctx = TestContext::new().await;
+        if !detector {
+            sqlx::raw_sql(
+                "DROP EVENT TRIGGER asset_sweeper_schema_changes; DROP EVENT TRIGGER asset_sweeper_schema_drops;",
+            )
+            .execute(ctx.pool())
+            .await
+            .expect("no detector");
+        }
+        let ws = Uuid::new_v4();
+        let upload_key = key(ws);
+        // An upload the application attached without saying so: only its reference keeps it.
+        let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+        sqlx::raw_sql(
+            "CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
+             CREATE INDEX products_hero ON products (hero);",
+        )
+        .execute(ctx.pool())
+        .await
+        .expect("products");
+        sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(upload).execute(ctx.pool()).await.expect("row");
+
+        let report = pass(&ctx, &[]).await;
+        assert_eq!((report.outcome, report.enqueued), (RunOutcome::Ok, 1), "{:?}", report.reason);
+
+        // Something holds the asset's row (a write of the application's), so the settle waits for it.
+        let mut holding = ctx.pool().begin().await.expect("begin");
+        let own: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *holding).await.expect("pid");
+        sqlx::query("SELECT 1 FROM assets WHERE id = $1 FOR KEY SHARE")
+            .bind(upload)
+            .execute(&mut *holding)
+            .await
+            .expect("hold the row");
+
+        let migration = async {
+            until_a_settle_waits(&ctx, own).await;
+            // The migration: a new column, the reference copied into it, the old one cleared; committed.
+            sqlx::raw_sql(
+                "BEGIN;
+                 ALTER TABLE products ADD COLUMN cover asset_id;
+                 UPDATE products SET cover = hero;
+                 UPDATE products SET hero = NULL;
+                 COMMIT;",
+            )
+            .execute(ctx.pool())
+            .await
+            .expect("the migration commits");
+            holding.commit().await.expect("release the row");
+        };
+        tokio::join!(settle_queue(&ctx), migration);
+
+        let label = if detector { "with the detector" } else { "without the detector" };
+        assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"), "{label}");
+        assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await, "{label}: the bytes are gone");
+        assert_eq!(actions(&ctx, upload).await, ["defer"], "{label}");
+        let evidence: Value =
+            sqlx::query_scalar("SELECT evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
+                .bind(upload)
+                .fetch_one(ctx.pool())
+                .await
+                .expect("evidence");
+        assert_eq!(evidence["deferred"]["why"], "schema_changed", "{label}: {evidence}");
+    }
+}
