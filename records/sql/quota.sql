@@ -144,9 +144,10 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_recount_usage() RETURNS v
 $$;
 
 -- One workspace's usage, each stored object counted once however many of its asset rows share it:
---   held:    bytes its records still hold: an object with a `pending`, `attached` or `failed` row. While the newest
---            schema check refused, or before the first one, every stored byte: an unreadable reference must not
---            look free.
+--   held:    bytes its records still hold: an object with a `pending`, `attached` or `failed` row, or one whose
+--            `released` or `retired` row the census found named in a column that is no source (a finding keeps its
+--            asset, so its bytes are not free). While the newest schema check refused, or before the first one,
+--            every stored byte: an unreadable reference must not look free.
 --   stored:  every object any of its rows points at, `released` and `retired` ones (waiting for removal) included.
 --   waiting: stored objects only `released` or `retired` rows point at.
 --   headroom: the largest upload the check would let through now (NULL without a quota). Counted in numeric,
@@ -161,10 +162,23 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_usage(workspace uuid)
         SELECT coalesce((SELECT NOT v.valid FROM asset_sweeper.schema_verdicts v ORDER BY v.id DESC LIMIT 1), true) AS refused
     ), quota AS (
         SELECT (SELECT q.quota_bytes FROM asset_sweeper.workspace_quotas q WHERE q.workspace_id = workspace) AS bytes
+    ), found AS (
+        -- Objects only a finding holds: few while the schema check passes (a column where many rows name assets
+        -- refuses it).
+        SELECT coalesce(sum(x.byte_size), 0)::bigint AS bytes FROM (
+            SELECT DISTINCT ON (a.storage_key) a.byte_size
+              FROM asset_sweeper.census_findings f
+              JOIN asset_sweeper.assets a ON a.id = f.asset_id AND a.workspace_id = workspace
+             WHERE a.state IN ('released', 'retired')
+               AND NOT EXISTS (SELECT 1 FROM asset_sweeper.assets h
+                                WHERE h.storage_key = a.storage_key AND h.workspace_id = workspace
+                                  AND h.state IN ('pending', 'attached', 'failed'))
+        ) x
     ), counted AS (
-        SELECT quota.bytes AS quota, CASE WHEN verdict.refused THEN totals.stored ELSE totals.held END AS held,
-               totals.stored, totals.stored - totals.held AS waiting, verdict.refused
-          FROM totals, verdict, quota
+        SELECT quota.bytes AS quota,
+               CASE WHEN verdict.refused THEN totals.stored ELSE totals.held + found.bytes END AS held,
+               totals.stored, totals.stored - totals.held - found.bytes AS waiting, verdict.refused
+          FROM totals, verdict, quota, found
     )
     SELECT quota, held, stored, waiting,
            CASE WHEN quota IS NOT NULL

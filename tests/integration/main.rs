@@ -11,6 +11,7 @@ mod consumer;
 mod discovery;
 mod docs;
 mod e2e;
+mod findings;
 mod harness;
 mod hostile;
 mod infra;

@@ -1,0 +1,89 @@
+//! Findings hold assets, not the fleet (invariant 21): one end user's comment holding a CDN link with an asset id
+//! keeps that asset, named with its column and row, while every other asset of every workspace settles; the quota
+//! counts what the finding holds, not every stored byte. Before, the pass refused for every workspace until an
+//! operator excluded the column (which blinded the census there), and uploads were refused too.
+
+use crate::pipeline::{key, pass, settle_queue};
+use integration_tests::TestContext;
+use integration_tests::fixtures::{object_exists, seed, state};
+use lifecycle::runs::RunOutcome;
+use serde_json::Value;
+use uuid::Uuid;
+
+#[tokio::test]
+async fn a_stray_id_in_a_comment_holds_only_its_asset_while_other_workspaces_settle() {
+    let ctx = TestContext::new().await;
+    let (ws, other_ws) = (Uuid::new_v4(), Uuid::new_v4());
+    let (quoted_key, other_key, elsewhere_key, upload_key) = (key(ws), key(ws), key(other_ws), key(other_ws));
+    let quoted = seed(&ctx, ws, "released", "3 days", &quoted_key).await;
+    let other = seed(&ctx, ws, "released", "3 days", &other_key).await;
+    let elsewhere = seed(&ctx, other_ws, "released", "3 days", &elsewhere_key).await;
+    let upload = seed(&ctx, other_ws, "pending", "8 days", &upload_key).await;
+    sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, 1000)")
+        .bind(ws)
+        .execute(ctx.pool())
+        .await
+        .expect("quota");
+    // What end users type: prose, and one of them pastes a link to an image (written without hyphens, as a CDN
+    // might), past the sample's first rows.
+    sqlx::raw_sql(
+        "CREATE TABLE comments (id serial PRIMARY KEY, body text);
+         INSERT INTO comments (body) SELECT 'nice product, 5 stars ' || g FROM generate_series(1, 400) g;",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("comments");
+    sqlx::query("UPDATE comments SET body = 'look: https://cdn.example.com/i/' || replace($1::text, '-', '') || '.jpg' WHERE id = 250")
+        .bind(quoted)
+        .execute(ctx.pool())
+        .await
+        .expect("the comment");
+
+    let report = pass(&ctx, &[]).await;
+    assert_eq!(report.outcome, RunOutcome::Ok, "one stray value refuses nothing: {:?}", report.reason);
+    assert!(report.census_error.is_none(), "{:?}", report.census_error);
+    settle_queue(&ctx).await;
+
+    // Only the named asset is held, with the column and the row that name it.
+    assert_eq!(state(&ctx, quoted).await.as_deref(), Some("released"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &quoted_key).await);
+    let (action, evidence): (String, Value) =
+        sqlx::query_as("SELECT action, evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
+            .bind(quoted)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("an event");
+    assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("found")), "{evidence}");
+    assert_eq!(evidence["deferred"]["found_in"], "public.comments.body");
+    let ctid = evidence["deferred"]["record"]["ctid"].as_str().expect("the row").to_owned();
+    let named: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT id FROM comments WHERE ctid = '{ctid}'")))
+        .fetch_one(ctx.pool())
+        .await
+        .expect("the row the evidence names");
+    assert_eq!(named, 250);
+
+    // Everything else settles, in both workspaces.
+    assert_eq!(state(&ctx, other).await.as_deref(), Some("retired"));
+    assert_eq!(state(&ctx, elsewhere).await.as_deref(), Some("retired"));
+    assert_eq!(state(&ctx, upload).await, None, "the abandoned upload of the other workspace is deleted");
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
+
+    // The quota counts the bytes the finding holds, not every stored byte.
+    let (held, stored, refused): (i64, i64, bool) =
+        sqlx::query_as("SELECT held_bytes, stored_bytes, schema_refused FROM asset_sweeper_usage($1)")
+            .bind(ws)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("usage");
+    assert_eq!((held, stored, refused), (100, 200, false));
+
+    // The comment edited, two complete scans later the finding is forgotten and the asset goes the usual way.
+    sqlx::query("UPDATE comments SET body = 'edited' WHERE id = 250").execute(ctx.pool()).await.expect("edit");
+    for _ in 0..2 {
+        let again = pass(&ctx, &[("CENSUS_CYCLE_INTERVAL", "0s")]).await;
+        assert_eq!(again.outcome, RunOutcome::Ok, "{:?}", again.reason);
+    }
+    let findings: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM census_findings").fetch_one(ctx.pool()).await.expect("findings");
+    assert_eq!(findings, 0);
+}
