@@ -340,7 +340,8 @@ async fn move_cursor(
 
 /// Failpoint `discovery::schedule`, with `return(MS ID ID …)`: a batch that looked at any of the ids waits MS
 /// milliseconds between asking the sources and scheduling what they did not name (a slow database, or a window for
-/// the application to win a race in). Other batches, other tests' among them, are not slowed.
+/// the application to win a race in), and says so in [`PAUSED`] as the wait begins, so a test acts inside the
+/// window however busy the machine is. Other batches, other tests' among them, are not slowed.
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 fn injected_pause(batch: &[Uuid]) {
     fail::fail_point!("discovery::schedule", |arg: Option<String>| {
@@ -348,10 +349,15 @@ fn injected_pause(batch: &[Uuid]) {
         let mut words = arg.split_whitespace();
         let ms = words.next().and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
         if words.any(|w| Uuid::parse_str(w).is_ok_and(|id| batch.contains(&id))) {
+            PAUSED.store(true, std::sync::atomic::Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(ms));
         }
     });
 }
+
+/// Set when a batch begins the wait of the failpoint `discovery::schedule`; never set without failpoints (a build
+/// with the `fail` crate's failpoints on compiles the failpoint's body, whichever crate turned them on).
+pub static PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The id right after `id` in Postgres's order (bytewise, as `u128`), or `None` after the last there is.
 fn successor(id: Uuid) -> Option<Uuid> {

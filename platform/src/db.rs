@@ -86,7 +86,7 @@ pub fn pool(settings: &DatabaseSettings) -> PgPool {
 }
 
 /// `options` with the limits every session of the project gets (functions and CLI alike): statement, lock and
-/// idle-in-transaction timeouts, and `row_security = off`, so a query that a row-level security policy would
+/// idle-in-transaction timeouts, no JIT, and `row_security = off`, so a query that a row-level security policy would
 /// filter (a recheck that would see fewer references than exist) fails instead of answering; and a search path
 /// that holds no schema an application role may create in (`migrator::SESSION_SEARCH_PATH`), so nothing the
 /// application plants can stand in for a built-in or a table of the sweeper's in these sessions.
@@ -98,6 +98,9 @@ pub fn session_options(options: PgConnectOptions) -> PgConnectOptions {
         ("lock_timeout", ms(LOCK_TIMEOUT)),
         ("idle_in_transaction_session_timeout", ms(IDLE_IN_TRANSACTION_TIMEOUT)),
         ("row_security", "off".to_owned()),
+        // A large statement's JIT compilation is not cancelled by the statement timeout: no statement of a pass
+        // may outlive its share.
+        ("jit", "off".to_owned()),
     ])
 }
 

@@ -240,6 +240,7 @@ async fn an_application_referring_to_the_asset_again_while_discovery_schedules_i
     let (asset, key) = attached(&ctx, ws, "3 days").await;
 
     // Discovery has asked the sources and found nothing; before it schedules, the application uses the asset again.
+    lifecycle::discovery::PAUSED.store(false, std::sync::atomic::Ordering::SeqCst);
     fail::cfg("discovery::schedule", &format!("return(3000 {asset})")).expect("failpoint");
     let settings = ctx.settings(&[]);
     let url = ctx.db.url.clone();
@@ -251,17 +252,12 @@ async fn an_application_referring_to_the_asset_again_while_discovery_schedules_i
             Sweeper::new(pool, sqs, settings).run_pass(Instant::now() + Duration::from_secs(600)).await
         })
     });
-    // Discovery starts once the pass has recorded its verdict, and asks the sources at once; its pause is longer.
+    // The write lands inside the pause, whenever the batch reaches it.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM schema_verdicts)")
-        .fetch_one(ctx.pool())
-        .await
-        .expect("verdicts")
-    {
-        assert!(Instant::now() < deadline, "the pass never recorded its verdict");
+    while !lifecycle::discovery::PAUSED.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "discovery never reached the asset's batch");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(700)).await;
     sql(&ctx, "INSERT INTO banners (image) VALUES ($1)", asset).await;
     let report = sweeping.await.expect("the sweep thread").expect("sweep pass");
     fail::remove("discovery::schedule");
