@@ -74,14 +74,15 @@ macro_rules! uuid_spelled {
 }
 
 /// A POSIX regular expression whose first group is a hyphenated uuid in any letter case, wherever it stands: how
-/// the sample and the census find asset ids inside text and JSON (with [`UUID_SPELLED_IN_TEXT`]), and how
-/// `asset_sweeper_nested_ids` reads a composite value. Written into guards.sql as `{{uuid_in_text}}`.
+/// `asset_sweeper_nested_ids` reads a composite value (written into guards.sql as `{{uuid_in_text}}`), and, with
+/// [`UUID_SPELLED_IN_TEXT`], how the census finds ids off a declared document's paths. (Other values the census and
+/// the sample read are searched outside the database, the same spellings in one pass: `schema::census::ids`.)
 pub const UUID_IN_TEXT: &str = concat!("(", uuid_shape!("[0-9a-fA-F]"), ")");
 
 /// A POSIX regular expression whose first group is a uuid in any spelling Postgres accepts (no hyphens, hyphens
 /// after any group of four, braces, any letter case), where it does not continue a run of hex digits: a search
 /// from the left could not tell where an id glued to other hex digits begins. The hyphenated spelling is found
-/// wherever it stands by [`UUID_IN_TEXT`], so the sample and the census search with both.
+/// wherever it stands by [`UUID_IN_TEXT`], so a search uses both.
 pub const UUID_SPELLED_IN_TEXT: &str = concat!("(?:^|[^0-9a-fA-F])\\{?(", uuid_spelled!("[0-9a-fA-F]"), ")");
 
 /// A POSIX regular expression for a string that is one uuid, in any spelling Postgres accepts, and nothing else,

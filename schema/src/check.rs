@@ -3,7 +3,6 @@
 //! records, a source without a guard or an index, or any other column whose sampled values are asset ids or storage
 //! keys (and which is not listed in `asset_reference_exclusions`) makes it refuse, naming every cause.
 
-use migrator::{UUID_IN_TEXT, UUID_SPELLED_IN_TEXT};
 use platform::sql::{quote_ident, quote_literal};
 use sqlx::postgres::types::Oid;
 use sqlx::{AssertSqlSafe, PgConnection};
@@ -104,11 +103,12 @@ async fn nested_index(
     Ok(found.map(|f| LeadingIndexes { methods: f.methods, classes: Vec::new() }))
 }
 
-/// How many of a table's last blocks the sample reads besides its first rows: where rows written since the census
-/// passed a table stand, so the next pass sees them, not the next cycle.
-const SAMPLE_TAIL_BLOCKS: i64 = 64;
+/// How many of a table's last blocks the sample reads, whole, besides its first rows: where rows inserted since the
+/// census passed a table stand, so the next pass sees them, not the next cycle. Four blocks (32 KiB) a column:
+/// about what the first rows cost. (A partitioned table's first rows only: its root has no blocks of its own.)
+const SAMPLE_TAIL_BLOCKS: i64 = 4;
 
-/// Samples up to `sample_rows` rows of each candidate from the start of its table and as many from its last blocks
+/// Samples up to `sample_rows` rows of each candidate from the start of its table and every row of its last blocks
 /// ([`SAMPLE_TAIL_BLOCKS`]): the fast first look, which the census's full scans then prove or refute. Each asset id it
 /// finds (in any spelling; for text, a storage key too) is noted as a finding naming the column and the row, which
 /// holds that asset (unless the transaction is read-only: `plan` and `explain` look without writing). A column
@@ -133,7 +133,8 @@ async fn sample(
             (family, _) => crate::census::text_of("s.c", family),
         };
         let storage_keys = if family == "text" {
-            "UNION SELECT a.id, s.rel, s.at FROM sample s JOIN assets a ON a.storage_key = s.v"
+            "UNION ALL SELECT a.id, s.rel, s.at::text, NULL, (SELECT count(*) FROM rows)
+                        FROM sample s JOIN assets a ON a.storage_key = s.v"
         } else {
             ""
         };
@@ -142,30 +143,46 @@ async fn sample(
             "WITH head(rel, at, c) AS (
                  (SELECT tableoid, ctid, {col} FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1)
                  UNION ALL
-                 (SELECT tableoid, ctid, {col} FROM {table_sql}
-                   WHERE ctid >= format('(%s,0)', greatest(asset_sweeper_blocks({regclass}::regclass) - $4, 0))::tid
-                     AND {col} IS NOT NULL LIMIT $1)
+                 (SELECT tableoid, ctid, {col} FROM {table_sql}, asset_sweeper_blocks({regclass}::regclass) AS b(n)
+                   WHERE b.n > 0 AND ctid >= format('(%s,0)', greatest(b.n - $2, 0))::tid AND {col} IS NOT NULL)
              ),
              rows AS (SELECT DISTINCT ON (rel, at) * FROM head ORDER BY rel, at),
-             sample AS (SELECT s.rel, s.at, {values} AS v FROM rows s),
-             found(id, rel, at) AS (
-                 SELECT a.id, s.rel, s.at FROM sample s,
-                        LATERAL (SELECT m[1] FROM regexp_matches(s.v, $2, 'g') m
-                                 UNION SELECT m[1] FROM regexp_matches(s.v, $3, 'g') m) f(id)
-                   JOIN assets a ON a.id = f.id::uuid
-                 {storage_keys}
-             )
-             SELECT f.id, f.rel, f.at::text, (SELECT count(*) FROM rows) FROM found f"
+             sample AS (SELECT s.rel, s.at, {values} AS v FROM rows s)
+             SELECT NULL::uuid, s.rel, s.at::text, s.v, (SELECT count(*) FROM rows) FROM sample s
+             {storage_keys}"
         );
-        let found: Vec<(Uuid, Oid, String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+        let read: Vec<(Option<Uuid>, Oid, String, Option<String>, i64)> = sqlx::query_as(AssertSqlSafe(sql))
             .bind(i64::from(sample_rows))
-            .bind(UUID_IN_TEXT)
-            .bind(UUID_SPELLED_IN_TEXT)
             .bind(SAMPLE_TAIL_BLOCKS)
             .persistent(false)
             .fetch_all(&mut *conn)
             .await?;
-        let Some(sampled) = found.first().map(|f| f.3) else { continue };
+        let Some(sampled) = read.first().map(|r| r.4) else { continue };
+        // Each value searched in one pass (`census::ids`); which ids are assets, one question per column.
+        let mut found: Vec<(Uuid, Oid, String)> = Vec::new();
+        let mut spelled: Vec<(Uuid, Oid, String)> = Vec::new();
+        for (id, rel, at, text) in read.into_iter().map(|r| (r.0, r.1, r.2, r.3)) {
+            match (id, text) {
+                (Some(id), _) => found.push((id, rel, at)),
+                (None, Some(text)) => {
+                    spelled.extend(crate::census::ids::ids_in(&text).into_iter().map(|id| (id, rel, at.clone())));
+                }
+                (None, None) => {}
+            }
+        }
+        if !spelled.is_empty() {
+            let candidates: Vec<Uuid> = spelled.iter().map(|s| s.0).collect();
+            let assets: std::collections::HashSet<Uuid> =
+                sqlx::query_scalar!("SELECT id FROM assets WHERE id = ANY ($1)", &candidates)
+                    .fetch_all(&mut *conn)
+                    .await?
+                    .into_iter()
+                    .collect();
+            found.extend(spelled.into_iter().filter(|s| assets.contains(&s.0)));
+        }
+        if found.is_empty() {
+            continue;
+        }
         let rows = found.iter().map(|f| (f.1, &f.2)).collect::<std::collections::HashSet<_>>().len();
         if crate::census::looks_like_source(i64::try_from(rows).unwrap_or(i64::MAX), sampled) {
             let data_type = if shape == "array" { format!("{family}[]") } else { family.clone() };
@@ -177,8 +194,7 @@ async fn sample(
             });
         }
         if !read_only {
-            let (ids, rels, ats): (Vec<Uuid>, Vec<Oid>, Vec<String>) =
-                found.into_iter().map(|(id, rel, at, _)| (id, rel, at)).collect();
+            let (ids, rels, ats): (Vec<Uuid>, Vec<Oid>, Vec<String>) = found.into_iter().collect();
             sqlx::query!(
                 "INSERT INTO census_findings AS f (asset_id, relid, attnum, record)
                  SELECT DISTINCT ON (t.a, t.r) t.a, t.r, c.attnum, t.at

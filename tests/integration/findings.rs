@@ -87,3 +87,58 @@ async fn a_stray_id_in_a_comment_holds_only_its_asset_while_other_workspaces_set
         sqlx::query_scalar("SELECT count(*) FROM census_findings").fetch_one(ctx.pool()).await.expect("findings");
     assert_eq!(findings, 0);
 }
+
+/// The sample reads a table's newest rows too: an id inserted into a column that is no source after the census
+/// proved it is seen, and held, by the next pass, not the next census cycle (a day later by default).
+#[tokio::test]
+async fn an_id_inserted_after_the_census_proved_its_column_is_held_by_the_next_pass() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let asset_key = key(ws);
+    let asset = seed(&ctx, ws, "released", "3 days", &asset_key).await;
+    due(&ctx, asset, "1 day").await;
+    sqlx::raw_sql(
+        "CREATE TABLE notes (id serial PRIMARY KEY, body text);
+         INSERT INTO notes (body) SELECT repeat('a note of no consequence ', 12) FROM generate_series(1, 1000);",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("notes");
+    let quiet = [("DISCOVERY_ENABLED", "false")];
+    let first = pass(&ctx, &quiet).await;
+    assert_eq!(first.census.as_ref().map(|c| c.columns_unproven), Some(0), "{:?}", first.census);
+
+    // Past the first rows the sample reads: a new row, at the table's end.
+    sqlx::query("INSERT INTO notes (body) VALUES ('the old banner: ' || $1::text)")
+        .bind(asset)
+        .execute(ctx.pool())
+        .await
+        .expect("a new note");
+    due(&ctx, asset, "-1 minute").await;
+    let second = pass(&ctx, &quiet).await;
+    assert_eq!(second.outcome, RunOutcome::Ok, "{:?}", second.reason);
+    assert_eq!(second.census.as_ref().map(|c| c.batches), Some(0), "the census rests: {:?}", second.census);
+    settle_queue(&ctx).await;
+    assert_eq!(state(&ctx, asset).await.as_deref(), Some("released"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &asset_key).await);
+    let evidence: Value =
+        sqlx::query_scalar("SELECT evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
+            .bind(asset)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("an event");
+    assert_eq!(evidence["deferred"]["found_in"], "public.notes.body", "{evidence}");
+}
+
+/// Moves `asset`'s due time to `from_now` as the sweeper's own write (which does not move the grace floor).
+async fn due(ctx: &TestContext, asset: Uuid, from_now: &str) {
+    let mut tx = ctx.pool().begin().await.expect("begin");
+    sqlx::query("SELECT set_config('asset_sweeper.actor', 'sweeper', true)").execute(&mut *tx).await.expect("actor");
+    sqlx::query("UPDATE assets SET due_at = now() + $2::interval WHERE id = $1")
+        .bind(asset)
+        .bind(from_now)
+        .execute(&mut *tx)
+        .await
+        .expect("due");
+    tx.commit().await.expect("commit");
+}

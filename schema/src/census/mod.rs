@@ -23,6 +23,7 @@
 //! pass's share; `scan` is one batch's statement, `named` its key scan.
 
 mod advance;
+pub(crate) mod ids;
 mod named;
 mod scan;
 

@@ -1,6 +1,8 @@
 //! One census batch: a range of one table's blocks, read once for all the columns that stand there, searched for
 //! asset ids (and storage keys), with the mixed-case spellings at declared paths noted for the recheck.
 
+use std::collections::HashSet;
+
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
@@ -61,33 +63,57 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
         timed_out?;
     }
     let (sql, paths) = statement(group);
-    let mut query = sqlx::query_as::<_, (i32, Uuid, Option<String>, String)>(AssertSqlSafe(sql))
-        .bind(format!("({},0)", group.next_block))
-        .bind(format!("({end},0)"))
-        .bind(UUID_IN_TEXT)
-        .bind(UUID_SPELLED_IN_TEXT)
-        .bind(UUID_WHOLE);
+    let mut query =
+        sqlx::query_as::<_, (i32, Option<Uuid>, Option<String>, String, Option<String>)>(AssertSqlSafe(sql))
+            .bind(format!("({},0)", group.next_block))
+            .bind(format!("({end},0)"))
+            .bind(UUID_IN_TEXT)
+            .bind(UUID_SPELLED_IN_TEXT)
+            .bind(UUID_WHOLE);
     for p in paths {
         query = query.bind(p);
     }
     let rows = query.persistent(false).fetch_all(&mut *conn).await?;
-    let mut found = vec![Found::default(); group.columns.len()];
-    let mut holding: Vec<std::collections::HashSet<String>> = vec![Default::default(); group.columns.len()];
+    // The values read as text are searched here, each in one pass ([`super::ids::ids_in`]); which of the ids they
+    // spell are assets is one question for the whole batch.
+    let mut named: Vec<(usize, Uuid, String)> = Vec::new();
     let (mut ids, mut spellings) = (Vec::new(), Vec::new());
-    for (k, id, spelling, at) in rows {
-        match spelling {
-            Some(spelling) => {
+    let mut candidates: HashSet<Uuid> = HashSet::new();
+    let mut spelled_in: Vec<(usize, HashSet<Uuid>, String)> = Vec::new();
+    for (k, id, spelling, at, text) in rows {
+        let Some(k) = usize::try_from(k).ok().filter(|k| *k < group.columns.len()) else { continue };
+        match (id, spelling, text) {
+            (Some(id), Some(spelling), _) => {
                 ids.push(id);
                 spellings.push(spelling);
             }
-            None => {
-                let Some(k) = usize::try_from(k).ok().filter(|k| *k < found.len()) else { continue };
-                if !found[k].assets.iter().any(|(a, _)| *a == id) {
-                    found[k].assets.push((id, at.clone()));
-                }
-                holding[k].insert(at);
+            (Some(id), None, _) => named.push((k, id, at)),
+            (None, _, Some(text)) => {
+                let spelled = super::ids::ids_in(&text);
+                candidates.extend(&spelled);
+                spelled_in.push((k, spelled, at));
             }
+            (None, _, None) => {}
         }
+    }
+    if !candidates.is_empty() {
+        let candidates: Vec<Uuid> = candidates.into_iter().collect();
+        let assets: HashSet<Uuid> = sqlx::query_scalar!("SELECT id FROM assets WHERE id = ANY ($1)", &candidates)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect();
+        for (k, spelled, at) in spelled_in {
+            named.extend(spelled.into_iter().filter(|id| assets.contains(id)).map(|id| (k, id, at.clone())));
+        }
+    }
+    let mut found = vec![Found::default(); group.columns.len()];
+    let mut holding: Vec<HashSet<String>> = vec![HashSet::new(); group.columns.len()];
+    for (k, id, at) in named {
+        if !found[k].assets.iter().any(|(a, _)| *a == id) {
+            found[k].assets.push((id, at.clone()));
+        }
+        holding[k].insert(at);
     }
     for (f, rows) in found.iter_mut().zip(holding) {
         f.rows = i64::try_from(rows.len()).unwrap_or(i64::MAX);
@@ -107,17 +133,16 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
 
 /// One batch's statement over `group`'s columns, and the declared paths it binds: `$1` and `$2` are the block range
 /// (`ctid`s), `$3` and `$4` the uuid patterns ([`UUID_IN_TEXT`], [`UUID_SPELLED_IN_TEXT`]), `$5` a whole id
-/// ([`UUID_WHOLE`]), `$6`… each declared JSONB source's paths, in the group's column order. Each row found is `(k,
-/// id, spelling, at)`: `k` the column's position in the group, `spelling` set for an id at a declared path spelled
-/// otherwise than all lowercase or all uppercase, `at` the row's `ctid`; one for each asset each row holds. A pure
-/// function of the group, so its text can be read in a test.
+/// ([`UUID_WHOLE`]), `$6`… each declared JSONB source's paths, in the group's column order. Each row is `(k, id,
+/// spelling, at, text)`: `k` the column's position in the group, `at` the row's `ctid`; either an asset the row
+/// holds (`spelling` set for an id at a declared path spelled otherwise than all lowercase or all uppercase), or
+/// `text`, a value to search for ids. A pure function of the group, so its text can be read in a test.
 pub(super) fn statement(group: &Group) -> (String, Vec<Vec<String>>) {
     let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let mut finds = Vec::new();
-    // Values searched for ids, and text values compared with storage keys (an adopted asset's key is a name, not a
-    // finding: the key scan keeps it for that record): gathered from every column, so each search and each join with
-    // `assets` runs once per batch, not once per column. Every value is searched with both patterns: an id written
-    // without hyphens has nothing a cheaper test could look for first.
+    // Values read as text, which the batch searches for ids in one pass each (`super::ids`), and text values
+    // compared with storage keys (an adopted asset's key is a name, not a finding: the key scan keeps it for that
+    // record): gathered from every column, so each join with `assets` runs once per batch, not once per column.
     let (mut searched, mut keyed) = (Vec::new(), Vec::new());
     // $1, $2: the block range; $3, $4: the uuid patterns; $5: a whole id; $6…: each declared source's paths.
     let mut paths: Vec<Vec<String>> = Vec::new();
@@ -162,13 +187,7 @@ pub(super) fn statement(group: &Group) -> (String, Vec<Vec<String>>) {
             }
         }
     }
-    if !searched.is_empty() {
-        finds.push(format!(
-            "SELECT x.k, f.id::uuid, NULL::text, x.at FROM ({}) x, {}",
-            searched.join(" UNION ALL "),
-            ids_in("x.v")
-        ));
-    }
+
     if !keyed.is_empty() {
         finds.push(format!(
             "SELECT x.k, a.id, NULL::text, x.at FROM ({}) x JOIN assets a ON a.storage_key = x.v
@@ -176,15 +195,25 @@ pub(super) fn statement(group: &Group) -> (String, Vec<Vec<String>>) {
             keyed.join(" UNION ALL ")
         ));
     }
+    if finds.is_empty() {
+        finds.push("SELECT NULL::int, NULL::uuid, NULL::text, NULL::tid WHERE false".to_owned());
+    }
+    if searched.is_empty() {
+        searched.push("SELECT NULL::int, NULL::text, NULL::tid WHERE false".to_owned());
+    }
     // Built here, not checked at compile time: the table and its columns are the application's, known only now.
     let sql = format!(
         "WITH r AS MATERIALIZED (SELECT ctid AS at, {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid),
-              found(k, id, spelling, at) AS ({})
-         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text
-           FROM found f JOIN assets a ON a.id = f.id",
+              found(k, id, spelling, at) AS ({}),
+              texts(k, v, at) AS ({})
+         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text
+           FROM found f JOIN assets a ON a.id = f.id
+         UNION ALL
+         SELECT t.k, NULL, NULL, t.at::text, t.v FROM texts t",
         selected.join(", "),
         group.heap,
         finds.join(" UNION ALL "),
+        searched.join(" UNION ALL "),
     );
     (sql, paths)
 }
@@ -233,9 +262,12 @@ mod tests {
         );
         let expected = [
             r#"WITH r AS MATERIALIZED (SELECT ctid AS at, "owner_id", "gallery" FROM ONLY "public"."products" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
-            r#"              found(k, id, spelling, at) AS (SELECT 0, r."owner_id"::uuid, NULL::text, r.at FROM r WHERE r."owner_id" IS NOT NULL UNION ALL SELECT 1, e::uuid, NULL::text, r.at FROM r, unnest(r."gallery") e)"#,
-            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text"#,
+            r#"              found(k, id, spelling, at) AS (SELECT 0, r."owner_id"::uuid, NULL::text, r.at FROM r WHERE r."owner_id" IS NOT NULL UNION ALL SELECT 1, e::uuid, NULL::text, r.at FROM r, unnest(r."gallery") e),"#,
+            r#"              texts(k, v, at) AS (SELECT NULL::int, NULL::text, NULL::tid WHERE false)"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text"#,
             r#"           FROM found f JOIN assets a ON a.id = f.id"#,
+            r#"         UNION ALL"#,
+            r#"         SELECT t.k, NULL, NULL, t.at::text, t.v FROM texts t"#,
         ]
         .join("\n");
         let (sql, paths) = statement(&group);
@@ -256,11 +288,13 @@ mod tests {
         );
         let expected = [
             r#"WITH r AS MATERIALIZED (SELECT ctid AS at, "title ""alt""", "tags", "meta", "history" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
-            r#"              found(k, id, spelling, at) AS (SELECT x.k, f.id::uuid, NULL::text, x.at FROM (SELECT 0 AS k, r."title ""alt"""::text AS v, r.at FROM r WHERE r."title ""alt""" IS NOT NULL UNION ALL SELECT 1 AS k, r."tags"::text AS v, r.at FROM r WHERE r."tags" IS NOT NULL UNION ALL SELECT 2 AS k, r."meta"::text AS v, r.at FROM r WHERE r."meta" IS NOT NULL UNION ALL SELECT 3 AS k, r."history"::text AS v, r.at FROM r WHERE r."history" IS NOT NULL) x, LATERAL (SELECT m[1] FROM regexp_matches(x.v, $3, 'g') m"#,
-            r#"                  UNION SELECT m[1] FROM regexp_matches(x.v, $4, 'g') m) f(id) UNION ALL SELECT x.k, a.id, NULL::text, x.at FROM (SELECT 0 AS k, r."title ""alt"""::text AS v, r.at FROM r UNION ALL SELECT 1 AS k, unnest(r."tags")::text AS v, r.at FROM r) x JOIN assets a ON a.storage_key = x.v"#,
-            r#"              WHERE NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id))"#,
-            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text"#,
+            r#"              found(k, id, spelling, at) AS (SELECT x.k, a.id, NULL::text, x.at FROM (SELECT 0 AS k, r."title ""alt"""::text AS v, r.at FROM r UNION ALL SELECT 1 AS k, unnest(r."tags")::text AS v, r.at FROM r) x JOIN assets a ON a.storage_key = x.v"#,
+            r#"              WHERE NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)),"#,
+            r#"              texts(k, v, at) AS (SELECT 0 AS k, r."title ""alt"""::text AS v, r.at FROM r WHERE r."title ""alt""" IS NOT NULL UNION ALL SELECT 1 AS k, r."tags"::text AS v, r.at FROM r WHERE r."tags" IS NOT NULL UNION ALL SELECT 2 AS k, r."meta"::text AS v, r.at FROM r WHERE r."meta" IS NOT NULL UNION ALL SELECT 3 AS k, r."history"::text AS v, r.at FROM r WHERE r."history" IS NOT NULL)"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text"#,
             r#"           FROM found f JOIN assets a ON a.id = f.id"#,
+            r#"         UNION ALL"#,
+            r#"         SELECT t.k, NULL, NULL, t.at::text, t.v FROM texts t"#,
         ]
         .join("\n");
         let (sql, paths) = statement(&group);
@@ -289,9 +323,12 @@ mod tests {
             r#"                      WHERE f.id::uuid NOT IN (SELECT (v #>> '{}')::uuid FROM unnest($7::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
             r#"                      WHERE v #>> '{}' ~* $5) UNION ALL SELECT 1, (v #>> '{}')::uuid, v #>> '{}', r.at FROM r, unnest($7::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
             r#"                      WHERE v #>> '{}' ~* $5"#,
-            r#"                        AND v #>> '{}' NOT IN ((v #>> '{}')::uuid::text, upper((v #>> '{}')::uuid::text)))"#,
-            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text"#,
+            r#"                        AND v #>> '{}' NOT IN ((v #>> '{}')::uuid::text, upper((v #>> '{}')::uuid::text))),"#,
+            r#"              texts(k, v, at) AS (SELECT NULL::int, NULL::text, NULL::tid WHERE false)"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text"#,
             r#"           FROM found f JOIN assets a ON a.id = f.id"#,
+            r#"         UNION ALL"#,
+            r#"         SELECT t.k, NULL, NULL, t.at::text, t.v FROM texts t"#,
         ]
         .join("\n");
         let (sql, paths) = statement(&group);
