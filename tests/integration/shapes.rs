@@ -139,6 +139,15 @@ async fn the_asset_id_domain_inside_a_composite_or_an_array_of_them_is_a_source_
     ] {
         let ctx = TestContext::new().await;
         let victims = victims(&ctx).await;
+        // An attached asset only the composite refers to: discovery must not make it due.
+        let ws = Uuid::new_v4();
+        let attached_key = key(ws);
+        let attached = seed(&ctx, ws, "attached", "3 days", &attached_key).await;
+        sqlx::query("UPDATE assets SET due_at = NULL WHERE id = $1")
+            .bind(attached)
+            .execute(ctx.pool())
+            .await
+            .expect("attached");
         let ddl = format!(
             "CREATE TYPE picture AS (id asset_id, alt text);
              CREATE TYPE card AS (title text, cover picture);
@@ -164,15 +173,21 @@ async fn the_asset_id_domain_inside_a_composite_or_an_array_of_them_is_a_source_
             .await
             .expect("index");
         integration_tests::install_guards(ctx.pool()).await;
-        let insert = format!("INSERT INTO shape (v) VALUES ({value}), ({})", value.replace("$1", "$2"));
+        let insert = format!(
+            "INSERT INTO shape (v) VALUES ({value}), ({}), ({})",
+            value.replace("$1", "$2"),
+            value.replace("$1", "$3")
+        );
         sqlx::query(sqlx::AssertSqlSafe(insert))
             .bind(victims[0].0)
             .bind(victims[1].0)
+            .bind(attached)
             .execute(ctx.pool())
             .await
             .unwrap_or_else(|e| panic!("{shape}: {e}"));
         // Claimed again by the next pass: the first gave them back.
-        sqlx::query("UPDATE assets SET due_at = now() - interval '1 minute', lease_token = NULL")
+        sqlx::query("UPDATE assets SET due_at = now() - interval '1 minute', lease_token = NULL WHERE id = ANY ($1)")
+            .bind([victims[0].0, victims[1].0])
             .execute(ctx.pool())
             .await
             .expect("due again");
@@ -181,6 +196,10 @@ async fn the_asset_id_domain_inside_a_composite_or_an_array_of_them_is_a_source_
         assert_eq!(report.outcome, RunOutcome::Ok, "{shape}: {:?}", report.reason);
         settle_queue(&ctx).await;
         kept(&ctx, &victims, shape).await;
+        // Discovery asked the composite too: the attached asset it refers to was never made due.
+        assert_eq!(state(&ctx, attached).await.as_deref(), Some("attached"), "{shape}");
+        assert!(actions(&ctx, attached).await.is_empty(), "{shape}: {:?}", actions(&ctx, attached).await);
+        assert!(report.discovery.as_ref().is_some_and(|d| d.scanned > 0), "{shape}: {:?}", report.discovery);
         for (id, _) in &victims {
             assert_eq!(actions(&ctx, *id).await.last().map(String::as_str), Some("keep"), "{shape}");
             let (_, evidence) = last_event(&ctx, *id).await;
