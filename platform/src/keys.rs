@@ -3,9 +3,15 @@
 //! prefix that does not match it means another writer shares the location, and nothing there may be adopted (a
 //! shared location is how other collectors have deleted another system's data).
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
 
+use aho_corasick::AhoCorasick;
 use regex::Regex;
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::{Anchored, Input, MatchKind};
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick, is_nfd_quick};
 use uuid::Uuid;
 
 use crate::WorkspaceId;
@@ -19,9 +25,21 @@ pub const UNOWNED: WorkspaceId = WorkspaceId(Uuid::nil());
 pub struct KeyLayout {
     prefixes: Vec<String>,
     pattern: Regex,
-    /// The pattern from a given position on: whether a key of ours can start there.
-    from: Regex,
+    /// Where in a text a key of ours can start.
+    starts: Starts,
+    /// The pattern as a lazy DFA, walked from a start: every end at which a whole key matches, in one walk.
+    walk: DFA,
     names_workspace: bool,
+}
+
+/// The places of a text a key of ours can start at.
+#[derive(Debug, Clone)]
+enum Starts {
+    /// The whole bucket: every character.
+    Everywhere,
+    /// Each occurrence of a managed prefix, overlapping ones too, found in one pass. Only the prefixes no other
+    /// starts with: `uploads/avatars/` occurs where `uploads/` does, so each place is found once.
+    At(AhoCorasick),
 }
 
 /// The longest key S3 stores, in bytes.
@@ -81,10 +99,11 @@ impl KeyLayout {
                  keys named inside texts could not be found with it"
             )));
         }
-        let from = compile(format!("^(?:{body})"))?;
+        let walk = key_walk(body)?;
         let pattern = compile(format!("^(?:{pattern})$"))?;
         let names_workspace = pattern.capture_names().any(|n| n == Some("workspace"));
-        Ok(KeyLayout { prefixes: listed, pattern, from, names_workspace })
+        let starts = starts(&listed).map_err(|_| LayoutError::Prefixes(prefixes.to_owned()))?;
+        Ok(KeyLayout { prefixes: listed, pattern, starts, walk, names_workspace })
     }
 
     /// Names this layout for the key scan: a scan made with another layout proves nothing about this one.
@@ -93,73 +112,26 @@ impl KeyLayout {
     }
 
     /// The keys of ours that `text` names: as a key, a path or inside a URL, in JSON or HTML, percent-encoded or
-    /// not. Generous on purpose (a key named here is kept): from every place a key of ours could start — each
-    /// occurrence of a managed prefix, overlapping ones too, or for the whole bucket every character — every end up
-    /// to S3's 1024 bytes is tried, and each that is a whole key of ours counts. The text is read as written, with
-    /// JSON's escapes undone, with `+` as a space, and percent-decoded.
+    /// not, in either Unicode normal form. Generous on purpose (a key named here is kept): from every place a key of
+    /// ours could start — each occurrence of a managed prefix, overlapping ones too, or for the whole bucket every
+    /// character — every end up to S3's 1024 bytes at which a whole key of ours stops counts. The text is read as
+    /// written and with each of these undone, in this order and in every combination: JSON's escapes, HTML's
+    /// character references (`&amp;`, `&#47;`, `&#x2F;`, `&sol;`: those ending in `;`), `+` as a space,
+    /// percent-encoding; each of those readings also in NFC and in NFD. A key is reported as the reading spells it:
+    /// one written in NFD is found in NFD and in NFC, so a key stored in either form is found; one stored in
+    /// neither form (mixed) only when written as stored.
+    ///
+    /// Linear in the text: the prefixes are found in one pass, and from each start the pattern is walked as a DFA
+    /// once, reporting every end as it goes and stopping where the pattern can go no further (at the first
+    /// character a `[0-9a-f-]{36}` cannot take) or at 1024 bytes. So a byte is walked at most 1024 times per
+    /// reading, by the starts within 1024 bytes before it: a pattern that takes every character (`.+`) does that
+    /// from every character with the whole bucket, which bounds the work at about 1024 steps a byte (1 GB of walk
+    /// for 1 MB of text); with a prefix, only from each of its occurrences. On top come the keys found: each is
+    /// hashed and classified once, at most 1024 of them per start.
     pub fn named_in(&self, text: &str) -> Vec<String> {
-        let mut readings: Vec<std::borrow::Cow<'_, str>> = vec![text.into()];
-        if text.contains('\\') {
-            readings.push(json_unescaped(text).into());
-        }
-        if text.contains('+') {
-            // A space in a form-encoded query string.
-            let spaced: Vec<String> = readings.iter().map(|r| r.replace('+', " ")).collect();
-            readings.extend(spaced.into_iter().map(Into::into));
-        }
-        let decoded: Vec<std::borrow::Cow<'_, str>> = readings
-            .iter()
-            .filter(|r| r.contains('%'))
-            .map(|r| percent_encoding::percent_decode_str(r).decode_utf8_lossy().into_owned().into())
-            .collect();
-        readings.extend(decoded);
-        let mut found = Vec::new();
-        for reading in &readings {
-            self.keys_in(reading, &mut found);
-        }
-        found
-    }
-
-    fn keys_in(&self, text: &str, found: &mut Vec<String>) {
-        let mut starts: Vec<usize> = Vec::new();
-        for prefix in &self.prefixes {
-            if prefix.is_empty() {
-                starts.extend(text.char_indices().map(|(i, _)| i));
-            } else {
-                // Overlapping occurrences too: `x/x/` occurs twice in `x/x/x/`.
-                let mut from = 0;
-                while let Some(at) = text.get(from..).and_then(|rest| rest.find(prefix.as_str())) {
-                    starts.push(from + at);
-                    from += at + text[from + at..].chars().next().map_or(1, char::len_utf8);
-                }
-            }
-        }
-        starts.sort_unstable();
-        starts.dedup();
-        for start in starts {
-            let rest = &text[start..];
-            // No key of ours starts here at all: most places, rejected in one anchored search.
-            if !self.from.is_match(rest) {
-                continue;
-            }
-            let mut limit = rest.len().min(KEY_MAX);
-            while !rest.is_char_boundary(limit) {
-                limit -= 1;
-            }
-            let window = &rest[..limit];
-            // Every end: a key may stop before any character, a letter of a language written without spaces too.
-            let ends = window.char_indices().map(|(i, _)| i).chain([window.len()]);
-            for end in ends.filter(|e| *e > 0) {
-                let key = &window[..end];
-                // The match alone first: most ends are no key, and a search without captures is the fast one.
-                if self.pattern.is_match(key)
-                    && matches!(self.classify(key), KeyClass::Ours { .. })
-                    && !found.iter().any(|f| f == key)
-                {
-                    found.push(key.to_owned());
-                }
-            }
-        }
+        let mut scan = Scan { layout: self, cache: self.walk.create_cache(), found: HashSet::new() };
+        scan.read(text, 0);
+        scan.found.into_iter().collect()
     }
 
     /// The managed prefixes, longest first; `""` is the whole bucket.
@@ -185,6 +157,164 @@ impl KeyLayout {
             _ => KeyClass::OffPattern { prefix },
         }
     }
+}
+
+/// The pattern without its final anchor as a lazy DFA that reports every end of a match (`MatchKind::All`: a
+/// leftmost-first DFA would stop at a preferred shorter match). Anchored at a start, it matches exactly the whole
+/// keys the pattern matches, because nothing in `body` looks past a key's end.
+fn key_walk(body: &str) -> Result<DFA, LayoutError> {
+    DFA::builder()
+        // A pattern too large for the default cache still runs, with the smallest cache that works.
+        .configure(DFA::config().match_kind(MatchKind::All).skip_cache_capacity_check(true))
+        .build(&format!("(?:{body})"))
+        .map_err(|e| LayoutError::Pattern(e.to_string()))
+}
+
+/// Where keys can start for `prefixes`; an error only for prefixes too large to hold in memory.
+fn starts(prefixes: &[String]) -> Result<Starts, aho_corasick::BuildError> {
+    if prefixes.iter().any(String::is_empty) {
+        return Ok(Starts::Everywhere);
+    }
+    let mut searched: Vec<&str> = Vec::new();
+    for prefix in prefixes {
+        if !prefixes.iter().any(|other| other != prefix && prefix.starts_with(other.as_str()))
+            && !searched.contains(&prefix.as_str())
+        {
+            searched.push(prefix);
+        }
+    }
+    AhoCorasick::new(searched).map(Starts::At)
+}
+
+/// One call of [`KeyLayout::named_in`]: the walk's cache, and the keys found so far.
+struct Scan<'a> {
+    layout: &'a KeyLayout,
+    cache: Cache,
+    found: HashSet<String>,
+}
+
+/// The spellings `named_in` undoes, in order: each gives the readings of a text it changes (none when it would
+/// change nothing, so a plain ASCII text is read once).
+const READINGS: [fn(&str) -> Vec<String>; 5] =
+    [json_reading, html_reading, plus_reading, percent_reading, normal_forms];
+
+impl Scan<'_> {
+    /// Reads `text` as it is and as each spelling from `stage` on undone, depth first: at most one reading per
+    /// stage is held at a time.
+    fn read(&mut self, text: &str, stage: usize) {
+        let Some(undo) = READINGS.get(stage) else { return self.keys_in(text) };
+        self.read(text, stage + 1);
+        for reading in undo(text) {
+            self.read(&reading, stage + 1);
+        }
+    }
+
+    fn keys_in(&mut self, text: &str) {
+        match &self.layout.starts {
+            Starts::Everywhere => {
+                for (start, _) in text.char_indices() {
+                    self.walk(text, start);
+                }
+            }
+            Starts::At(prefixes) => {
+                for found in prefixes.find_overlapping_iter(text) {
+                    self.walk(text, found.start());
+                }
+            }
+        }
+    }
+
+    /// Walks the pattern from `start`, noting each key of ours that ends on the way.
+    fn walk(&mut self, text: &str, start: usize) {
+        let mut limit = text.len().min(start.saturating_add(KEY_MAX));
+        while !text.is_char_boundary(limit) {
+            limit -= 1;
+        }
+        let Some(window) = text.get(start..limit) else { return };
+        let dfa = &self.layout.walk;
+        let Ok(mut state) = dfa.start_state_forward(&mut self.cache, &Input::new(window).anchored(Anchored::Yes))
+        else {
+            return self.every_end(window, 0);
+        };
+        for (at, byte) in window.bytes().enumerate() {
+            state = match dfa.next_state(&mut self.cache, state, byte) {
+                Ok(next) if !next.is_quit() => next,
+                _ => return self.every_end(window, at),
+            };
+            // A DFA's match shows one byte late: a match state here means a key ends before this byte.
+            if state.is_match() {
+                self.note(window.get(..at));
+            }
+            if state.is_dead() {
+                return;
+            }
+        }
+        match dfa.next_eoi_state(&mut self.cache, state) {
+            Ok(end) if end.is_match() => self.note(Some(window)),
+            Ok(_) => {}
+            Err(_) => self.every_end(window, window.len()),
+        }
+    }
+
+    /// Where the walk gave up (it cannot with this configuration: the cache is never abandoned and no byte makes
+    /// it quit), every end from `from` on is classified instead.
+    fn every_end(&mut self, window: &str, from: usize) {
+        for end in (from.max(1)..=window.len()).filter(|end| window.is_char_boundary(*end)) {
+            self.note(window.get(..end));
+        }
+    }
+
+    fn note(&mut self, key: Option<&str>) {
+        let Some(key) = key.filter(|k| !k.is_empty()) else { return };
+        if !self.found.contains(key) && matches!(self.layout.classify(key), KeyClass::Ours { .. }) {
+            self.found.insert(key.to_owned());
+        }
+    }
+}
+
+fn json_reading(text: &str) -> Vec<String> {
+    if !text.contains('\\') {
+        return Vec::new();
+    }
+    changed(text, json_unescaped(text))
+}
+
+fn html_reading(text: &str) -> Vec<String> {
+    match html_escape::decode_html_entities(text) {
+        Cow::Owned(decoded) => changed(text, decoded),
+        Cow::Borrowed(_) => Vec::new(),
+    }
+}
+
+/// A space in a form-encoded query string.
+fn plus_reading(text: &str) -> Vec<String> {
+    if !text.contains('+') {
+        return Vec::new();
+    }
+    vec![text.replace('+', " ")]
+}
+
+fn percent_reading(text: &str) -> Vec<String> {
+    if !text.contains('%') {
+        return Vec::new();
+    }
+    changed(text, percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned())
+}
+
+/// `text` in NFC and in NFD, those that differ from it.
+fn normal_forms(text: &str) -> Vec<String> {
+    let mut forms = Vec::new();
+    if is_nfc_quick(text.chars()) != IsNormalized::Yes {
+        forms.extend(changed(text, text.nfc().collect()));
+    }
+    if is_nfd_quick(text.chars()) != IsNormalized::Yes {
+        forms.extend(changed(text, text.nfd().collect()));
+    }
+    forms
+}
+
+fn changed(text: &str, reading: String) -> Vec<String> {
+    if reading == text { Vec::new() } else { vec![reading] }
 }
 
 /// `text` with JSON's string escapes undone (`\/`, `\uXXXX` with surrogate pairs, `\n` and the rest); an escape
@@ -373,6 +503,131 @@ mod tests {
         let named = l.named_in(&text);
         for key in [format!("{WS}/a.png"), format!("{other}/b.png"), format!("{WS}/c d.png")] {
             assert!(named.contains(&key), "{key}: {named:?}");
+        }
+    }
+
+    #[test]
+    fn keys_written_with_html_character_references_are_found() {
+        let l = layout();
+        let key = format!("uploads/{WS}/R&D plan.png");
+        for text in [
+            format!(r#"<img src="https://cdn.example.com/uploads/{WS}/R&amp;D plan.png?w=640&amp;h=480">"#),
+            format!("uploads&#47;{WS}&#47;R&#38;D plan.png"),
+            format!("uploads&#x2F;{WS}&#x2f;R&amp;D&#32;plan.png"),
+            format!("uploads&sol;{WS}&sol;R&AMP;D plan.png"),
+            // HTML in a JSON string, percent-encoded in a query string.
+            format!(r#"{{"html": "<a href=\"/img?key=uploads%2F{WS}%2FR%26D+plan.png&amp;w=1\">"}}"#),
+        ] {
+            assert!(l.named_in(&text).contains(&key), "{text}: {:?}", l.named_in(&text));
+        }
+        // A reference that is not one stays as written.
+        let odd = format!("uploads/{WS}/a&#xZZ;b.png");
+        assert!(l.named_in(&odd).contains(&odd), "{:?}", l.named_in(&odd));
+    }
+
+    #[test]
+    fn a_key_in_either_normal_form_is_found_in_both() {
+        let l = layout();
+        let nfc = format!("uploads/{WS}/caf\u{e9}.png");
+        let nfd = format!("uploads/{WS}/cafe\u{301}.png");
+        // Stored in NFC, named in NFD (as macOS writes file names) and the other way round: each text finds both
+        // spellings, so whichever the bucket holds is named.
+        for text in [format!("see {nfd}"), format!("see {nfc}"), format!("/img?key=uploads%2F{WS}%2Fcafe%CC%81.png")] {
+            let named = l.named_in(&text);
+            assert!(named.contains(&nfc) && named.contains(&nfd), "{text}: {named:?}");
+        }
+        // A prefix with an accent: found in a text of the other form as the prefix is configured.
+        let accented = KeyLayout::new("caf\u{e9}/", "caf\u{e9}/[a-z]+\\.png").expect("a layout");
+        let named = accented.named_in("see cafe\u{301}/menu.png");
+        assert_eq!(named, vec!["caf\u{e9}/menu.png".to_owned()]);
+        let decomposed = KeyLayout::new("cafe\u{301}/", "cafe\u{301}/[a-z]+\\.png").expect("a layout");
+        assert_eq!(decomposed.named_in("see caf\u{e9}/menu.png"), vec!["cafe\u{301}/menu.png".to_owned()]);
+    }
+
+    #[test]
+    fn a_megabyte_dense_with_keys_is_read_whole() {
+        let l = layout();
+        let mut text = String::new();
+        let mut keys = Vec::new();
+        while text.len() < 1 << 20 {
+            let key = format!("uploads/{WS}/{}.png", keys.len());
+            text.push_str(&format!("<img src=\"https://cdn.example.com/{key}?w=640&amp;h=480\"> "));
+            keys.push(key);
+        }
+        let named: HashSet<String> = l.named_in(&text).into_iter().collect();
+        assert!(keys.iter().all(|k| named.contains(k)), "{} keys, {} named", keys.len(), named.len());
+        // A comment that is one long run of keys, no separator between them: each is still found.
+        let run: String = keys.iter().take(20_000).map(String::as_str).collect();
+        let named: HashSet<String> = l.named_in(&run).into_iter().collect();
+        assert!(keys.iter().take(20_000).all(|k| named.contains(k)));
+        // The whole bucket and a pattern that takes any character: every cut of the text up to 1024 bytes, from
+        // every character.
+        let any = KeyLayout::new("*", ".+").expect("a layout");
+        let text = "ab".repeat(640);
+        let mut named = any.named_in(&text);
+        named.sort_by_key(String::len);
+        assert_eq!(named.len(), 2 * 1024, "every cut starting with a and with b");
+        assert_eq!(named.last().map(String::len), Some(1024));
+    }
+
+    #[test]
+    fn adjacent_and_overlapping_keys_are_each_found() {
+        let l = layout();
+        let (a, b) = (format!("uploads/{WS}/a.png"), format!("uploads/{WS}/b.png"));
+        let named = l.named_in(&format!("{a}{b}"));
+        // The first key runs into the second up to its `/`: every cut of it that the pattern takes counts.
+        assert!(named.contains(&a) && named.contains(&b) && named.contains(&format!("{a}uploads")), "{named:?}");
+        let nested = KeyLayout::new("uploads/, uploads/avatars/", r"uploads/(avatars/)?[a-z]+\.png").expect("a layout");
+        let named = nested.named_in("uploads/avatars/me.png");
+        assert!(named.contains(&"uploads/avatars/me.png".to_owned()), "{named:?}");
+        // Prefixes overlapping themselves: every occurrence is a start.
+        let xs = KeyLayout::new("x/x/", r"x/x/[a-z/]+").expect("a layout");
+        let named: HashSet<String> = xs.named_in("x/x/x/x/a").into_iter().collect();
+        let expected: HashSet<String> =
+            ["x/x/x/x/a", "x/x/x/a", "x/x/a", "x/x/x/x/", "x/x/x/", "x/x/x", "x/x/x/x"].map(str::to_owned).into();
+        assert_eq!(named, expected);
+    }
+
+    #[test]
+    fn keys_are_cut_at_1024_bytes() {
+        let l = KeyLayout::new("a/", "a/[a-z写]+").expect("a layout");
+        let long = format!("a/{}", "x".repeat(2_000));
+        let longest = l.named_in(&long).into_iter().map(|k| k.len()).max();
+        assert_eq!(longest, Some(1024));
+        let exact = format!("a/{}", "x".repeat(1022));
+        assert!(l.named_in(&format!("{exact}!")).contains(&exact));
+        // A character that would cross the limit ends the key before it.
+        let straddling = format!("a/{}写", "x".repeat(1020));
+        let longest = l.named_in(&straddling).into_iter().map(|k| k.len()).max();
+        assert_eq!(longest, Some(1022));
+    }
+
+    /// The keys of ours `text` names as written, found the slow way: every end from every start.
+    fn every_cut(l: &KeyLayout, text: &str, prefix: &str) -> HashSet<String> {
+        let mut found = HashSet::new();
+        for start in (0..text.len()).filter(|i| text.get(*i..).is_some_and(|rest| rest.starts_with(prefix))) {
+            for end in (start + 1..=text.len().min(start + KEY_MAX)).filter(|e| text.is_char_boundary(*e)) {
+                if matches!(l.classify(&text[start..end]), KeyClass::Ours { .. }) {
+                    found.insert(text[start..end].to_owned());
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn the_walk_finds_what_trying_every_end_finds() {
+        let l = layout();
+        let fragments = ["uploads/", WS, "/", "a", ".png", " ", "写", "uploads/avatars/", "-", "\"", "x"];
+        let mut seed = 0x2545_f491_u64;
+        for _ in 0..200 {
+            let mut text = String::new();
+            for _ in 0..24 {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                text.push_str(fragments[usize::try_from(seed >> 33).expect("small") % fragments.len()]);
+            }
+            let named: HashSet<String> = l.named_in(&text).into_iter().collect();
+            assert_eq!(named, every_cut(&l, &text, "uploads/"), "{text}");
         }
     }
 

@@ -103,6 +103,10 @@ async fn nested_index(
     Ok(found.map(|f| LeadingIndexes { methods: f.methods, classes: Vec::new() }))
 }
 
+/// One row the sample read: an asset its text is a storage key of (for text), the row's table and `ctid`, its value
+/// as text to search for ids, and how many rows the sample read.
+type SampledRow = (Option<Uuid>, Oid, String, Option<String>, i64);
+
 /// How many of a table's last blocks the sample reads, whole, besides its first rows: where rows inserted since the
 /// census passed a table stand, so the next pass sees them, not the next cycle. Four blocks (32 KiB) a column:
 /// about what the first rows cost. (A partitioned table's first rows only: its root has no blocks of its own.)
@@ -151,7 +155,7 @@ async fn sample(
              SELECT NULL::uuid, s.rel, s.at::text, s.v, (SELECT count(*) FROM rows) FROM sample s
              {storage_keys}"
         );
-        let read: Vec<(Option<Uuid>, Oid, String, Option<String>, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+        let read: Vec<SampledRow> = sqlx::query_as(AssertSqlSafe(sql))
             .bind(i64::from(sample_rows))
             .bind(SAMPLE_TAIL_BLOCKS)
             .persistent(false)

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use sqlx::{AssertSqlSafe, PgConnection};
+use unicode_normalization::UnicodeNormalization;
 
 use super::scan::Group;
 use platform::keys::KeyLayout;
@@ -16,35 +17,44 @@ use platform::sql::quote_ident;
 /// What a URL leaves as it is in a path: a prefix with a space is found in a URL as `%20`.
 const IN_PATH: &AsciiSet = &NON_ALPHANUMERIC.remove(b'/').remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 
-/// The strings a text naming one of our keys must contain, compared as written: each managed prefix as written,
-/// with `+` for its spaces, percent-encoded as in a path and as a whole (`/` as `%2F`, in a query string) in both
-/// cases of hex, and with JSON's escaped slashes (`\/`, `\u002f`). A text that spells the prefix otherwise (an
-/// encoder escaping letters, `\u` escapes of its other characters) is not read for keys.
+/// The strings a text naming one of our keys must contain, compared as written: each managed prefix, as configured
+/// and in Unicode's NFC and NFD, as written, with `+` for its spaces, percent-encoded as in a path and as a whole
+/// (`/` as `%2F`, in a query string) in both cases of hex, with JSON's escaped slashes (`\/`, `\u002f`), and as HTML
+/// writes it (`&` as `&amp;`, `/` as `&#47;`, `&#x2F;`, `&#x2f;` or `&sol;`). A text that spells the prefix otherwise
+/// (an encoder escaping letters, `\u` escapes or character references of its other characters) is not read for
+/// keys. Postgres searches a value once per needle (`strpos`, linear in the value), so a needle holding another is
+/// left out: a value holding it holds the other.
 fn prefilter(layout: &KeyLayout) -> Vec<String> {
     let mut needles: Vec<String> = Vec::new();
     for prefix in layout.prefixes() {
-        let encoded = [
-            utf8_percent_encode(prefix, IN_PATH).to_string(),
-            utf8_percent_encode(prefix, NON_ALPHANUMERIC).to_string(),
-        ];
-        let mut spellings = vec![
-            prefix.to_owned(),
-            prefix.replace(' ', "+"),
-            prefix.replace('/', "\\/"),
-            prefix.replace('/', "\\u002f"),
-            prefix.replace('/', "\\u002F"),
-        ];
-        for e in encoded {
-            spellings.push(lower_hex(&e));
-            spellings.push(e);
-        }
-        for needle in spellings {
+        let forms = [prefix.to_owned(), prefix.nfc().collect(), prefix.nfd().collect()];
+        for needle in forms.iter().flat_map(|form| spellings(form)) {
             if !needles.contains(&needle) {
                 needles.push(needle);
             }
         }
     }
-    needles
+    needles.iter().filter(|n| !needles.iter().any(|other| other != *n && n.contains(other.as_str()))).cloned().collect()
+}
+
+/// How URLs, JSON and HTML write `prefix`.
+fn spellings(prefix: &str) -> Vec<String> {
+    let encoded =
+        [utf8_percent_encode(prefix, IN_PATH).to_string(), utf8_percent_encode(prefix, NON_ALPHANUMERIC).to_string()];
+    let mut spellings = vec![
+        prefix.to_owned(),
+        prefix.replace(' ', "+"),
+        prefix.replace('/', "\\/"),
+        prefix.replace('/', "\\u002f"),
+        prefix.replace('/', "\\u002F"),
+    ];
+    for e in encoded {
+        spellings.push(lower_hex(&e));
+        spellings.push(e);
+    }
+    let html = prefix.replace('&', "&amp;");
+    spellings.extend(["/", "&#47;", "&#x2F;", "&#x2f;", "&sol;"].map(|slash| html.replace('/', slash)));
+    spellings
 }
 
 /// `encoded` with its percent escapes' hex digits in lowercase.
@@ -250,8 +260,50 @@ mod tests {
             "Fotos%2fMy%20Uploads%2f",
             "Fotos\\/My Uploads\\/",
             "Fotos\\u002fMy Uploads\\u002f",
+            "Fotos&#47;My Uploads&#47;",
+            "Fotos&#x2F;My Uploads&#x2F;",
+            "Fotos&#x2f;My Uploads&#x2f;",
+            "Fotos&sol;My Uploads&sol;",
         ] {
             assert!(needles.iter().any(|n| n == spelling), "{spelling}: {needles:?}");
         }
+    }
+
+    #[test]
+    fn a_prefix_is_searched_for_in_both_normal_forms_and_as_html_escapes_an_ampersand() {
+        let layout = KeyLayout::new("R&D/Caf\u{e9}/", r"R&D/Caf\u{e9}/.+").expect("a layout");
+        let needles = prefilter(&layout);
+        for spelling in [
+            "R&D/Caf\u{e9}/",
+            "R&D/Cafe\u{301}/",
+            "R%26D%2FCafe%CC%81%2F",
+            "R%26D%2fCaf%c3%a9%2f",
+            "R&amp;D/Cafe\u{301}/",
+            "R&amp;D&#x2F;Caf\u{e9}&#x2F;",
+        ] {
+            assert!(needles.iter().any(|n| n == spelling), "{spelling}: {needles:?}");
+        }
+    }
+
+    #[test]
+    fn every_spelling_of_a_prefix_is_read_for_the_key_it_starts() {
+        let layout = KeyLayout::new("R&D/Caf\u{e9} Menus/", r"R&D/Caf\u{e9} Menus/[a-z]+\.png").expect("a layout");
+        let key = "R&D/Caf\u{e9} Menus/lunch.png".to_owned();
+        for form in ["R&D/Caf\u{e9} Menus/", "R&D/Cafe\u{301} Menus/"] {
+            for spelling in spellings(form) {
+                let text = format!("<p>see {spelling}lunch.png</p>");
+                assert!(layout.named_in(&text).contains(&key), "{text}: {:?}", layout.named_in(&text));
+            }
+        }
+    }
+
+    #[test]
+    fn a_needle_holding_another_is_left_out() {
+        let layout = KeyLayout::new("uploads/, uploads/avatars/, thumbs/", r".+").expect("a layout");
+        let needles = prefilter(&layout);
+        assert!(needles.iter().any(|n| n == "uploads/") && needles.iter().any(|n| n == "thumbs&sol;"), "{needles:?}");
+        assert!(!needles.iter().any(|n| n.contains("avatars")), "{needles:?}");
+        let whole = KeyLayout::new("*", r".+").expect("a layout");
+        assert_eq!(prefilter(&whole), vec![String::new()]);
     }
 }
