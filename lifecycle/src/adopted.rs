@@ -40,7 +40,7 @@ impl Step for AdoptedDue {
             r#"SELECT count(*) AS "adopted!",
                   count(*) FILTER (WHERE EXISTS (
                       SELECT 1 FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
-                       WHERE n.storage_key = d.storage_key)) AS "named!"
+                       WHERE asset_sweeper_names_key(n.storage_key, d.storage_key))) AS "named!"
              FROM adopted_assets d JOIN assets a ON a.id = d.asset_id"#
         )
         .fetch_one(&mut *conn)
@@ -50,7 +50,7 @@ impl Step for AdoptedDue {
                   asset_sweeper_column_name(c) AS "column!"
              FROM adopted_assets d
              JOIN assets a ON a.id = d.asset_id
-             JOIN named_keys n ON n.storage_key = d.storage_key
+             JOIN named_keys n ON asset_sweeper_names_key(n.storage_key, d.storage_key)
              JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
             ORDER BY d.storage_key LIMIT 5"#
         )

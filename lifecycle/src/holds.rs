@@ -76,7 +76,7 @@ pub async fn hold(
         r#"SELECT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = $1) AS "adopted!",
                   (SELECT asset_sweeper_column_name(c)
                      FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
-                    WHERE n.storage_key = $2
+                    WHERE asset_sweeper_names_key(n.storage_key, $2)
                     ORDER BY 1 LIMIT 1) AS named_by,
                   ARRAY(SELECT asset_sweeper_column_name(c)
                           FROM census_columns c JOIN adopted_assets d ON d.asset_id = $1

@@ -129,7 +129,18 @@ impl KeyLayout {
     /// for 1 MB of text); with a prefix, only from each of its occurrences. On top come the keys found: each is
     /// hashed and classified once, at most 1024 of them per start.
     pub fn named_in(&self, text: &str) -> Vec<String> {
-        let mut scan = Scan { layout: self, cache: self.walk.create_cache(), found: HashSet::new() };
+        let mut scan = Scan { layout: self, cache: self.walk.create_cache(), found: HashSet::new(), spans: false };
+        scan.read(text, 0);
+        scan.found.into_iter().collect()
+    }
+
+    /// What the census keeps of [`Self::named_in`]: for each place a key of ours starts, in each reading, the text
+    /// from there to the end of the longest whole match of the pattern (a **span**). A key of ours is named exactly
+    /// when some span starts with it: the key matches the pattern, so the walk from that start met its end, which
+    /// the span reaches. One span per place instead of one key per end: a pattern like `[^/]+` stops at about fifty
+    /// ends in an ordinary URL, and a text full of keys would otherwise note fifty times its keys.
+    pub fn spans_in(&self, text: &str) -> Vec<String> {
+        let mut scan = Scan { layout: self, cache: self.walk.create_cache(), found: HashSet::new(), spans: true };
         scan.read(text, 0);
         scan.found.into_iter().collect()
     }
@@ -186,11 +197,13 @@ fn starts(prefixes: &[String]) -> Result<Starts, aho_corasick::BuildError> {
     AhoCorasick::new(searched).map(Starts::At)
 }
 
-/// One call of [`KeyLayout::named_in`]: the walk's cache, and the keys found so far.
+/// One call of [`KeyLayout::named_in`] (or, with `spans`, [`KeyLayout::spans_in`]): the walk's cache, and the keys
+/// (or spans) found so far.
 struct Scan<'a> {
     layout: &'a KeyLayout,
     cache: Cache,
     found: HashSet<String>,
+    spans: bool,
 }
 
 /// The spellings `named_in` undoes, in order: each gives the readings of a text it changes (none when it would
@@ -231,6 +244,12 @@ impl Scan<'_> {
             limit -= 1;
         }
         let Some(window) = text.get(start..limit) else { return };
+        if self.spans {
+            if let Some(end) = self.last_end(window) {
+                self.span(window.get(..end));
+            }
+            return;
+        }
         let dfa = &self.layout.walk;
         let Ok(mut state) = dfa.start_state_forward(&mut self.cache, &Input::new(window).anchored(Anchored::Yes))
         else {
@@ -253,6 +272,41 @@ impl Scan<'_> {
             Ok(end) if end.is_match() => self.note(Some(window)),
             Ok(_) => {}
             Err(_) => self.every_end(window, window.len()),
+        }
+    }
+
+    /// The end of the longest whole match of the pattern at the start of `window`; the whole window where the walk
+    /// gave up (it cannot with this configuration), so a span then reaches every end there could be.
+    fn last_end(&mut self, window: &str) -> Option<usize> {
+        let dfa = &self.layout.walk;
+        let Ok(mut state) = dfa.start_state_forward(&mut self.cache, &Input::new(window).anchored(Anchored::Yes))
+        else {
+            return Some(window.len());
+        };
+        let mut last = None;
+        for (at, byte) in window.bytes().enumerate() {
+            state = match dfa.next_state(&mut self.cache, state, byte) {
+                Ok(next) if !next.is_quit() => next,
+                _ => return Some(window.len()),
+            };
+            if state.is_match() && at > 0 {
+                last = Some(at);
+            }
+            if state.is_dead() {
+                return last;
+            }
+        }
+        match dfa.next_eoi_state(&mut self.cache, state) {
+            Ok(end) if end.is_match() => Some(window.len()),
+            Ok(_) => last,
+            Err(_) => Some(window.len()),
+        }
+    }
+
+    fn span(&mut self, span: Option<&str>) {
+        let Some(span) = span.filter(|s| !s.is_empty()) else { return };
+        if !self.found.contains(span) {
+            self.found.insert(span.to_owned());
         }
     }
 
@@ -628,6 +682,27 @@ mod tests {
             }
             let named: HashSet<String> = l.named_in(&text).into_iter().collect();
             assert_eq!(named, every_cut(&l, &text, "uploads/"), "{text}");
+            // What the census keeps: each key named is the start of a span, and each span starts with one.
+            let spans = l.spans_in(&text);
+            assert!(named.iter().all(|k| spans.iter().any(|s| s.starts_with(k.as_str()))), "{text}: {spans:?}");
+            assert!(spans.len() <= text.matches("uploads/").count() * 5, "one span a start and reading: {spans:?}");
+            for span in &spans {
+                assert!(l.pattern.is_match(span) || named.iter().any(|k| span.starts_with(k.as_str())), "{span}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_full_of_keys_keeps_one_span_where_it_names_fifty_cuts() {
+        let l = layout();
+        let text: String = (0..100).map(|i| format!("see https://cdn/uploads/{WS}/photo-{i}.png, then ")).collect();
+        let named = l.named_in(&text);
+        let spans = l.spans_in(&text);
+        assert_eq!(spans.len(), 100);
+        assert!(named.len() > 20 * spans.len(), "{}", named.len());
+        for i in 0..100 {
+            let key = format!("uploads/{WS}/photo-{i}.png");
+            assert!(spans.iter().any(|s| s.starts_with(&key)), "{key}");
         }
     }
 

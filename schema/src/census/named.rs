@@ -2,7 +2,9 @@
 //! column). Bytes no row knew have an id nobody holds, so a record can only ever name them by key: an adopted
 //! asset whose key is named here is kept (invariant 13 for adopted bytes). The scan rides on the census's
 //! batches, reading the same block range; a column's scan that ends with one layout throughout covers it, and
-//! forgets the keys of that column two scans in a row did not see.
+//! forgets the keys of that column two scans in a row did not see. What it keeps in `named_keys` are spans
+//! ([`KeyLayout::spans_in`]): a key is named when a span starts with it (`asset_sweeper_names_key`), so a text full
+//! of keys costs a row per key written, not one per end the pattern allows.
 
 use std::collections::HashSet;
 
@@ -77,7 +79,7 @@ fn lower_hex(encoded: &str) -> String {
 
 /// Reads the text and JSON columns of blocks `[group.next_block, end)` and notes each key of ours they name, with
 /// its column. Only values holding a managed prefix (in any of its spellings: [`prefilter`]) leave the database.
-/// Answers how many (key, column) pairs.
+/// Answers how many (span, column) pairs.
 pub(super) async fn scan(
     conn: &mut PgConnection,
     group: &Group,
@@ -94,7 +96,7 @@ pub(super) async fn scan(
         .await?;
     let mut named: HashSet<(String, i16)> = HashSet::new();
     for (attnum, value) in rows {
-        named.extend(layout.named_in(&value).into_iter().map(|key| (key, attnum)));
+        named.extend(layout.spans_in(&value).into_iter().map(|span| (span, attnum)));
     }
     if named.is_empty() {
         return Ok(0);
