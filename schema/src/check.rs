@@ -147,8 +147,12 @@ async fn sample(
             "WITH head(rel, at, c) AS (
                  (SELECT tableoid, ctid, {col} FROM {table_sql} WHERE {col} IS NOT NULL LIMIT $1)
                  UNION ALL
-                 (SELECT tableoid, ctid, {col} FROM {table_sql}, asset_sweeper_blocks({regclass}::regclass) AS b(n)
-                   WHERE b.n > 0 AND ctid >= format('(%s,0)', greatest(b.n - $2, 0))::tid AND {col} IS NOT NULL)
+                 -- The first of the last blocks as a value of its own, so the scan starts there (a TID range
+                 -- scan); nothing for a partitioned table's root, which has no blocks.
+                 (SELECT tableoid, ctid, {col} FROM {table_sql}
+                   WHERE ctid >= (SELECT format('(%s,0)', greatest(b.n - $2, 0))::tid
+                                    FROM asset_sweeper_blocks({regclass}::regclass) AS b(n) WHERE b.n > 0)
+                     AND {col} IS NOT NULL)
              ),
              rows AS (SELECT DISTINCT ON (rel, at) * FROM head ORDER BY rel, at),
              sample AS (SELECT s.rel, s.at, {values} AS v FROM rows s)

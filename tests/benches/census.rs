@@ -202,12 +202,13 @@ async fn main() {
         sqlx::raw_sql(AssertSqlSafe(format!(
             "ALTER TABLE app_{i} ADD COLUMN card app_card, ADD COLUMN tags hstore{add};
              UPDATE app_{i} SET card = ROW(title, gen_random_uuid(), uuid_send(gen_random_uuid())),
-                                tags = hstore('alt', title) || hstore('slug', body){set};
-             VACUUM ANALYZE app_{i};"
+                                tags = hstore('alt', title) || hstore('slug', body){set};"
         )))
         .execute(&mut *conn)
         .await
         .expect("the shapes");
+        // Alone: VACUUM cannot run in the implicit transaction of several statements.
+        sqlx::raw_sql(AssertSqlSafe(format!("VACUUM ANALYZE app_{i}"))).execute(&mut *conn).await.expect("vacuum");
     }
     let grown_bytes: i64 = sqlx::query_scalar(
         "SELECT sum(pg_relation_size(c.oid))::bigint FROM pg_class c WHERE c.relname LIKE 'app\\_%' AND c.relkind = 'r'",

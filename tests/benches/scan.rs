@@ -1,13 +1,13 @@
 //! The census's key scan on values full of keys, at three sizes, to show its cost grows with the text and no faster:
 //!
-//! - `KeyLayout::named_in` alone, on one value of 1 KB, 100 KB and 1 MB whose every line names a key of ours three
+//! - `KeyLayout::spans_in` (what the census keeps) alone, on one value of 1 KB, 100 KB and 1 MB whose every line names a key of ours three
 //!   ways (an `<img>` in HTML with `&amp;` in its query, a JSON document with `\/`, a percent-encoded query
 //!   string): megabytes per second and keys found, for each size;
 //! - one census cycle as a pass runs it (`schema::census::Census` through `Step::advance`) over a table holding
 //!   that one value, without and with the key layout (`RECONCILE_PREFIXES=uploads/`): megabytes per second and the
 //!   ratio, for each size.
 //!
-//! Goals: `named_in`'s rate flat across the sizes (at most 1.5x between the fastest and the slowest), and the census
+//! Goals: `spans_in`'s rate flat across the sizes (at most 1.5x between the fastest and the slowest), and the census
 //! with the key scan within 2x of the census without it. Figures only: nothing here asserts a time.
 //!
 //! Run with `scripts/bench-scan` (only Postgres). `BENCH_ROUNDS` (5) sets how many census cycles are timed per case
@@ -55,13 +55,13 @@ fn megabytes_per_second(bytes: usize, took: Duration) -> f64 {
     bytes as f64 / (1024.0 * 1024.0) / took.as_secs_f64()
 }
 
-/// `named_in` over `text` again and again for at least half a second: the time of one call, and what it found.
-fn time_named_in(layout: &KeyLayout, text: &str) -> (Duration, usize) {
+/// `spans_in` over `text` again and again for at least half a second: the time of one call, and what it found.
+fn time_spans_in(layout: &KeyLayout, text: &str) -> (Duration, usize) {
     let started = Instant::now();
     let mut calls = 0u32;
     let mut named = 0;
     while calls < 3 || started.elapsed() < Duration::from_millis(500) {
-        named = layout.named_in(std::hint::black_box(text)).len();
+        named = layout.spans_in(std::hint::black_box(text)).len();
         calls += 1;
     }
     (started.elapsed() / calls, named)
@@ -97,18 +97,18 @@ async fn main() {
 
     let mut rates = Vec::new();
     for (name, text, keys) in &values {
-        let (took, named) = time_named_in(&layout, text);
+        let (took, named) = time_spans_in(&layout, text);
         assert!(named >= *keys, "every key is found: {named} of {keys}");
         let rate = megabytes_per_second(text.len(), took);
         rates.push(rate);
         println!(
-            "named_in: {name:>6} value ({} bytes, {keys} keys written): {:9.3} ms, {rate:6.1} MB/s, {named} keys named",
+            "spans_in: {name:>6} value ({} bytes, {keys} keys written): {:9.3} ms, {rate:6.1} MB/s, {named} spans kept",
             text.len(),
             took.as_secs_f64() * 1000.0
         );
     }
     let (slowest, fastest) = rates.iter().fold((f64::MAX, 0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-    println!("named_in: spread between sizes {:.2}x (goal: at most 1.5x)", fastest / slowest);
+    println!("spans_in: spread between sizes {:.2}x (goal: at most 1.5x)", fastest / slowest);
 
     let db = TestDatabase::new().await;
     sqlx::raw_sql("CREATE TABLE notes (id int PRIMARY KEY, body text NOT NULL)")
