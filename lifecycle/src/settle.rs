@@ -269,23 +269,39 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     Ok(decided)
 }
 
-/// Whether the catalog this settle commits under is the one verdict `verdict` was made on (invariant 20): with
-/// the change detector, its generation read under a lock every DDL command must wait for until this transaction
-/// ends (`asset_sweeper_hold_schema`, which holds the asset rather than wait when a command is in flight);
-/// without it, the whole catalog fingerprint, read after the recheck. The detector's own state and the verdict
-/// role's rights are verified once per invocation (changing either needs a superuser or a role's admin, and no
-/// DDL): here, a primary-key read and the lock, about half a millisecond.
+/// Whether the catalog this settle commits under is the one verdict `verdict` was made on (invariant 20), as the
+/// invocation's own verification asks it: with the change detector, its generation read under a lock every DDL
+/// command must wait for until this transaction ends (`asset_sweeper_hold_schema`, which holds the asset rather
+/// than wait when a command is in flight); where the generation moved (DDL that cannot matter, a view say) or
+/// there is no detector, the whole catalog fingerprint, read in a statement of its own after the lock (so it sees
+/// every change committed before it, and none can commit after). The detector's own state and the verdict role's
+/// rights are verified once per invocation (changing either needs a superuser or a role's admin, and no DDL).
 async fn schema_confirmed(conn: &mut PgConnection, verdict: i64) -> Result<bool, sqlx::Error> {
-    let confirmed = sqlx::query_scalar!(
-        r#"SELECT coalesce((
-                  SELECT CASE WHEN v.detector IS NOT NULL THEN v.generation = asset_sweeper_hold_schema()
-                              ELSE v.fingerprint = asset_sweeper_catalog_fingerprint() END
-                    FROM schema_verdicts v WHERE v.id = $1), false) AS "confirmed!""#,
+    let held = sqlx::query!(
+        r#"SELECT v.generation, v.detector IS NOT NULL AS "detector!",
+                  CASE WHEN v.detector IS NOT NULL THEN asset_sweeper_hold_schema() END AS now
+             FROM schema_verdicts v WHERE v.id = $1"#,
+        verdict,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(held) = held else { return Ok(false) };
+    if held.detector {
+        match held.now {
+            // A DDL command in flight: hold the asset rather than wait beside it.
+            None => return Ok(false),
+            Some(now) if now == held.generation => return Ok(true),
+            Some(_) => {}
+        }
+    }
+    let unchanged = sqlx::query_scalar!(
+        r#"SELECT v.fingerprint = asset_sweeper_catalog_fingerprint() AS "unchanged!"
+             FROM schema_verdicts v WHERE v.id = $1"#,
         verdict,
     )
     .fetch_one(conn)
     .await?;
-    Ok(confirmed)
+    Ok(unchanged)
 }
 
 /// A `COMMIT` whose answer was lost is ambiguous: the server may have committed. Undoing a removal that did

@@ -377,7 +377,8 @@ async fn a_schema_change_after_the_pass_makes_every_settle_refuse_and_destroys_n
     for detector in [true, false] {
         for breakage in [
             "DROP TABLE legacy",
-            "ALTER TABLE legacy ADD COLUMN picture uuid; INSERT INTO legacy (picture) SELECT id FROM assets",
+            // Many rows: a column that looks like an undeclared source (a stray id would only hold its asset).
+            "ALTER TABLE legacy ADD COLUMN picture uuid; INSERT INTO legacy (picture) SELECT id FROM assets, generate_series(1, 12)",
             "CREATE TABLE products (hero uuid REFERENCES assets (id) ON DELETE CASCADE)",
             "INSERT INTO asset_reference_sources (table_name, column_name, json_path) VALUES ('gone', 'body', '$.**')",
             "DROP DOMAIN asset_id",
