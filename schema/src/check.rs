@@ -180,12 +180,7 @@ async fn sample(
         }
         if !spelled.is_empty() {
             let candidates: Vec<Uuid> = spelled.iter().map(|s| s.0).collect();
-            let assets: std::collections::HashSet<Uuid> =
-                sqlx::query_scalar!("SELECT id FROM assets WHERE id = ANY ($1)", &candidates)
-                    .fetch_all(&mut *conn)
-                    .await?
-                    .into_iter()
-                    .collect();
+            let assets = crate::census::assets_among(&mut *conn, &candidates).await?;
             found.extend(spelled.into_iter().filter(|s| assets.contains(&s.0)));
         }
         if found.is_empty() {

@@ -13,7 +13,7 @@ use serde_json::Value;
 use sweep_lambda::record::{SweepReport, metrics_line};
 use uuid::Uuid;
 
-use crate::pipeline::{self, actions, key};
+use crate::pipeline::{self, actions, key, last_event};
 
 /// A pending upload past its abandon window, a retired asset past its purge time, and a released one, with their
 /// bytes in `bucket` (and in the harness's own, where `seed` puts them).
@@ -64,15 +64,6 @@ async fn recorded(ctx: &TestContext, report: &SweepReport) -> Value {
 /// The pass's metrics line, as CloudWatch would read it.
 fn metrics(report: &SweepReport) -> Value {
     serde_json::from_str(&metrics_line(report)).expect("the metrics line is JSON")
-}
-
-/// The evidence of the newest audit event about `id`, with its action.
-async fn last_event(ctx: &TestContext, id: Uuid) -> (String, Value) {
-    sqlx::query_as("SELECT action, evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
-        .bind(id)
-        .fetch_one(ctx.pool())
-        .await
-        .expect("an audit event")
 }
 
 /// One pass and the consumer fed until the queue is empty, both set to `bucket`, with the assets' bytes in

@@ -2,7 +2,7 @@
 //! until the census has read it, and is then refused by name; a declared document holding ids where its path does
 //! not look is refused naming the path; the census resumes, wraps, and proves a changed column afresh.
 
-use crate::pipeline::{key, pass, settle_queue};
+use crate::pipeline::{key, last_event, pass, settle_queue};
 use integration_tests::fixtures::{object_exists, seed, state};
 use integration_tests::{FAILPOINTS, TestContext};
 use lifecycle::runs::RunOutcome;
@@ -10,15 +10,6 @@ use schema::census::Stop;
 use serde_json::Value;
 use sweep_lambda::record::SweepReport;
 use uuid::Uuid;
-
-/// The newest audit event about `id`: (action, evidence).
-async fn last_event(ctx: &TestContext, id: Uuid) -> (String, Value) {
-    sqlx::query_as("SELECT action, evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
-        .bind(id)
-        .fetch_one(ctx.pool())
-        .await
-        .expect("an event")
-}
 
 /// `id` with its first letter in uppercase and the rest in lowercase: neither spelling the recheck matches.
 fn mixed_case(id: Uuid) -> String {

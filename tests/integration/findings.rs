@@ -3,7 +3,7 @@
 //! counts what the finding holds, not every stored byte. Before, the pass refused for every workspace until an
 //! operator excluded the column (which blinded the census there), and uploads were refused too.
 
-use crate::pipeline::{key, pass, settle_queue};
+use crate::pipeline::{key, last_event, pass, settle_queue};
 use integration_tests::TestContext;
 use integration_tests::fixtures::{object_exists, seed, state};
 use lifecycle::runs::RunOutcome;
@@ -49,12 +49,7 @@ async fn a_stray_id_in_a_comment_holds_only_its_asset_while_other_workspaces_set
     // Only the named asset is held, with the column and the row that name it.
     assert_eq!(state(&ctx, quoted).await.as_deref(), Some("released"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &quoted_key).await);
-    let (action, evidence): (String, Value) =
-        sqlx::query_as("SELECT action, evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
-            .bind(quoted)
-            .fetch_one(ctx.pool())
-            .await
-            .expect("an event");
+    let (action, evidence) = last_event(&ctx, quoted).await;
     assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("found")), "{evidence}");
     assert_eq!(evidence["deferred"]["found_in"], "public.comments.body");
     let ctid = evidence["deferred"]["record"]["ctid"].as_str().expect("the row").to_owned();
@@ -125,12 +120,7 @@ async fn an_id_inserted_after_the_census_proved_its_column_is_held_by_the_next_p
     settle_queue(&ctx).await;
     assert_eq!(state(&ctx, asset).await.as_deref(), Some("released"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &asset_key).await);
-    let evidence: Value =
-        sqlx::query_scalar("SELECT evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
-            .bind(asset)
-            .fetch_one(ctx.pool())
-            .await
-            .expect("an event");
+    let (_, evidence) = last_event(&ctx, asset).await;
     assert_eq!(evidence["deferred"]["found_in"], "public.notes.body", "{evidence}");
 }
 

@@ -5,11 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::pipeline::{actions, key, pass, settle_queue};
+use crate::pipeline::{actions, key, last_event, pass, settle_queue};
 use integration_tests::TestContext;
 use integration_tests::fixtures::{object_exists, seed, state};
 use lifecycle::runs::RunOutcome;
-use serde_json::Value;
 use uuid::Uuid;
 
 /// Waits until a session other than `own` waits for a lock: the consumer's settle, blocked on the asset's row.
@@ -91,12 +90,7 @@ async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_
         assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"), "{label}");
         assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await, "{label}: the bytes are gone");
         assert_eq!(actions(&ctx, upload).await, ["defer"], "{label}");
-        let evidence: Value =
-            sqlx::query_scalar("SELECT evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
-                .bind(upload)
-                .fetch_one(ctx.pool())
-                .await
-                .expect("evidence");
+        let (_, evidence) = last_event(&ctx, upload).await;
         assert_eq!(evidence["deferred"]["why"], "schema_changed", "{label}: {evidence}");
     }
 }

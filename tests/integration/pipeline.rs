@@ -72,6 +72,15 @@ pub(crate) async fn actions(ctx: &TestContext, id: Uuid) -> Vec<String> {
         .expect("events")
 }
 
+/// The newest audit event about `id`: (action, evidence).
+pub(crate) async fn last_event(ctx: &TestContext, id: Uuid) -> (String, serde_json::Value) {
+    sqlx::query_as("SELECT action, evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
+        .bind(id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("an event")
+}
+
 /// A fresh storage key in `ws`'s folder.
 pub(crate) fn key(ws: Uuid) -> String {
     format!("{ws}/{}.png", Uuid::new_v4())

@@ -4,7 +4,7 @@
 //! Now a composite holding `asset_id` is a source the recheck reads; every other shape is read by the census, which
 //! names the column; either way the bytes stay.
 
-use crate::pipeline::{actions, key, pass, settle_queue};
+use crate::pipeline::{actions, key, last_event, pass, settle_queue};
 use integration_tests::TestContext;
 use integration_tests::fixtures::{object_exists, seed, state};
 use lifecycle::runs::RunOutcome;
@@ -119,15 +119,6 @@ async fn every_shape_of_an_id_in_a_column_that_is_no_source_is_found_and_holds_i
             assert!(evidence["deferred"]["record"]["ctid"].is_string(), "{shape}: {evidence}");
         }
     }
-}
-
-/// The newest audit event about `id`: (action, evidence).
-async fn last_event(ctx: &TestContext, id: Uuid) -> (String, Value) {
-    sqlx::query_as("SELECT action, evidence FROM settlement_events WHERE asset_id = $1 ORDER BY id DESC LIMIT 1")
-        .bind(id)
-        .fetch_one(ctx.pool())
-        .await
-        .expect("an event")
 }
 
 /// The `asset_id` domain inside a composite, and an array of such composites, are reference sources: guarded,

@@ -48,6 +48,16 @@ pub(crate) fn text_of(col: &str, family: &str) -> String {
     }
 }
 
+/// Which of `candidates` (ids found spelled in text by [`ids::ids_in`]) are assets: one question for a batch or a
+/// sample, however many values it searched.
+pub(crate) async fn assets_among(
+    conn: &mut PgConnection,
+    candidates: &[Uuid],
+) -> Result<std::collections::HashSet<Uuid>, sqlx::Error> {
+    let found = sqlx::query_scalar!("SELECT id FROM assets WHERE id = ANY ($1)", candidates).fetch_all(conn).await?;
+    Ok(found.into_iter().collect())
+}
+
 /// A column the census reads, as the schema check names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {

@@ -98,11 +98,7 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Re
     }
     if !candidates.is_empty() {
         let candidates: Vec<Uuid> = candidates.into_iter().collect();
-        let assets: HashSet<Uuid> = sqlx::query_scalar!("SELECT id FROM assets WHERE id = ANY ($1)", &candidates)
-            .fetch_all(&mut *conn)
-            .await?
-            .into_iter()
-            .collect();
+        let assets = super::assets_among(&mut *conn, &candidates).await?;
         for (k, spelled, at) in spelled_in {
             named.extend(spelled.into_iter().filter(|id| assets.contains(id)).map(|id| (k, id, at.clone())));
         }
