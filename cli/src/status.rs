@@ -391,6 +391,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for (column, asset) in &census.findings {
         let _ = writeln!(text, "  ! {column} holds asset {asset}");
     }
+    if census.unread > 0 {
+        let _ = writeln!(
+            text,
+            "  {} value(s) too large or slow to read whole within CENSUS_BATCH_TIMEOUT: what their first part names is held, the rest is not proven",
+            census.unread
+        );
+        for u in &census.unread_sample {
+            let stored = u.stored_bytes.map_or("size unknown".to_owned(), |b| format!("{b} bytes stored"));
+            let _ = writeln!(
+                text,
+                "  ? {} row {}: {stored}, first {} character(s) read ({})",
+                u.column, u.record, u.read_chars, u.recorded_at
+            );
+        }
+    }
     let _ = writeln!(
         text,
         "discovery: {}cycle {} {}, {:.0}% walked, {} found unreferenced this cycle; last full cycle {}",

@@ -155,13 +155,15 @@ async fn sample(
                      AND {col} IS NOT NULL)
              ),
              rows AS (SELECT DISTINCT ON (rel, at) * FROM head ORDER BY rel, at),
-             sample AS (SELECT s.rel, s.at, {values} AS v FROM rows s)
+             -- A probe reads a value's start only: one end user's hundred-megabyte comment must not outlast it.
+             sample AS (SELECT s.rel, s.at, substr({values}, 1, $3) AS v FROM rows s)
              SELECT NULL::uuid, s.rel, s.at::text, s.v, (SELECT count(*) FROM rows) FROM sample s
              {storage_keys}"
         );
         let read: Vec<SampledRow> = sqlx::query_as(AssertSqlSafe(sql))
             .bind(i64::from(sample_rows))
             .bind(SAMPLE_TAIL_BLOCKS)
+            .bind(crate::census::unread::SLICE_CHARS)
             .persistent(false)
             .fetch_all(&mut *conn)
             .await?;

@@ -110,6 +110,9 @@ pub struct CensusSettings {
     pub batch_blocks: u32,
     /// The most census statements one pass runs.
     pub max_batches: u32,
+    /// How long one census statement may read: a batch that runs longer is cancelled and read again in smaller
+    /// parts, down to one value at a time; a value that cannot be read whole within it is recorded as unread.
+    pub batch_timeout: Duration,
     /// How long after a cycle ends the next one begins; columns not yet proven are read meanwhile all the same.
     pub cycle_interval: Duration,
 }
@@ -344,6 +347,12 @@ impl Settings {
             time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
             batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
             max_batches: reader.parsed("CENSUS_MAX_BATCHES", 10_000, 1..=10_000_000u32),
+            // At most the session's own statement timeout, which every statement of the census also obeys.
+            batch_timeout: reader.duration_between(
+                "CENSUS_BATCH_TIMEOUT",
+                secs(20),
+                Duration::from_millis(10)..=secs(30),
+            ),
             cycle_interval: reader.duration_between("CENSUS_CYCLE_INTERVAL", hours(24), secs(0)..=days(30)),
         };
         let discovery = DiscoverySettings {

@@ -187,6 +187,7 @@ impl Sweeper {
         let census = census::Census {
             max_batches: census.max_batches,
             batch_blocks: census.batch_blocks,
+            batch_timeout: census.batch_timeout,
             cycle_interval: census.cycle_interval,
             layout: self.settings.reconcile.layout.as_ref(),
         };

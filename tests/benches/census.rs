@@ -49,6 +49,7 @@ async fn cycle_with(
         until: Instant::now() + Duration::from_secs(3600),
         max_batches: u32::MAX,
         batch_blocks: 1_024,
+        batch_timeout: Duration::from_secs(30),
         cycle_interval: Duration::ZERO,
     };
     let progress = census::advance(conn, targets, budget, keys).await.expect("census");
@@ -140,6 +141,7 @@ async fn main() {
         until: Instant::now() + Duration::from_secs(3600),
         max_batches: 0,
         batch_blocks: 1_024,
+        batch_timeout: Duration::from_secs(30),
         cycle_interval: Duration::ZERO,
     };
     census::advance(&mut conn, &targets, budget, None).await.expect("census");

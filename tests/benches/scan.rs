@@ -69,7 +69,13 @@ fn time_spans_in(layout: &KeyLayout, text: &str) -> (Duration, usize) {
 
 /// One census cycle as a pass runs it, with no limit of time or batches.
 async fn cycle(pool: &sqlx::PgPool, layout: Option<&KeyLayout>) -> Duration {
-    let census = Census { max_batches: u32::MAX, batch_blocks: 1_024, cycle_interval: Duration::ZERO, layout };
+    let census = Census {
+        max_batches: u32::MAX,
+        batch_blocks: 1_024,
+        batch_timeout: Duration::from_secs(30),
+        cycle_interval: Duration::ZERO,
+        layout,
+    };
     let share = Share::of(100, Instant::now() + Duration::from_secs(3600));
     let started = Instant::now();
     let progress = census.advance(pool, share).await.expect("census");

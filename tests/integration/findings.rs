@@ -136,3 +136,95 @@ async fn due(ctx: &TestContext, asset: Uuid, from_now: &str) {
         .expect("due");
     tx.commit().await.expect("commit");
 }
+
+/// One end user's comment too large to read within the census's batch limit, even alone (here a 96 MB text stored
+/// out of line, under a limit of a quarter second): it failed every pass's census before, so its column was never
+/// proven and deletes and purges waited forever. Now it is read from its start as far as the limit allows, what
+/// that part names is held, the value is recorded and shown by `status`, and the column is proven: an abandoned
+/// upload elsewhere is deleted. Edited to a readable size, the record is forgotten by the next complete scan.
+#[tokio::test]
+async fn a_value_too_large_for_the_batch_limit_holds_what_its_start_names_without_holding_the_proof() {
+    // A failpoint of another test (`census::advance`) would fail this one's census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let (ws, other_ws) = (Uuid::new_v4(), Uuid::new_v4());
+    let (named_key, upload_key) = (key(ws), key(other_ws));
+    let named = seed(&ctx, ws, "released", "3 days", &named_key).await;
+    let upload = seed(&ctx, other_ws, "pending", "8 days", &upload_key).await;
+    // Two thousand ordinary comments, and in their midst (past the rows the schema check samples, before the
+    // blocks it reads at the end) one of 96 MB that names an asset in its first line, stored uncompressed out of
+    // line as a long text often is.
+    sqlx::raw_sql(
+        "CREATE TABLE comments (id serial PRIMARY KEY, body text);
+         ALTER TABLE comments ALTER COLUMN body SET STORAGE EXTERNAL;",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("comments");
+    sqlx::query(
+        "INSERT INTO comments (body)
+         SELECT CASE WHEN g = 1000 THEN 'my banner ' || $1::text || E'\\n' || repeat('and on and on and on. ', 4500000)
+                     ELSE 'a fine product, I would buy it again ' || g END
+           FROM generate_series(1, 2000) g",
+    )
+    .bind(named)
+    .execute(ctx.pool())
+    .await
+    .expect("the comments");
+
+    let limit = [("CENSUS_BATCH_TIMEOUT", "250ms"), ("DISCOVERY_ENABLED", "false")];
+    let report = pass(&ctx, &limit).await;
+    assert_eq!(report.outcome, RunOutcome::Ok, "{:?}", report.reason);
+    assert!(report.census_error.is_none(), "the census reads past the value: {:?}", report.census_error);
+    let census = report.census.as_ref().expect("the census ran");
+    assert_eq!((census.unread, census.columns_unproven), (1, 0), "{census:?}");
+
+    // The value is recorded with what was read of it: its first megabyte of characters.
+    let (record, read, stored): (String, i32, i64) = sqlx::query_as(
+        "SELECT u.record, u.read_chars, u.stored_bytes FROM census_unread u
+           JOIN pg_attribute a ON a.attrelid = u.relid AND a.attnum = u.attnum
+          WHERE u.relid = 'comments'::regclass AND a.attname = 'body'",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("the unread value is recorded");
+    assert_eq!(read, schema::census::unread::SLICE_CHARS);
+    assert!(stored > 90_000_000, "{stored}");
+    let id: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT id FROM comments WHERE ctid = '{record}'")))
+        .fetch_one(ctx.pool())
+        .await
+        .expect("the row it names");
+    assert_eq!(id, 1000);
+
+    settle_queue(&ctx).await;
+    // What its start names is held, with the row...
+    assert_eq!(state(&ctx, named).await.as_deref(), Some("released"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &named_key).await);
+    let (_, evidence) = last_event(&ctx, named).await;
+    assert_eq!(
+        (&evidence["deferred"]["why"], &evidence["deferred"]["found_in"]),
+        (&Value::from("found"), &Value::from("public.comments.body")),
+        "{evidence}"
+    );
+    assert_eq!(evidence["deferred"]["record"]["ctid"], Value::from(record.clone()));
+    // ...and the column is proven all the same: the abandoned upload of another workspace is deleted.
+    assert_eq!(state(&ctx, upload).await, None);
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
+
+    // An operator sees the row.
+    let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
+    let status = String::from_utf8(status.stdout).expect("utf-8");
+    assert!(status.contains(&format!("? public.comments.body row {record}: ")), "{status}");
+
+    // The comment cut to a readable size: the next complete scan forgets the record.
+    sqlx::query("UPDATE comments SET body = left(body, 200) WHERE id = 1000").execute(ctx.pool()).await.expect("edit");
+    let again = pass(
+        &ctx,
+        &[("CENSUS_BATCH_TIMEOUT", "250ms"), ("DISCOVERY_ENABLED", "false"), ("CENSUS_CYCLE_INTERVAL", "0s")],
+    )
+    .await;
+    assert_eq!(again.census.as_ref().map(|c| c.unread), Some(0), "{:?}", again.census);
+    let unread: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM census_unread").fetch_one(ctx.pool()).await.expect("unread");
+    assert_eq!(unread, 0);
+}

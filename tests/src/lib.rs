@@ -343,6 +343,7 @@ pub async fn prove_schema(pool: &PgPool) {
     let census = schema::census::Census {
         max_batches: u32::MAX,
         batch_blocks: 1_024,
+        batch_timeout: std::time::Duration::from_secs(30),
         cycle_interval: std::time::Duration::ZERO,
         layout: None,
     };

@@ -7,8 +7,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::scan::{Column, Found, Group, scan};
-use super::{Columns, Target, named, summary};
+use super::scan::{Column, Found, Group, Rows, scan};
+use super::{Columns, Target, named, summary, timed_out, unread};
 use platform::keys::KeyLayout;
 
 /// How far a pass may go.
@@ -20,6 +20,8 @@ pub struct Budget {
     pub max_batches: u32,
     /// Table blocks each statement reads.
     pub batch_blocks: u32,
+    /// How long each statement may read (`CENSUS_BATCH_TIMEOUT`).
+    pub batch_timeout: Duration,
     /// How long after a cycle ends the next one begins (columns never proven are read meanwhile).
     pub cycle_interval: Duration,
 }
@@ -53,6 +55,8 @@ pub struct Progress {
     pub columns_finished: u64,
     /// Columns in which this pass found an asset id.
     pub findings: u64,
+    /// Values this pass could not read whole within the batch limit (recorded in `census_unread`).
+    pub unread: u64,
     /// The longest batch of this pass, in milliseconds: how long one census statement held its snapshot.
     pub longest_batch_ms: u64,
     /// Time spent in the batches' reading statements, in milliseconds (the rest of the pass's census time is
@@ -74,14 +78,10 @@ pub struct Progress {
     pub stopped: Stop,
 }
 
-/// Whether `error` is the statement timeout cancelling a statement.
-fn timed_out(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
-}
-
 /// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
 /// runs out or the batch cap is reached. Each batch is its own short statement; nothing is held between them.
-/// With a key `layout` (reconciliation configured), each batch also notes the keys of ours its text names.
+/// With a key `layout` (reconciliation configured), each batch also notes the keys of ours its text names. Every
+/// statement of the census obeys the batch limit; the session's own is back when it returns.
 pub async fn advance(
     conn: &mut PgConnection,
     targets: &[Target],
@@ -89,11 +89,42 @@ pub async fn advance(
     layout: Option<&KeyLayout>,
 ) -> Result<Progress, sqlx::Error> {
     fail::fail_point!("census::advance", |_| Err(sqlx::Error::Protocol("injected: the census failed".into())));
+    let progress = read(conn, targets, budget, layout).await;
+    // A batch that failed leaves its limit set: the session's own comes back here whatever happened.
+    let reset = limit(conn, None).await;
+    let progress = progress?;
+    reset?;
+    Ok(progress)
+}
+
+/// Puts the session's statements under `batch_timeout` (the census's reading statements), or with `None` back
+/// under the session's own limit, the one its connection was opened with.
+async fn limit(conn: &mut PgConnection, batch_timeout: Option<Duration>) -> Result<(), sqlx::Error> {
+    match batch_timeout {
+        Some(timeout) => {
+            let timeout = format!("{}ms", timeout.as_millis().max(1));
+            sqlx::query!("SELECT set_config('statement_timeout', $1, false)", timeout).fetch_one(conn).await?;
+        }
+        None => {
+            sqlx::raw_sql("RESET statement_timeout").execute(conn).await?;
+        }
+    }
+    Ok(())
+}
+
+/// [`advance`], under the batch limit.
+async fn read(
+    conn: &mut PgConnection,
+    targets: &[Target],
+    budget: Budget,
+    layout: Option<&KeyLayout>,
+) -> Result<Progress, sqlx::Error> {
     sync(conn, targets, layout).await?;
     let mut batches = 0u64;
     let mut blocks = 0u64;
     let mut columns_finished = 0u64;
     let mut findings = 0u64;
+    let mut unread = 0u64;
     let (mut longest, mut reading) = (Duration::ZERO, Duration::ZERO);
     // Halved for the rest of the pass when a batch outlasts the statement timeout (TOASTed documents can make a
     // few blocks hold far more than their 8 KiB).
@@ -126,8 +157,10 @@ pub async fn advance(
         }
         let started = Instant::now();
         let found = if current.next_block < end {
-            let scanned = match (scan(conn, current, end).await, layout) {
-                (Ok(found), Some(layout)) => named::scan(conn, current, end, layout).await.map(|_| found),
+            limit(conn, Some(budget.batch_timeout)).await?;
+            let rows = Rows::blocks(current.next_block, end);
+            let scanned = match (scan(conn, current, rows).await, layout) {
+                (Ok(found), Some(layout)) => named::scan(conn, current, rows, layout).await.map(|_| found),
                 (scanned, _) => scanned,
             };
             match scanned {
@@ -139,11 +172,22 @@ pub async fn advance(
                     batches += 1;
                     continue;
                 }
+                // One block cannot be read within the limit: it is read value by value, and what cannot be read
+                // whole is recorded, so it holds what it names without holding the column's proof.
+                Err(e) if timed_out(&e) => {
+                    let table = &current.heap;
+                    tracing::warn!(%table, block = current.next_block, "a census block timed out alone: reading it value by value");
+                    let (found, values) =
+                        unread::read_block(conn, current, current.next_block, layout, budget.until).await?;
+                    unread += values;
+                    found
+                }
                 Err(e) => return Err(e),
             }
         } else {
             vec![Found::default(); current.columns.len()]
         };
+        limit(conn, None).await?;
         let took = started.elapsed();
         longest = longest.max(took);
         reading += took;
@@ -178,6 +222,7 @@ pub async fn advance(
         blocks,
         columns_finished,
         findings,
+        unread,
         longest_batch_ms: u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
         reading_ms: u64::try_from(reading.as_millis()).unwrap_or(u64::MAX),
         columns: state.columns,
@@ -223,6 +268,9 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
            ),
            unfound AS (
                DELETE FROM census_findings f USING gone g WHERE f.relid = g.relid AND f.attnum = g.attnum
+           ),
+           unrecorded AS (
+               DELETE FROM census_unread u USING gone g WHERE u.relid = g.relid AND u.attnum = g.attnum
            )
            INSERT INTO census_columns AS c (relid, attnum, type_oid, json_paths, table_schema, table_name,
                                             column_name, family, shape)
@@ -361,6 +409,8 @@ async fn record(
            ),
            current AS (
                SELECT c.attnum, r.rewritten, c.proven_at AS previous,
+                      CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                           ELSE c.scan_started_at END AS started,
                       -- The scan ended on the file it began on.
                       $3 AND NOT r.rewritten AS clean_end
                  FROM census_columns c
@@ -407,6 +457,11 @@ async fn record(
                DELETE FROM census_findings d USING current w
                 WHERE w.clean_end AND d.relid = $1 AND d.attnum = w.attnum AND d.seen_at < w.previous
                   AND NOT (d.asset_id = ANY ($8))
+           ),
+           -- A value this scan did not record again was read whole, or is gone.
+           read_now AS (
+               DELETE FROM census_unread u USING current w
+                WHERE w.clean_end AND u.relid = $1 AND u.attnum = w.attnum AND u.recorded_at < w.started
            )
            SELECT rewritten FROM updated"#,
         group.relid,

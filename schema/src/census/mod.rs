@@ -26,6 +26,7 @@ mod advance;
 pub(crate) mod ids;
 mod named;
 mod scan;
+pub mod unread;
 
 use platform::keys::KeyLayout;
 use platform::step::{Share, Step};
@@ -46,6 +47,11 @@ pub(crate) fn text_of(col: &str, family: &str) -> String {
         "bytea" => format!("encode({col}, 'hex')"),
         _ => format!("{col}::text"),
     }
+}
+
+/// Whether `error` is the statement timeout cancelling a statement.
+fn timed_out(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
 }
 
 /// Which of `candidates` (ids found spelled in text by [`ids::ids_in`]) are assets: one question for a batch or a
@@ -236,10 +242,29 @@ pub struct Summary {
     pub unproven_sample: Vec<String>,
     /// Columns whose last scan found an asset id, as `schema.table.column` and the asset.
     pub findings: Vec<(String, Uuid)>,
+    /// Values the census could not read whole within its batch limit: how many, and the newest ten.
+    pub unread: i64,
+    /// The newest of them.
+    pub unread_sample: Vec<UnreadValue>,
     /// When the last complete cycle ended, and how long it took in seconds.
     pub last_cycle_completed_at: Option<String>,
     /// How long the last complete cycle took, in seconds.
     pub last_cycle_seconds: Option<f64>,
+}
+
+/// A value the census could not read whole: what is proven of it is its first `read_chars` characters.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnreadValue {
+    /// `schema.table.column`.
+    pub column: String,
+    /// The row's `ctid` when it was tried.
+    pub record: String,
+    /// Its size as stored, when known.
+    pub stored_bytes: Option<i64>,
+    /// The characters read from its start.
+    pub read_chars: i32,
+    /// When it was tried.
+    pub recorded_at: String,
 }
 
 /// Reads where the census stands. Sizes come from the catalog, so this reads no application row.
@@ -266,9 +291,19 @@ pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
                          ORDER BY name) AS "found_assets!: Vec<Uuid>"
              FROM census_state s"#
     )
-    .fetch_one(conn)
+    .fetch_one(&mut *conn)
+    .await?;
+    let unread = sqlx::query!(
+        r#"SELECT format('%s.%s.%s', c.table_schema, c.table_name, c.column_name) AS "column!", u.record,
+                  u.stored_bytes, u.read_chars, u.recorded_at::text AS "recorded_at!", count(*) OVER () AS "of!"
+             FROM census_unread u JOIN census_columns c ON c.relid = u.relid AND c.attnum = u.attnum
+            ORDER BY u.recorded_at DESC, 1, u.record
+            LIMIT 10"#
+    )
+    .fetch_all(conn)
     .await?;
     Ok(Summary {
+        unread: unread.first().map_or(0, |u| u.of),
         cycle: row.cycle,
         cycle_started_at: row.cycle_started_at,
         columns: row.columns,
@@ -277,6 +312,16 @@ pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
         percent_done: row.percent,
         unproven_sample: row.unproven_sample,
         findings: row.found_names.into_iter().zip(row.found_assets).collect(),
+        unread_sample: unread
+            .into_iter()
+            .map(|u| UnreadValue {
+                column: u.column,
+                record: u.record,
+                stored_bytes: u.stored_bytes,
+                read_chars: u.read_chars,
+                recorded_at: u.recorded_at,
+            })
+            .collect(),
         last_cycle_completed_at: row.last_cycle_completed_at,
         last_cycle_seconds: row.last_cycle_seconds,
     })
@@ -290,6 +335,8 @@ pub struct Census<'a> {
     pub max_batches: u32,
     /// Table blocks each statement reads.
     pub batch_blocks: u32,
+    /// How long each statement may read.
+    pub batch_timeout: std::time::Duration,
     /// How long after a cycle ends the next one begins.
     pub cycle_interval: std::time::Duration,
     /// The bucket's key layout, when keys of ours are scanned for too.
@@ -309,6 +356,7 @@ impl Step for Census<'_> {
             until: share.until,
             max_batches: self.max_batches,
             batch_blocks: self.batch_blocks,
+            batch_timeout: self.batch_timeout,
             cycle_interval: self.cycle_interval,
         };
         let derived = crate::derive::derive(&mut conn).await?;

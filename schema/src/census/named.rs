@@ -12,7 +12,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use sqlx::{AssertSqlSafe, PgConnection};
 use unicode_normalization::UnicodeNormalization;
 
-use super::scan::Group;
+use super::scan::{Group, Rows};
 use platform::keys::KeyLayout;
 use platform::sql::quote_ident;
 
@@ -77,27 +77,37 @@ fn lower_hex(encoded: &str) -> String {
     out
 }
 
-/// Reads the text and JSON columns of blocks `[group.next_block, end)` and notes each key of ours they name, with
-/// its column. Only values holding a managed prefix (in any of its spellings: [`prefilter`]) leave the database.
-/// Answers how many (span, column) pairs.
+/// Reads the text and JSON columns of `rows` and notes each key of ours they name, with its column. Only values
+/// holding a managed prefix (in any of its spellings: [`prefilter`]) leave the database. Answers how many (span,
+/// column) pairs.
 pub(super) async fn scan(
     conn: &mut PgConnection,
     group: &Group,
-    end: i64,
+    rows: Rows,
     layout: &KeyLayout,
 ) -> Result<u64, sqlx::Error> {
     let Some(sql) = statement(group) else { return Ok(0) };
-    let rows: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
-        .bind(format!("({},0)", group.next_block))
-        .bind(format!("({end},0)"))
+    let (from, to) = rows.bounds();
+    let values: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
+        .bind(from)
+        .bind(to)
         .bind(prefilter(layout))
         .persistent(false)
         .fetch_all(&mut *conn)
         .await?;
     let mut named: HashSet<(String, i16)> = HashSet::new();
-    for (attnum, value) in rows {
+    for (attnum, value) in values {
         named.extend(layout.spans_in(&value).into_iter().map(|span| (span, attnum)));
     }
+    note(conn, group.relid, named).await
+}
+
+/// Keeps each (span, column) pair of the table `relid` as seen now. Answers how many.
+pub(super) async fn note(
+    conn: &mut PgConnection,
+    relid: sqlx::postgres::types::Oid,
+    named: HashSet<(String, i16)>,
+) -> Result<u64, sqlx::Error> {
     if named.is_empty() {
         return Ok(0);
     }
@@ -106,7 +116,7 @@ pub(super) async fn scan(
         "INSERT INTO named_keys (storage_key, relid, attnum, seen_at)
          SELECT k, $1, a, now() FROM unnest($2::text[], $3::int2[]) AS t(k, a)
          ON CONFLICT (storage_key, relid, attnum) DO UPDATE SET seen_at = EXCLUDED.seen_at",
-        group.relid,
+        relid,
         &keys,
         &attnums,
     )

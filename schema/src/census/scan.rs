@@ -22,6 +22,7 @@ pub(super) struct Group {
     pub(super) columns: Vec<Column>,
 }
 
+#[derive(Clone)]
 pub(super) struct Column {
     pub(super) attnum: i16,
     pub(super) name: String,
@@ -45,6 +46,31 @@ fn injected_block_limit() -> Option<i64> {
     None
 }
 
+/// Rows by their address: `[from, to)`, each a `(block, line)` pair, as a `ctid` range (which Postgres reads
+/// without touching the rest of the table).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rows {
+    pub(super) from: (i64, i32),
+    pub(super) to: (i64, i32),
+}
+
+impl Rows {
+    /// Every row of blocks `[from, to)`.
+    pub(super) fn blocks(from: i64, to: i64) -> Self {
+        Rows { from: (from, 0), to: (to, 0) }
+    }
+
+    /// The one row at line `line` of block `block`.
+    pub(super) fn row(block: i64, line: i32) -> Self {
+        Rows { from: (block, line), to: (block, line.saturating_add(1)) }
+    }
+
+    /// The range's bounds as `tid` literals, `$1` and `$2` of a batch's statement.
+    pub(super) fn bounds(&self) -> (String, String) {
+        (format!("({},{})", self.from.0, self.from.1), format!("({},{})", self.to.0, self.to.1))
+    }
+}
+
 /// What one batch found in one column.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Found {
@@ -54,33 +80,34 @@ pub(super) struct Found {
     pub(super) assets: Vec<(Uuid, String)>,
 }
 
-/// Reads blocks `[group.next_block, end)` of the group's table; for each column, in order, what it found. Spellings
-/// of ids at a declared path other than all lowercase or all uppercase are noted for the recheck, not found.
-pub(super) async fn scan(conn: &mut PgConnection, group: &Group, end: i64) -> Result<Vec<Found>, sqlx::Error> {
-    if injected_block_limit().is_some_and(|limit| end - group.next_block > limit) {
+/// Reads `rows` of the group's table; for each column, in order, what it found. Spellings of ids at a declared path
+/// other than all lowercase or all uppercase are noted for the recheck, not found.
+pub(super) async fn scan(conn: &mut PgConnection, group: &Group, rows: Rows) -> Result<Vec<Found>, sqlx::Error> {
+    if injected_block_limit().is_some_and(|limit| rows.to.0 - rows.from.0 > limit) {
         let timed_out = sqlx::raw_sql("SET statement_timeout = 1; SELECT pg_sleep(1)").execute(&mut *conn).await;
         sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
         timed_out?;
     }
     let (sql, paths) = statement(group);
+    let (from, to) = rows.bounds();
     let mut query =
         sqlx::query_as::<_, (i32, Option<Uuid>, Option<String>, String, Option<String>)>(AssertSqlSafe(sql))
-            .bind(format!("({},0)", group.next_block))
-            .bind(format!("({end},0)"))
+            .bind(from)
+            .bind(to)
             .bind(UUID_IN_TEXT)
             .bind(UUID_SPELLED_IN_TEXT)
             .bind(UUID_WHOLE);
     for p in paths {
         query = query.bind(p);
     }
-    let rows = query.persistent(false).fetch_all(&mut *conn).await?;
+    let read = query.persistent(false).fetch_all(&mut *conn).await?;
     // The values read as text are searched here, each in one pass ([`super::ids::ids_in`]); which of the ids they
     // spell are assets is one question for the whole batch.
     let mut named: Vec<(usize, Uuid, String)> = Vec::new();
     let (mut ids, mut spellings) = (Vec::new(), Vec::new());
     let mut candidates: HashSet<Uuid> = HashSet::new();
     let mut spelled_in: Vec<(usize, HashSet<Uuid>, String)> = Vec::new();
-    for (k, id, spelling, at, text) in rows {
+    for (k, id, spelling, at, text) in read {
         let Some(k) = usize::try_from(k).ok().filter(|k| *k < group.columns.len()) else { continue };
         match (id, spelling, text) {
             (Some(id), Some(spelling), _) => {

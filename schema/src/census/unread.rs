@@ -1,0 +1,209 @@
+//! A block the census cannot read within its batch limit (`CENSUS_BATCH_TIMEOUT`), even alone: one value of it
+//! is too large or too slow to write out (a comment of a hundred megabytes, a type whose output function crawls).
+//! Anyone who can write a row can write such a value, so it must neither stop the column's proof nor be passed
+//! over in silence. The block is read again a row and a column at a time, each value by the batch's own
+//! statements; a value that still outlasts the limit is read from its start, its first [`SLICE_CHARS`]
+//! characters only (a slice Postgres takes without reading the rest of a long string), and recorded in
+//! `census_unread` with what was read. What the slice names is held as it would be had the whole been read — an
+//! asset id as a finding, a key of ours as named — and the scan moves on, so the column is proven without it.
+//! The rest of the value is not proven: `status` and the run record name the row, and the next cycle tries it
+//! again.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use sqlx::{AssertSqlSafe, PgConnection};
+use uuid::Uuid;
+
+use super::scan::{Found, Group, Rows, scan};
+use super::{named, timed_out};
+use platform::keys::KeyLayout;
+use platform::sql::quote_ident;
+
+/// How much of a value that cannot be read whole is read, in characters: a string stored out of line gives its
+/// first megabyte or so without the rest being read (a JSON document, an array or another type is written out
+/// whole first, and may not give even that).
+pub const SLICE_CHARS: i32 = 1 << 20;
+
+/// A value recorded as not read whole.
+#[derive(Debug)]
+struct Unread {
+    attnum: i16,
+    record: String,
+    /// Its size as stored (compressed or not), when known.
+    stored_bytes: Option<i64>,
+    /// The characters read from its start.
+    read_chars: i32,
+}
+
+/// Reads block `block` of the group's table value by value, each within the session's statement timeout (the
+/// batch limit), and records each value that could not be read whole; at `until` (the census's share of the
+/// pass) the values not yet tried are recorded unread, so one block never holds the pass. Answers what it found,
+/// per column as a batch does, and how many values it recorded unread.
+pub(super) async fn read_block(
+    conn: &mut PgConnection,
+    group: &Group,
+    block: i64,
+    layout: Option<&KeyLayout>,
+    until: Instant,
+) -> Result<(Vec<Found>, u64), sqlx::Error> {
+    let lines = lines(conn, group, block).await?;
+    let mut found = vec![Found::default(); group.columns.len()];
+    let mut holding: Vec<HashSet<String>> = vec![HashSet::new(); group.columns.len()];
+    let mut unread: Vec<Unread> = Vec::new();
+    for line in lines {
+        let record = format!("({block},{line})");
+        for (k, column) in group.columns.iter().enumerate() {
+            let alone = Group {
+                relid: group.relid,
+                filenode: group.filenode,
+                next_block: block,
+                heap: group.heap.clone(),
+                blocks: group.blocks,
+                columns: vec![column.clone()],
+            };
+            let read = if Instant::now() < until {
+                whole(conn, &alone, Rows::row(block, line), layout).await
+            } else {
+                unread.push(Unread {
+                    attnum: column.attnum,
+                    record: record.clone(),
+                    stored_bytes: None,
+                    read_chars: 0,
+                });
+                continue;
+            };
+            let mut named_here: Vec<(Uuid, String)> = match read {
+                Ok(mut f) => f.pop().map(|f| f.assets).unwrap_or_default(),
+                Err(e) if timed_out(&e) => {
+                    let (ids, value) = slice(conn, group, k, &record, layout).await?;
+                    if let Some(value) = value {
+                        unread.push(value);
+                    }
+                    ids.into_iter().map(|id| (id, record.clone())).collect()
+                }
+                Err(e) => return Err(e),
+            };
+            for (id, at) in named_here.drain(..) {
+                if !found[k].assets.iter().any(|(a, _)| *a == id) {
+                    found[k].assets.push((id, at.clone()));
+                }
+                holding[k].insert(at);
+            }
+        }
+    }
+    for (f, rows) in found.iter_mut().zip(holding) {
+        f.rows = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+    }
+    let count = unread.len() as u64;
+    note(conn, group, unread).await?;
+    Ok((found, count))
+}
+
+/// The line numbers of the block's rows; reading addresses alone reads no value.
+async fn lines(conn: &mut PgConnection, group: &Group, block: i64) -> Result<Vec<i32>, sqlx::Error> {
+    let sql = format!(
+        "SELECT (ctid::text::point)[1]::int4 FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid ORDER BY 1",
+        group.heap
+    );
+    let (from, to) = Rows::blocks(block, block + 1).bounds();
+    sqlx::query_scalar(AssertSqlSafe(sql)).bind(from).bind(to).persistent(false).fetch_all(conn).await
+}
+
+/// One value (one column of one row) read as a batch reads it, with its key scan.
+async fn whole(
+    conn: &mut PgConnection,
+    alone: &Group,
+    rows: Rows,
+    layout: Option<&KeyLayout>,
+) -> Result<Vec<Found>, sqlx::Error> {
+    let found = scan(conn, alone, rows).await?;
+    if let Some(layout) = layout {
+        named::scan(conn, alone, rows, layout).await?;
+    }
+    Ok(found)
+}
+
+/// The first [`SLICE_CHARS`] characters of column `k` at `record`, searched for asset ids (answered) and keys of
+/// ours (noted as named); and the value as unread, with what was read (nothing when even the slice outlasts the
+/// limit). No value (a null, a row gone since) is no unread value.
+async fn slice(
+    conn: &mut PgConnection,
+    group: &Group,
+    k: usize,
+    record: &str,
+    layout: Option<&KeyLayout>,
+) -> Result<(Vec<Uuid>, Option<Unread>), sqlx::Error> {
+    let column = &group.columns[k];
+    let col = quote_ident(&column.name);
+    // A plain string's slice is taken from its stored chunks, not from the whole value.
+    let sql = format!(
+        "SELECT substr({}, 1, $2), pg_column_size({col})::int8 FROM ONLY {} WHERE ctid = $1::tid AND {col} IS NOT NULL",
+        super::text_of(&col, &column.family),
+        group.heap,
+    );
+    let read: Result<Option<(String, i64)>, sqlx::Error> = sqlx::query_as(AssertSqlSafe(sql))
+        .bind(record)
+        .bind(SLICE_CHARS)
+        .persistent(false)
+        .fetch_optional(&mut *conn)
+        .await;
+    let (text, stored) = match read {
+        Ok(Some(read)) => read,
+        Ok(None) => return Ok((Vec::new(), None)),
+        Err(e) if timed_out(&e) => {
+            let unread = Unread { attnum: column.attnum, record: record.to_owned(), stored_bytes: None, read_chars: 0 };
+            return Ok((Vec::new(), Some(unread)));
+        }
+        Err(e) => return Err(e),
+    };
+    let read_chars = i32::try_from(text.chars().count()).unwrap_or(i32::MAX);
+    let unread = Unread { attnum: column.attnum, record: record.to_owned(), stored_bytes: Some(stored), read_chars };
+    if let Some(layout) = layout.filter(|_| column.key_scanned()) {
+        let spans = layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)).collect();
+        named::note(conn, group.relid, spans).await?;
+    }
+    let spelled: Vec<Uuid> = super::ids::ids_in(&text).into_iter().collect();
+    if spelled.is_empty() {
+        return Ok((Vec::new(), Some(unread)));
+    }
+    let assets = super::assets_among(&mut *conn, &spelled).await?;
+    Ok((spelled.into_iter().filter(|id| assets.contains(id)).collect(), Some(unread)))
+}
+
+/// Records the values not read whole, as of now; a clean end of their column's next scan forgets those it did not
+/// record again.
+async fn note(conn: &mut PgConnection, group: &Group, unread: Vec<Unread>) -> Result<(), sqlx::Error> {
+    if unread.is_empty() {
+        return Ok(());
+    }
+    for value in &unread {
+        let column = group.columns.iter().find(|c| c.attnum == value.attnum).map_or("?", |c| c.name.as_str());
+        tracing::warn!(
+            table = %group.heap,
+            column,
+            record = %value.record,
+            stored_bytes = value.stored_bytes,
+            read_chars = value.read_chars,
+            "a value the census could not read whole within its batch limit: what it read is held, the rest is not proven"
+        );
+    }
+    let attnums: Vec<i16> = unread.iter().map(|u| u.attnum).collect();
+    let records: Vec<String> = unread.iter().map(|u| u.record.clone()).collect();
+    let stored: Vec<Option<i64>> = unread.iter().map(|u| u.stored_bytes).collect();
+    let read: Vec<i32> = unread.iter().map(|u| u.read_chars).collect();
+    sqlx::query!(
+        "INSERT INTO census_unread AS u (relid, attnum, record, stored_bytes, read_chars)
+         SELECT $1, a, r, s, c FROM unnest($2::int2[], $3::text[], $4::int8[], $5::int4[]) AS t(a, r, s, c)
+         ON CONFLICT (relid, attnum, record) DO UPDATE
+            SET stored_bytes = EXCLUDED.stored_bytes, read_chars = EXCLUDED.read_chars, recorded_at = now()",
+        group.relid,
+        &attnums,
+        &records,
+        &stored as &[Option<i64>],
+        &read,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
