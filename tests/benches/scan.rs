@@ -7,6 +7,10 @@
 //!   that one value, without and with the key layout (`RECONCILE_PREFIXES=uploads/`): megabytes per second and the
 //!   ratio, for each size.
 //!
+//! Adopted files: one key in ten the value names, and none or 100 000 it does not (only a span naming an adopted key
+//! is kept, so what the census writes grows with the adopted files a text names, not with every key it names; the
+//! adopted keys are read once a pass, at its first span).
+//!
 //! Goals: `spans_in`'s rate flat across the sizes (at most 1.5x between the fastest and the slowest), and the census
 //! with the key scan within 2x of the census without it. Figures only: nothing here asserts a time.
 //!
@@ -24,17 +28,21 @@ use platform::step::{Share, Step};
 use schema::census::{Census, Stop};
 use uuid::Uuid;
 
+/// Adopted files the values do not name, besides one in ten of the keys they do: what the key scan reads once a
+/// pass, holds in memory and looks each span up in. None, then a legacy bucket's hundred thousand.
+const ADOPTED_OTHERS: [usize; 2] = [0, 100_000];
+
 const SIZES: [(usize, &str); 3] = [(1 << 10, "1 KB"), (100 << 10, "100 KB"), (1 << 20, "1 MB")];
 
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|n| n.parse().ok()).unwrap_or(default)
 }
 
-/// A value of about `size` bytes, every line of which names a key of ours three ways; and how many keys it names.
-fn value(size: usize) -> (String, usize) {
+/// A value of about `size` bytes, every line of which names a key of ours three ways; and the keys it names.
+fn value(size: usize) -> (String, Vec<String>) {
     let workspace = Uuid::new_v4();
     let mut text = String::with_capacity(size + 512);
-    let mut keys = 0;
+    let mut keys = Vec::new();
     while text.len() < size {
         let id = Uuid::new_v4();
         text.push_str(&format!(
@@ -42,9 +50,29 @@ fn value(size: usize) -> (String, usize) {
              {{\"hero\": {{\"src\": \"uploads\\/{workspace}\\/{id}-hero.png\"}}}}\n\
              /_next/image?url=%2Fuploads%2F{workspace}%2F{id}-thumb.png&w=320\n"
         ));
-        keys += 3;
+        for suffix in [".jpg", "-hero.png", "-thumb.png"] {
+            keys.push(format!("uploads/{workspace}/{id}{suffix}"));
+        }
     }
     (text, keys)
+}
+
+/// Files adopted from a legacy bucket: one key in ten the value names, and `others` it does not.
+async fn adopt(pool: &sqlx::PgPool, named: &[String], others: usize) -> usize {
+    let mut keys: Vec<String> = named.iter().step_by(10).cloned().collect();
+    let adopted_named = keys.len();
+    keys.extend((0..others).map(|_| format!("uploads/{}/{}.jpg", Uuid::new_v4(), Uuid::new_v4())));
+    sqlx::raw_sql("TRUNCATE adopted_assets").execute(pool).await.expect("truncate");
+    sqlx::query(
+        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+         SELECT gen_random_uuid(), k, gen_random_uuid(), 1, now(), $2 FROM unnest($1::text[]) k",
+    )
+    .bind(&keys)
+    .bind(layout().signature())
+    .execute(pool)
+    .await
+    .expect("adopted files");
+    adopted_named
 }
 
 fn layout() -> KeyLayout {
@@ -93,7 +121,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 async fn main() {
     let rounds = env_number("BENCH_ROUNDS", 5).max(1);
     let layout = layout();
-    let values: Vec<(&str, String, usize)> = SIZES
+    let values: Vec<(&str, String, Vec<String>)> = SIZES
         .iter()
         .map(|(size, name)| {
             let (text, keys) = value(*size);
@@ -103,8 +131,9 @@ async fn main() {
 
     let mut rates = Vec::new();
     for (name, text, keys) in &values {
+        let keys = keys.len();
         let (took, named) = time_spans_in(&layout, text);
-        assert!(named >= *keys, "every key is found: {named} of {keys}");
+        assert!(named >= keys, "every key is found: {named} of {keys}");
         let rate = megabytes_per_second(text.len(), took);
         rates.push(rate);
         println!(
@@ -121,29 +150,32 @@ async fn main() {
         .execute(&db.pool)
         .await
         .expect("the table");
-    for (name, text, _) in &values {
-        sqlx::raw_sql("TRUNCATE notes").execute(&db.pool).await.expect("truncate");
-        sqlx::query("INSERT INTO notes VALUES (1, $1)").bind(text).execute(&db.pool).await.expect("the value");
-        // Once each first: the census's rows for the table, and the layout's first scan, are not what is timed.
-        cycle(&db.pool, None).await;
-        cycle(&db.pool, Some(&layout)).await;
-        let (mut plain, mut keyed) = (Vec::new(), Vec::new());
-        // Interleaved, so a slow moment of the machine falls on both.
-        for _ in 0..rounds {
-            plain.push(cycle(&db.pool, None).await);
-            keyed.push(cycle(&db.pool, Some(&layout)).await);
+    for others in ADOPTED_OTHERS {
+        for (name, text, keys) in &values {
+            sqlx::raw_sql("TRUNCATE notes, named_keys").execute(&db.pool).await.expect("truncate");
+            let adopted_named = adopt(&db.pool, keys, others).await;
+            sqlx::query("INSERT INTO notes VALUES (1, $1)").bind(text).execute(&db.pool).await.expect("the value");
+            // Once each first: the census's rows for the table, and the layout's first scan, are not what is timed.
+            cycle(&db.pool, None).await;
+            cycle(&db.pool, Some(&layout)).await;
+            let (mut plain, mut keyed) = (Vec::new(), Vec::new());
+            // Interleaved, so a slow moment of the machine falls on both.
+            for _ in 0..rounds {
+                plain.push(cycle(&db.pool, None).await);
+                keyed.push(cycle(&db.pool, Some(&layout)).await);
+            }
+            let (plain, keyed) = (median(plain), median(keyed));
+            let named: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM named_keys").fetch_one(&db.pool).await.expect("named");
+            println!(
+                "census, {others:>6} other adopted files: {name:>6} value: without the key scan {:7.1} ms ({:6.2} MB/s), \
+                 with it {:7.1} ms ({:6.2} MB/s): {:.2}x; {named} spans kept for the {adopted_named} adopted keys it names",
+                plain.as_secs_f64() * 1000.0,
+                megabytes_per_second(text.len(), plain),
+                keyed.as_secs_f64() * 1000.0,
+                megabytes_per_second(text.len(), keyed),
+                keyed.as_secs_f64() / plain.as_secs_f64()
+            );
         }
-        let (plain, keyed) = (median(plain), median(keyed));
-        let named: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM named_keys").fetch_one(&db.pool).await.expect("named");
-        println!(
-            "census:   {name:>6} value: without the key scan {:8.1} ms ({:6.2} MB/s), with it {:8.1} ms ({:6.2} MB/s): \
-             {:.2}x; {named} named keys",
-            plain.as_secs_f64() * 1000.0,
-            megabytes_per_second(text.len(), plain),
-            keyed.as_secs_f64() * 1000.0,
-            megabytes_per_second(text.len(), keyed),
-            keyed.as_secs_f64() / plain.as_secs_f64()
-        );
     }
 }

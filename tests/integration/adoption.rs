@@ -286,3 +286,162 @@ async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
     assert!(object_exists(&ctx.s3, &ctx.bucket, &reused).await, "the reusing asset keeps working bytes");
     assert!(object_exists(&ctx.s3, &ctx.bucket, &in_flight).await, "the upload keeps its bytes");
 }
+
+/// The key scan keeps only spans that name an adopted key (nothing else asks for them), read when the pass began:
+/// a reconciliation adopting at that moment must not slip between. Its adoption is dated before the scan begins,
+/// so the scan would count as covering it, while its key, not yet committed, was not among those read. The key
+/// scan finds the adoption table locked and keeps every span for that pass.
+#[tokio::test]
+async fn an_adoption_being_written_as_the_key_scan_begins_keeps_its_key_named() {
+    // A failpoint of another test (`census::advance`) would fail this census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let (adopting, never) = (key(ws), key(ws));
+    sqlx::raw_sql("CREATE TABLE posts (id serial PRIMARY KEY, html text)").execute(ctx.pool()).await.expect("posts");
+    sqlx::query("INSERT INTO posts (html) VALUES ($1), ($2)")
+        .bind(format!("<img src=\"https://cdn.example.com/{adopting}?w=640\">"))
+        .bind(format!("<a href=\"/{never}\">the file</a>"))
+        .execute(ctx.pool())
+        .await
+        .expect("posts");
+    let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), PATTERN).expect("the layout");
+    let census = schema::census::Census {
+        max_batches: u32::MAX,
+        batch_blocks: 1_024,
+        batch_timeout: Duration::from_secs(30),
+        cycle_interval: Duration::ZERO,
+        layout: Some(&layout),
+    };
+    // Nothing adopted: the texts name keys of ours, and none is kept.
+    key_scan(&ctx, &census).await;
+    assert!(!named(&ctx, &adopting).await && !named(&ctx, &never).await);
+
+    // A reconciliation writing its adoption, not yet committed, as the next scan begins.
+    let mut adoption = ctx.pool().begin().await.expect("begin");
+    let asset = seed(&ctx, ws, "pending", "1 day", &adopting).await;
+    sqlx::query(
+        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+         VALUES ($1, $2, $3, 1, now() - interval '1 year', $4)",
+    )
+    .bind(asset)
+    .bind(&adopting)
+    .bind(ws)
+    .bind(layout.signature())
+    .execute(&mut *adoption)
+    .await
+    .expect("the adoption");
+    key_scan(&ctx, &census).await;
+    adoption.commit().await.expect("commit");
+
+    // The scan began after the adoption's date, so it is what decides: it kept the adopted key named.
+    let unscanned: bool = sqlx::query_scalar(
+        "SELECT bool_or(asset_sweeper_keys_unscanned(c, d)) FROM census_columns c, adopted_assets d
+          WHERE c.table_name = 'posts' AND c.column_name = 'html'",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("covered");
+    assert!(!unscanned, "the scan covers the adoption");
+    assert!(named(&ctx, &adopting).await, "the adopted key is named by the post");
+}
+
+/// An adoption committed after the key scan read the adopted keys (at the pass's first span), before the scan of
+/// another table begins: its key was not among those kept, so that scan must not count as covering it. A scan is
+/// dated no later than the keys were read, so the adoption waits for the next scan.
+#[tokio::test]
+async fn an_adoption_committed_after_the_keys_were_read_waits_for_the_next_scan() {
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let adopting = key(ws);
+    // The census reads `drafts` first (its oid is lower): its link makes the key scan read the adopted keys, and
+    // the scan of `posts` begins after that.
+    sqlx::raw_sql(
+        "CREATE TABLE drafts (id serial PRIMARY KEY, html text);
+         CREATE TABLE posts (id serial PRIMARY KEY, html text);",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("tables");
+    sqlx::query("INSERT INTO drafts (html) VALUES ($1)")
+        .bind(format!("<a href=\"/{}\">draft</a>", key(ws)))
+        .execute(ctx.pool())
+        .await
+        .expect("draft");
+    sqlx::query("INSERT INTO posts (html) VALUES ($1)")
+        .bind(format!("<img src=\"https://cdn.example.com/{adopting}?w=640\">"))
+        .execute(ctx.pool())
+        .await
+        .expect("post");
+    let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), PATTERN).expect("the layout");
+    let asset = seed(&ctx, ws, "pending", "1 day", &adopting).await;
+    let (url, signature, key) = (ctx.db.url.clone(), layout.signature(), adopting.clone());
+    // Between reading the keys and the first batch, another session adopts the file and commits (on a thread of its
+    // own: the census waits in the failpoint meanwhile).
+    fail::cfg_callback("census::keys_read", move || {
+        let (url, signature, key) = (url.clone(), signature.clone(), key.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            runtime.block_on(async {
+                let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+                sqlx::query(
+                    "INSERT INTO asset_sweeper.adopted_assets
+                            (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+                     VALUES ($1, $2, $3, 1, now() - interval '1 year', $4)",
+                )
+                .bind(asset)
+                .bind(&key)
+                .bind(ws)
+                .bind(&signature)
+                .execute(&pool)
+                .await
+                .expect("the adoption");
+            });
+        })
+        .join()
+        .expect("the adoption's thread");
+    })
+    .expect("failpoint");
+    let census = schema::census::Census {
+        max_batches: u32::MAX,
+        batch_blocks: 1_024,
+        batch_timeout: Duration::from_secs(30),
+        cycle_interval: Duration::ZERO,
+        layout: Some(&layout),
+    };
+    key_scan(&ctx, &census).await;
+    fail::remove("census::keys_read");
+
+    let (unscanned, named_now): (bool, bool) = sqlx::query_as(
+        "SELECT bool_or(asset_sweeper_keys_unscanned(c, d)),
+                EXISTS (SELECT 1 FROM named_keys n WHERE asset_sweeper_names_key(n.storage_key, $1))
+           FROM census_columns c, adopted_assets d WHERE c.table_name = 'posts'",
+    )
+    .bind(&adopting)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("covered");
+    assert!(!named_now, "its key was not among those read");
+    assert!(unscanned, "so the scan does not cover the adoption: it waits for the next");
+    // The next scan reads it among the adopted keys, and names it.
+    key_scan(&ctx, &census).await;
+    assert!(named(&ctx, &adopting).await);
+}
+
+/// One census cycle with its key scan, as a pass runs it.
+async fn key_scan(ctx: &TestContext, census: &schema::census::Census<'_>) {
+    use platform::step::{Share, Step};
+    let share = Share::of(100, Instant::now() + Duration::from_secs(600));
+    let progress = census.advance(ctx.pool(), share).await.expect("the census");
+    assert_eq!(progress.columns_unproven, 0, "{progress:?}");
+}
+
+/// Whether a span the key scan kept names `key`.
+async fn named(ctx: &TestContext, key: &str) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM named_keys n WHERE asset_sweeper_names_key(n.storage_key, $1))")
+        .bind(key)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("named_keys")
+}

@@ -416,46 +416,59 @@ async fn a_table_rewritten_under_a_scan_is_read_again_from_its_first_block() {
 }
 
 /// One value of a megabyte, dense with keys of ours and ids (anyone who may write free text can write one), is
-/// read within its batch: the column is proven in the pass, every key it names is noted, and the asset it names is
+/// read within its batch: the column is proven in the pass, every adopted key it names is noted, and the asset it names is
 /// held. Before, the key scan's cost grew far faster than the text and the batch outlasted its statement timeout:
 /// the column was never proven and every delete waited for ever.
 #[tokio::test]
 async fn a_megabyte_of_keys_and_ids_in_one_value_is_scanned_within_its_batch() {
+    const KEY_PATTERN: &str = r"(?P<workspace>[0-9a-f-]{36})/[0-9a-f-]{36}\.png";
     // A failpoint of another test (`census::advance`) would fail this one's census.
     let _turn = FAILPOINTS.lock().await;
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let asset = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
     sqlx::raw_sql("CREATE TABLE comments (id serial PRIMARY KEY, body text)").execute(ctx.pool()).await.expect("table");
-    // About 13 000 links to keys of ours, and the asset's id among them.
+    // 13 000 links to keys of ours, and the asset's id among them; one key in 26 is an adopted file's (bytes no row
+    // knew, which only a record naming its key keeps).
+    let keys: Vec<String> = (0..13_000).map(|_| format!("{ws}/{}.png", Uuid::new_v4())).collect();
+    let body: String = keys.iter().map(|k| format!("see https://cdn.example.com/{k}, ")).collect();
+    sqlx::query("INSERT INTO comments (body) VALUES ($1 || ' and ' || $2::text)")
+        .bind(body)
+        .bind(asset)
+        .execute(ctx.pool())
+        .await
+        .expect("the comment");
+    let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), KEY_PATTERN).expect("the layout");
+    let adopted: Vec<String> = keys.iter().step_by(26).cloned().collect();
     sqlx::query(
-        "INSERT INTO comments (body)
-         SELECT string_agg(format('see https://cdn.example.com/%s/%s.png, ', $1::text, gen_random_uuid()), '')
-                || ' and ' || $2::text
-           FROM generate_series(1, 13000)",
+        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+         SELECT gen_random_uuid(), k, $2, 1, now() - interval '1 year', $3 FROM unnest($1::text[]) k",
     )
+    .bind(&adopted)
     .bind(ws)
-    .bind(asset)
+    .bind(layout.signature())
     .execute(ctx.pool())
     .await
-    .expect("the comment");
+    .expect("adopted files");
     let size: i32 =
         sqlx::query_scalar("SELECT octet_length(body) FROM comments").fetch_one(ctx.pool()).await.expect("size");
     assert!(size > 1_000_000, "{size}");
 
     let prefix = format!("{ws}/");
-    let report = pass(
-        &ctx,
-        &[
-            ("RECONCILE_PREFIXES", prefix.as_str()),
-            ("RECONCILE_KEY_PATTERN", r"(?P<workspace>[0-9a-f-]{36})/[0-9a-f-]{36}\.png"),
-        ],
-    )
-    .await;
+    let report = pass(&ctx, &[("RECONCILE_PREFIXES", prefix.as_str()), ("RECONCILE_KEY_PATTERN", KEY_PATTERN)]).await;
     assert!(report.census_error.is_none(), "{:?}", report.census_error);
     let census = report.census.as_ref().expect("census");
     assert_eq!((census.stopped, census.columns_unproven), (Stop::CycleComplete, 0), "{census:?}");
-    let named: i64 = sqlx::query_scalar("SELECT count(*) FROM named_keys").fetch_one(ctx.pool()).await.expect("named");
-    assert_eq!(named, 13_000, "every key the comment names is noted");
+    // Each adopted key the comment names is noted; the others name nothing a record could keep.
+    let named: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM adopted_assets d
+          WHERE EXISTS (SELECT 1 FROM named_keys n WHERE asset_sweeper_names_key(n.storage_key, d.storage_key))",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("named");
+    assert_eq!(named, 500, "every adopted key the comment names is noted");
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM named_keys").fetch_one(ctx.pool()).await.expect("kept");
+    assert_eq!(kept, 500, "and nothing else");
     assert_eq!(finding(&ctx, asset).await.as_deref(), Some("public.comments.body"));
 }

@@ -120,6 +120,8 @@ async fn read(
     layout: Option<&KeyLayout>,
 ) -> Result<Progress, sqlx::Error> {
     sync(conn, targets, layout).await?;
+    let keys = layout.map(named::KeyScan::new);
+    let keys = keys.as_ref();
     let mut batches = 0u64;
     let mut blocks = 0u64;
     let mut columns_finished = 0u64;
@@ -159,8 +161,8 @@ async fn read(
         let found = if current.next_block < end {
             limit(conn, Some(budget.batch_timeout)).await?;
             let rows = Rows::blocks(current.next_block, end);
-            let scanned = match (scan(conn, current, rows).await, layout) {
-                (Ok(found), Some(layout)) => named::scan(conn, current, rows, layout).await.map(|_| found),
+            let scanned = match (scan(conn, current, rows, keys).await, keys) {
+                (Ok(found), Some(keys)) => named::scan(conn, current, rows, keys).await.map(|_| found),
                 (scanned, _) => scanned,
             };
             match scanned {
@@ -178,7 +180,7 @@ async fn read(
                     let table = &current.heap;
                     tracing::warn!(%table, block = current.next_block, "a census block timed out alone: reading it value by value");
                     let (found, values) =
-                        unread::read_block(conn, current, current.next_block, layout, budget.until).await?;
+                        unread::read_block(conn, current, current.next_block, keys, budget.until).await?;
                     unread += values;
                     found
                 }
@@ -193,7 +195,10 @@ async fn read(
         reading += took;
         let finished = end >= current.blocks;
         let first = current.next_block == 0;
-        if record(conn, current, end, finished, &found, took).await? {
+        // A scan begun here is dated from the batch's start, or from when the key scan read the adopted keys if
+        // that was earlier (an adoption after it is not covered by this scan).
+        let began = keys.and_then(named::KeyScan::since).map_or(took, |since| took.max(since.elapsed()));
+        if record(conn, current, end, finished, &found, began).await? {
             // Rewritten under the scan: read it again from its first block, in its new file.
             let (blocks_then, filenode) = file_now(conn, current.relid).await?;
             (current.next_block, current.blocks, current.filenode) = (0, blocks_then, filenode);
@@ -384,7 +389,7 @@ async fn record(
     end: i64,
     finished: bool,
     found: &[Found],
-    took: Duration,
+    began: Duration,
 ) -> Result<bool, sqlx::Error> {
     let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
     let rows: Vec<i64> = found.iter().map(|f| f.rows).collect();
@@ -397,8 +402,8 @@ async fn record(
             records.push(at.clone());
         }
     }
-    // A scan's first batch dates it: by the database's clock, from when that batch's reading began.
-    let started_at = (group.next_block == 0).then_some(took.as_secs_f64());
+    // A scan's first batch dates it: by the database's clock, `began` ago.
+    let started_at = (group.next_block == 0).then_some(began.as_secs_f64());
     // The table's file this scan reads: the planned one for a first batch, else the one recorded then. Another
     // file now means a rewrite moved the rows: the scan starts over.
     let rewritten = sqlx::query_scalar!(

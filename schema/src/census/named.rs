@@ -1,15 +1,19 @@
 //! The key scan: which of our keys the application's records name as text (a key, a path, a URL in a text or JSON
 //! column). Bytes no row knew have an id nobody holds, so a record can only ever name them by key: an adopted
 //! asset whose key is named here is kept (invariant 13 for adopted bytes). The scan rides on the census's
-//! batches, reading the same block range; a column's scan that ends with one layout throughout covers it, and
+//! batches, reading the same block range: a scalar value the id search fetches anyway is read for keys there
+//! ([`super::scan::scan`]), and only arrays (element by element) and declared documents by a statement of its own
+//! here. A column's scan that ends with one layout throughout covers it, and
 //! forgets the keys of that column two scans in a row did not see. What it keeps in `named_keys` are spans
 //! ([`KeyLayout::spans_in`]): a key is named when a span starts with it (`asset_sweeper_names_key`), so a text full
 //! of keys costs a row per key written, not one per end the pattern allows.
 
 use std::collections::HashSet;
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use sqlx::{AssertSqlSafe, PgConnection};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use unicode_normalization::UnicodeNormalization;
 
 use super::scan::{Group, Rows};
@@ -77,63 +81,158 @@ fn lower_hex(encoded: &str) -> String {
     out
 }
 
-/// Reads the text and JSON columns of `rows` and notes each key of ours they name, with its column. Only values
-/// holding a managed prefix (in any of its spellings: [`prefilter`]) leave the database. Answers how many (span,
-/// column) pairs.
+/// Adopted keys a pass holds in memory to keep only the spans that name one of them; with more, every span is kept.
+const ADOPTED_KEYS_HELD: i64 = 1_000_000;
+
+/// The key scan of one pass: its layout, and which spans it keeps. A span matters only if it names an adopted
+/// asset's key (nothing else asks `named_keys`), and only an asset adopted before a scan began can be covered by
+/// it (`asset_sweeper_keys_unscanned`): so the keys adopted when they are read (at the pass's first span) are all a
+/// scan under way then or begun later in the pass needs, and a text full of keys of ours costs a row per key of an
+/// adopted asset it names, not one per key it names.
+pub(super) struct KeyScan<'a> {
+    pub(super) layout: &'a KeyLayout,
+    /// Read at the pass's first span.
+    adopted: OnceLock<Adopted>,
+}
+
+/// The adopted keys, as one pass read them.
+struct Adopted {
+    /// Sorted bytewise; `None` when every span is kept: too many to hold, or an adoption was being written.
+    keys: Option<Vec<String>>,
+    /// When they were read: a scan that begins after this is dated from it (its proof covers the adoptions before
+    /// its start, and a later adoption's key is not among these).
+    since: Instant,
+}
+
+impl<'a> KeyScan<'a> {
+    pub(super) fn new(layout: &'a KeyLayout) -> Self {
+        KeyScan { layout, adopted: OnceLock::new() }
+    }
+
+    /// When the adopted keys were read, once they were.
+    pub(super) fn since(&self) -> Option<Instant> {
+        self.adopted.get().map(|a| a.since)
+    }
+
+    /// Reads the adopted keys under a `SHARE` lock taken without waiting, so no adoption is half written: one written
+    /// later is dated after `since`. When the lock is held elsewhere (a reconciliation adopting), every span is kept
+    /// for this pass.
+    async fn load(conn: &mut PgConnection) -> Result<Adopted, sqlx::Error> {
+        let since = Instant::now();
+        let mut tx = conn.begin().await?;
+        let locked = sqlx::raw_sql("LOCK TABLE adopted_assets IN SHARE MODE NOWAIT").execute(&mut *tx).await;
+        if let Err(e) = locked {
+            return if matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03")) {
+                tx.rollback().await?;
+                Ok(Adopted { keys: None, since })
+            } else {
+                Err(e)
+            };
+        }
+        let mut keys = sqlx::query_scalar!("SELECT storage_key FROM adopted_assets LIMIT $1", ADOPTED_KEYS_HELD + 1)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        // An adoption committed from here on is dated after `since`: the test of the dating writes one here.
+        fail::fail_point!("census::keys_read");
+        let keys = (keys.len() as i64 <= ADOPTED_KEYS_HELD).then(|| {
+            keys.sort_unstable();
+            keys
+        });
+        Ok(Adopted { keys, since })
+    }
+
+    /// Keeps each (span, column) pair of the table `relid` that names an adopted key, as seen now. Answers how many.
+    pub(super) async fn note(
+        &self,
+        conn: &mut PgConnection,
+        relid: sqlx::postgres::types::Oid,
+        named: HashSet<(String, i16)>,
+    ) -> Result<u64, sqlx::Error> {
+        if named.is_empty() {
+            return Ok(0);
+        }
+        if self.adopted.get().is_none() {
+            let adopted = Self::load(&mut *conn).await?;
+            // One task runs the census: nothing else sets it meanwhile.
+            let _ = self.adopted.set(adopted);
+        }
+        let held = self.adopted.get().and_then(|a| a.keys.as_deref());
+        let keeps = |span: &str| held.is_none_or(|keys| names_any(keys, span.as_bytes()));
+        let (keys, attnums): (Vec<String>, Vec<i16>) = named.into_iter().filter(|(span, _)| keeps(span)).unzip();
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        sqlx::query!(
+            "INSERT INTO named_keys (storage_key, relid, attnum, seen_at)
+             SELECT k, $1, a, now() FROM unnest($2::text[], $3::int2[]) AS t(k, a)
+             ON CONFLICT (storage_key, relid, attnum) DO UPDATE SET seen_at = EXCLUDED.seen_at",
+            relid,
+            &keys,
+            &attnums,
+        )
+        .execute(conn)
+        .await?;
+        Ok(keys.len() as u64)
+    }
+}
+
+/// Whether one of `keys` (sorted bytewise) is a prefix of `span`. Logarithmic: the greatest key not above `span` is
+/// a prefix of it, or every key that is shares no more with it than that key does, so the search goes on with that
+/// common part, which is shorter each time.
+fn names_any(keys: &[String], span: &[u8]) -> bool {
+    let mut probe = span;
+    loop {
+        let below = keys.partition_point(|k| k.as_bytes() <= probe);
+        let Some(key) = below.checked_sub(1).map(|i| keys[i].as_bytes()) else { return false };
+        if probe.starts_with(key) {
+            return true;
+        }
+        let common = key.iter().zip(probe).take_while(|(a, b)| a == b).count();
+        if common == 0 {
+            return false;
+        }
+        probe = &probe[..common];
+    }
+}
+
+/// Reads the text and JSON columns of `rows` the id search does not fetch whole and notes each key of ours they
+/// name, with its column. Only values holding a managed prefix (in any of its spellings: [`prefilter`]) leave the
+/// database. Answers how many (span, column) pairs it kept.
 pub(super) async fn scan(
     conn: &mut PgConnection,
     group: &Group,
     rows: Rows,
-    layout: &KeyLayout,
+    keys: &KeyScan<'_>,
 ) -> Result<u64, sqlx::Error> {
     let Some(sql) = statement(group) else { return Ok(0) };
     let (from, to) = rows.bounds();
     let values: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
         .bind(from)
         .bind(to)
-        .bind(prefilter(layout))
+        .bind(prefilter(keys.layout))
         .persistent(false)
         .fetch_all(&mut *conn)
         .await?;
     let mut named: HashSet<(String, i16)> = HashSet::new();
     for (attnum, value) in values {
-        named.extend(layout.spans_in(&value).into_iter().map(|span| (span, attnum)));
+        named.extend(keys.layout.spans_in(&value).into_iter().map(|span| (span, attnum)));
     }
-    note(conn, group.relid, named).await
+    keys.note(conn, group.relid, named).await
 }
 
-/// Keeps each (span, column) pair of the table `relid` as seen now. Answers how many.
-pub(super) async fn note(
-    conn: &mut PgConnection,
-    relid: sqlx::postgres::types::Oid,
-    named: HashSet<(String, i16)>,
-) -> Result<u64, sqlx::Error> {
-    if named.is_empty() {
-        return Ok(0);
-    }
-    let (keys, attnums): (Vec<String>, Vec<i16>) = named.into_iter().unzip();
-    sqlx::query!(
-        "INSERT INTO named_keys (storage_key, relid, attnum, seen_at)
-         SELECT k, $1, a, now() FROM unnest($2::text[], $3::int2[]) AS t(k, a)
-         ON CONFLICT (storage_key, relid, attnum) DO UPDATE SET seen_at = EXCLUDED.seen_at",
-        relid,
-        &keys,
-        &attnums,
-    )
-    .execute(conn)
-    .await?;
-    Ok(keys.len() as u64)
-}
-
-/// The key scan's statement over `group`'s text and JSON columns: `$1` and `$2` are the block range (`ctid`s), `$3`
-/// every spelling of the managed prefixes ([`prefilter`]); each row is a column's attribute number and one value
-/// holding a prefix. `None` when the group has only uuid columns. A pure function of the group, so its text can be
+/// The key scan's statement over `group`'s text and JSON columns the id search does not fetch whole (arrays,
+/// declared documents): `$1` and `$2` are the block range (`ctid`s), `$3` every spelling of the managed prefixes
+/// ([`prefilter`]); each row is a column's attribute number and one value holding a prefix. `None` when the group
+/// has none. A pure function of the group, so its text can be
 /// read in a test.
 fn statement(group: &Group) -> Option<String> {
+    // A scalar written out whole is read for keys where the id search fetched it.
+    let read_here = |c: &&super::scan::Column| c.key_scanned() && !c.keys_read_with_ids();
     let texts: Vec<(i16, String)> = group
         .columns
         .iter()
-        .filter(|c| c.key_scanned())
+        .filter(read_here)
         .map(|c| {
             let col = format!("r.{}", quote_ident(&c.name));
             // A string array's elements one by one, so a key in one is read as written (not as the array quotes it).
@@ -147,8 +246,7 @@ fn statement(group: &Group) -> Option<String> {
     if texts.is_empty() {
         return None;
     }
-    let selected: Vec<String> =
-        group.columns.iter().filter(|c| c.key_scanned()).map(|c| quote_ident(&c.name)).collect();
+    let selected: Vec<String> = group.columns.iter().filter(read_here).map(|c| quote_ident(&c.name)).collect();
     // Built here, not checked at compile time: the table and its columns are the application's, known only now.
     let sql = format!(
         "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
@@ -237,21 +335,64 @@ mod tests {
     }
 
     #[test]
-    fn the_key_scan_reads_text_and_json_values_that_hold_a_prefix_and_no_uuid_column() {
+    fn the_key_scan_reads_arrays_and_declared_documents_that_hold_a_prefix_and_no_scalar_the_id_search_fetched() {
+        let mut declared = column(6, "body", "json", "scalar");
+        declared.json_paths = vec!["$.hero".into()];
         let group = group(vec![
             column(2, "owner_id", "uuid", "scalar"),
             column(3, r#"title "alt""#, "text", "scalar"),
             column(4, "tags", "text", "array"),
             column(5, "meta", "json", "scalar"),
+            declared,
         ]);
         let expected = [
-            r#"WITH r AS MATERIALIZED (SELECT "title ""alt""", "tags", "meta" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid)"#,
+            r#"WITH r AS MATERIALIZED (SELECT "tags", "body" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid)"#,
             // Each value named by its column's attribute number; an array's elements one by one.
-            r#"         SELECT x.a, x.v FROM (SELECT 3::int2 AS a, r."title ""alt"""::text AS v FROM r UNION ALL SELECT 4::int2 AS a, unnest(r."tags")::text AS v FROM r UNION ALL SELECT 5::int2 AS a, r."meta"::text AS v FROM r) x"#,
+            r#"         SELECT x.a, x.v FROM (SELECT 4::int2 AS a, unnest(r."tags")::text AS v FROM r UNION ALL SELECT 6::int2 AS a, r."body"::text AS v FROM r) x"#,
             r#"          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)"#,
         ]
         .join("\n");
         assert_eq!(statement(&group).as_deref(), Some(expected.as_str()));
+        let scalars = group.columns.iter().filter(|c| c.keys_read_with_ids()).map(|c| c.attnum).collect::<Vec<_>>();
+        assert_eq!(scalars, vec![3, 5], "read for keys where the id search fetched them");
+    }
+
+    #[test]
+    fn a_table_of_scalars_the_id_search_fetches_has_no_key_scan_statement() {
+        let group = group(vec![column(2, "title", "text", "scalar"), column(3, "meta", "json", "scalar")]);
+        assert_eq!(statement(&group), None);
+    }
+
+    #[test]
+    fn a_span_is_kept_when_an_adopted_key_starts_it_however_many_keys_sort_between() {
+        let mut keys: Vec<String> = [
+            "uploads/a/abc",
+            "uploads/a/abc-x",
+            "uploads/a/abc.jpg",
+            "uploads/a/abd",
+            "uploads/b/z.png",
+            "uploads/a/ab",
+        ]
+        .map(String::from)
+        .to_vec();
+        keys.sort_unstable();
+        let span = |s: &str| s.as_bytes().to_vec();
+        // Keys sorting between a prefix key and the span ("abc-x", "abc.jpg" before "abc.jpg?w=1") are passed over.
+        assert!(names_any(&keys, &span("uploads/a/abc.jpg?w=1\" alt=")));
+        assert!(names_any(&keys, &span("uploads/a/abc.png")), "uploads/a/abc is a prefix");
+        assert!(names_any(&keys, &span("uploads/a/abzzz")), "uploads/a/ab is a prefix");
+        assert!(!names_any(&keys, &span("uploads/a/a")));
+        assert!(!names_any(&keys, &span("uploads/c/abc")));
+        assert!(!names_any(&keys, &span("")));
+        assert!(!names_any(&[], &span("uploads/a/abc")));
+        // Against a linear search, on every cut of some texts.
+        for text in ["uploads/a/abc.jpg?x", "uploads/a/abd/e", "uploads/b/z.png.png", "uploads/a/abc-y"] {
+            for cut in 0..=text.len() {
+                let probe = &text.as_bytes()[..cut];
+                let linear = keys.iter().any(|k| probe.starts_with(k.as_bytes()));
+                assert_eq!(names_any(&keys, probe), linear, "{:?}", String::from_utf8_lossy(probe));
+            }
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
+use super::named::KeyScan;
 use migrator::{UUID_IN_TEXT, UUID_SPELLED_IN_TEXT, UUID_WHOLE};
 use platform::sql::quote_ident;
 
@@ -36,6 +37,13 @@ impl Column {
     /// `asset_sweeper_keys_unscanned` says the same).
     pub(super) fn key_scanned(&self) -> bool {
         matches!(self.family.as_str(), "text" | "json" | "value")
+    }
+
+    /// Whether the id search already fetches the value as the key scan reads it (a scalar written out whole, not a
+    /// declared document, whose ids are read in the database): its keys are read from that text, with no second
+    /// read of the block.
+    pub(super) fn keys_read_with_ids(&self) -> bool {
+        self.key_scanned() && self.shape == "scalar" && self.json_paths.is_empty()
     }
 }
 
@@ -81,8 +89,15 @@ pub(super) struct Found {
 }
 
 /// Reads `rows` of the group's table; for each column, in order, what it found. Spellings of ids at a declared path
-/// other than all lowercase or all uppercase are noted for the recheck, not found.
-pub(super) async fn scan(conn: &mut PgConnection, group: &Group, rows: Rows) -> Result<Vec<Found>, sqlx::Error> {
+/// other than all lowercase or all uppercase are noted for the recheck, not found. With the pass's key scan, the
+/// keys of ours named in the values it fetches anyway ([`Column::keys_read_with_ids`]) are noted too; the key scan's own
+/// statement reads the rest ([`super::named::scan`]).
+pub(super) async fn scan(
+    conn: &mut PgConnection,
+    group: &Group,
+    rows: Rows,
+    keys: Option<&KeyScan<'_>>,
+) -> Result<Vec<Found>, sqlx::Error> {
     if injected_block_limit().is_some_and(|limit| rows.to.0 - rows.from.0 > limit) {
         let timed_out = sqlx::raw_sql("SET statement_timeout = 1; SELECT pg_sleep(1)").execute(&mut *conn).await;
         sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
@@ -107,6 +122,7 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, rows: Rows) -> 
     let (mut ids, mut spellings) = (Vec::new(), Vec::new());
     let mut candidates: HashSet<Uuid> = HashSet::new();
     let mut spelled_in: Vec<(usize, HashSet<Uuid>, String)> = Vec::new();
+    let mut spans: HashSet<(String, i16)> = HashSet::new();
     for (k, id, spelling, at, text) in read {
         let Some(k) = usize::try_from(k).ok().filter(|k| *k < group.columns.len()) else { continue };
         match (id, spelling, text) {
@@ -116,12 +132,19 @@ pub(super) async fn scan(conn: &mut PgConnection, group: &Group, rows: Rows) -> 
             }
             (Some(id), None, _) => named.push((k, id, at)),
             (None, _, Some(text)) => {
+                let column = &group.columns[k];
+                if let Some(scan) = keys.filter(|_| column.keys_read_with_ids()) {
+                    spans.extend(scan.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)));
+                }
                 let spelled = super::ids::ids_in(&text);
                 candidates.extend(&spelled);
                 spelled_in.push((k, spelled, at));
             }
             (None, _, None) => {}
         }
+    }
+    if let Some(keys) = keys {
+        keys.note(&mut *conn, group.relid, spans).await?;
     }
     if !candidates.is_empty() {
         let candidates: Vec<Uuid> = candidates.into_iter().collect();

@@ -15,9 +15,9 @@ use std::time::Instant;
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
+use super::named::{self, KeyScan};
 use super::scan::{Found, Group, Rows, scan};
-use super::{named, timed_out};
-use platform::keys::KeyLayout;
+use super::timed_out;
 use platform::sql::quote_ident;
 
 /// How much of a value that cannot be read whole is read, in characters: a string stored out of line gives its
@@ -44,7 +44,7 @@ pub(super) async fn read_block(
     conn: &mut PgConnection,
     group: &Group,
     block: i64,
-    layout: Option<&KeyLayout>,
+    keys: Option<&KeyScan<'_>>,
     until: Instant,
 ) -> Result<(Vec<Found>, u64), sqlx::Error> {
     let lines = lines(conn, group, block).await?;
@@ -63,7 +63,7 @@ pub(super) async fn read_block(
                 columns: vec![column.clone()],
             };
             let read = if Instant::now() < until {
-                whole(conn, &alone, Rows::row(block, line), layout).await
+                whole(conn, &alone, Rows::row(block, line), keys).await
             } else {
                 unread.push(Unread {
                     attnum: column.attnum,
@@ -76,7 +76,7 @@ pub(super) async fn read_block(
             let mut named_here: Vec<(Uuid, String)> = match read {
                 Ok(mut f) => f.pop().map(|f| f.assets).unwrap_or_default(),
                 Err(e) if timed_out(&e) => {
-                    let (ids, value) = slice(conn, group, k, &record, layout).await?;
+                    let (ids, value) = slice(conn, group, k, &record, keys).await?;
                     if let Some(value) = value {
                         unread.push(value);
                     }
@@ -115,11 +115,11 @@ async fn whole(
     conn: &mut PgConnection,
     alone: &Group,
     rows: Rows,
-    layout: Option<&KeyLayout>,
+    keys: Option<&KeyScan<'_>>,
 ) -> Result<Vec<Found>, sqlx::Error> {
-    let found = scan(conn, alone, rows).await?;
-    if let Some(layout) = layout {
-        named::scan(conn, alone, rows, layout).await?;
+    let found = scan(conn, alone, rows, keys).await?;
+    if let Some(keys) = keys {
+        named::scan(conn, alone, rows, keys).await?;
     }
     Ok(found)
 }
@@ -132,7 +132,7 @@ async fn slice(
     group: &Group,
     k: usize,
     record: &str,
-    layout: Option<&KeyLayout>,
+    keys: Option<&KeyScan<'_>>,
 ) -> Result<(Vec<Uuid>, Option<Unread>), sqlx::Error> {
     let column = &group.columns[k];
     let col = quote_ident(&column.name);
@@ -159,9 +159,9 @@ async fn slice(
     };
     let read_chars = i32::try_from(text.chars().count()).unwrap_or(i32::MAX);
     let unread = Unread { attnum: column.attnum, record: record.to_owned(), stored_bytes: Some(stored), read_chars };
-    if let Some(layout) = layout.filter(|_| column.key_scanned()) {
-        let spans = layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)).collect();
-        named::note(conn, group.relid, spans).await?;
+    if let Some(keys) = keys.filter(|_| column.key_scanned()) {
+        let spans = keys.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)).collect();
+        keys.note(conn, group.relid, spans).await?;
     }
     let spelled: Vec<Uuid> = super::ids::ids_in(&text).into_iter().collect();
     if spelled.is_empty() {
