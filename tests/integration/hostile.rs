@@ -456,6 +456,24 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     )
     .await;
     exec(&mut app, &format!("INSERT INTO app.banners (image, tag) VALUES ('{kept}', 'a')")).await;
+    // The census and the schema check's sample write out a value of the application's own type by its output
+    // function: a cast the application made, even an implicit one, to text, to a string or to JSON, never runs.
+    exec(
+        &mut app,
+        "CREATE TYPE app.card AS (title text, image uuid);
+         CREATE FUNCTION app.card_text(v app.card) RETURNS text LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('app.card_text'); RETURN 'x'; END $f$;
+         CREATE CAST (app.card AS text) WITH FUNCTION app.card_text(app.card) AS IMPLICIT;
+         CREATE FUNCTION app.card_varchar(v app.card) RETURNS varchar LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('app.card_varchar'); RETURN 'x'; END $f$;
+         CREATE CAST (app.card AS varchar) WITH FUNCTION app.card_varchar(app.card) AS IMPLICIT;
+         CREATE FUNCTION app.card_json(v app.card) RETURNS jsonb LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('app.card_json'); RETURN '{}'; END $f$;
+         CREATE CAST (app.card AS jsonb) WITH FUNCTION app.card_json(app.card) AS IMPLICIT;
+         ALTER TABLE app.banners ADD COLUMN card app.card;",
+    )
+    .await;
+    exec(&mut app, &format!("INSERT INTO app.banners (image, card) VALUES ('{kept}', ROW('hero', '{kept}'))")).await;
     // An update that does not name the guarded column still passes its guard (an application trigger may set it).
     exec(&mut app, "UPDATE app.banners SET tag = 'a'").await;
     // DDL of every kind the detector judges.
@@ -555,6 +573,16 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     // Door 2: the sweeper's own sessions, as their own logins, with everything planted.
     let first = hostile.pass().await;
     assert_eq!(first["outcome"], "ok", "{first:#}");
+    // The composite was read (its id found where no source is), through its output function.
+    let card: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT f.asset_id FROM asset_sweeper.census_findings f
+           JOIN pg_attribute a ON a.attrelid = f.relid AND a.attnum = f.attnum
+          WHERE f.relid = 'app.banners'::regclass AND a.attname = 'card'",
+    )
+    .fetch_all(&hostile.owner)
+    .await
+    .expect("findings");
+    assert_eq!(card, vec![kept], "the census read the composite: {first:#}");
     assert_eq!(first["records"]["rules"][0]["deleted"], 20, "the legitimate rule ran as the sweep: {first:#}");
     let failed = hostile.settle().await;
     assert!(failed.is_empty(), "{failed:?}");
