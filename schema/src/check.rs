@@ -199,20 +199,11 @@ async fn sample(
             });
         }
         if !read_only {
-            let (ids, rels, ats): (Vec<Uuid>, Vec<Oid>, Vec<String>) = found.into_iter().collect();
-            sqlx::query!(
-                "INSERT INTO census_findings AS f (asset_id, relid, attnum, record)
-                 SELECT DISTINCT ON (t.a, t.r) t.a, t.r, c.attnum, t.at
-                   FROM unnest($1::uuid[], $2::oid[], $3::text[]) AS t(a, r, at)
-                   JOIN pg_attribute c ON c.attrelid = t.r AND c.attname = $4 AND NOT c.attisdropped
-                 ON CONFLICT (asset_id, relid, attnum) DO UPDATE SET record = EXCLUDED.record, seen_at = now()",
-                &ids,
-                &rels as &[Oid],
-                &ats,
-                column,
-            )
-            .execute(&mut *conn)
-            .await?;
+            let found = found
+                .into_iter()
+                .map(|(asset, relid, record)| crate::census::Finding { asset, relid, column: column.clone(), record })
+                .collect();
+            crate::census::note_findings(&mut *conn, found).await?;
         }
     }
     Ok(problems)

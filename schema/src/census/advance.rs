@@ -394,25 +394,22 @@ async fn record(
     let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
     let rows: Vec<i64> = found.iter().map(|f| f.rows).collect();
     let examples: Vec<Option<Uuid>> = found.iter().map(|f| f.assets.first().map(|(id, _)| *id)).collect();
-    let (mut assets, mut assets_attnums, mut records) = (Vec::new(), Vec::new(), Vec::new());
+    let mut noted = Vec::new();
     for (column, f) in group.columns.iter().zip(found) {
-        for (id, at) in &f.assets {
-            assets.push(*id);
-            assets_attnums.push(column.attnum);
-            records.push(at.clone());
+        for (asset, record) in &f.assets {
+            let (relid, column, record) = (group.relid, column.name.clone(), record.clone());
+            noted.push(super::Finding { asset: *asset, relid, column, record });
         }
     }
+    // Before the scan's end is recorded, so a clean end forgets only what neither scan saw.
+    let assets: Vec<Uuid> = noted.iter().map(|f| f.asset).collect();
+    super::note_findings(&mut *conn, noted).await?;
     // A scan's first batch dates it: by the database's clock, `began` ago.
     let started_at = (group.next_block == 0).then_some(began.as_secs_f64());
     // The table's file this scan reads: the planned one for a first batch, else the one recorded then. Another
     // file now means a rewrite moved the rows: the scan starts over.
     let rewritten = sqlx::query_scalar!(
-        r#"WITH noted AS (
-               INSERT INTO census_findings AS f (asset_id, relid, attnum, record)
-               SELECT a, $1, n, r FROM unnest($8::uuid[], $9::int2[], $10::text[]) AS t(a, n, r)
-               ON CONFLICT (asset_id, relid, attnum) DO UPDATE SET record = EXCLUDED.record, seen_at = now()
-           ),
-           current AS (
+        r#"WITH current AS (
                SELECT c.attnum, r.rewritten, c.proven_at AS previous,
                       CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
                            ELSE c.scan_started_at END AS started,
@@ -453,7 +450,7 @@ async fn record(
                                                  ELSE c.scan_started_at END
                                        ELSE c.proven_at END,
                       done_cycle = CASE WHEN w.clean_end THEN s.cycle ELSE c.done_cycle END
-                 FROM unnest($2::int2[], $5::uuid[], $11::int8[]) AS f(attnum, example, rows), census_state s,
+                 FROM unnest($2::int2[], $5::uuid[], $9::int8[]) AS f(attnum, example, rows), census_state s,
                       current w
                 WHERE c.relid = $1 AND c.attnum = f.attnum AND w.attnum = c.attnum
                RETURNING w.rewritten
@@ -477,8 +474,6 @@ async fn record(
         started_at,
         group.filenode,
         &assets,
-        &assets_attnums,
-        &records,
         &rows,
     )
     .fetch_all(conn)

@@ -64,6 +64,44 @@ pub(crate) async fn assets_among(
     Ok(found.into_iter().collect())
 }
 
+/// An asset id found where no source is: the asset, the table holding the row (a partition's own), the column, and
+/// the row's `ctid`.
+pub(crate) struct Finding {
+    pub(crate) asset: Uuid,
+    pub(crate) relid: sqlx::postgres::types::Oid,
+    pub(crate) column: String,
+    pub(crate) record: String,
+}
+
+/// Keeps each finding in `census_findings`, seen now (one row per asset and column, naming the latest row): one
+/// home for what the census's batches and the schema check's sample found. One statement, none without findings.
+pub(crate) async fn note_findings(conn: &mut PgConnection, found: Vec<Finding>) -> Result<(), sqlx::Error> {
+    if found.is_empty() {
+        return Ok(());
+    }
+    let mut columns = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for f in found {
+        columns.0.push(f.asset);
+        columns.1.push(f.relid);
+        columns.2.push(f.column);
+        columns.3.push(f.record);
+    }
+    sqlx::query!(
+        "INSERT INTO census_findings AS f (asset_id, relid, attnum, record)
+         SELECT DISTINCT ON (t.a, t.r, c.attnum) t.a, t.r, c.attnum, t.at
+           FROM unnest($1::uuid[], $2::oid[], $3::text[], $4::text[]) AS t(a, r, col, at)
+           JOIN pg_attribute c ON c.attrelid = t.r AND c.attname = t.col AND NOT c.attisdropped
+         ON CONFLICT (asset_id, relid, attnum) DO UPDATE SET record = EXCLUDED.record, seen_at = now()",
+        &columns.0,
+        &columns.1 as &[sqlx::postgres::types::Oid],
+        &columns.2,
+        &columns.3,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// A column the census reads, as the schema check names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
