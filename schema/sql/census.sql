@@ -12,8 +12,9 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_blocks(relid oid) RETURNS
     SELECT coalesce(pg_relation_size(relid) / current_setting('block_size')::bigint, 0)
 $$;
 
--- The tables that hold each named column's rows, with the column's attribute number and type there: the table
--- itself, or every leaf partition of a partitioned table (a foreign partition holds no rows here and is not read).
+-- The tables that hold each named column's rows, with the column's attribute number and type there: the table or
+-- materialized view itself, or every leaf partition of a partitioned table (a foreign partition holds no rows here
+-- and is not read: the schema check refuses its column by name).
 -- One home for the expansion: the census keeps its rows by it, and the schema check asks it which are proven.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_census_leaves(schemas text[], tables text[], columns text[])
 RETURNS TABLE ("position" bigint, relid oid, attnum smallint, type_oid oid)
@@ -24,10 +25,10 @@ LANGUAGE sql STABLE AS $$
         SELECT t.position, t.column_name, c.oid, c.relkind
           FROM unnest(schemas, tables, columns) WITH ORDINALITY AS t(schema_name, table_name, column_name, position)
           JOIN pg_namespace n ON n.nspname = t.schema_name
-          JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.table_name AND c.relkind IN ('r', 'p')
+          JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.table_name AND c.relkind IN ('r', 'p', 'm')
     ),
     leaves AS MATERIALIZED (
-        SELECT r.position, r.column_name, r.oid AS relid FROM roots r WHERE r.relkind = 'r'
+        SELECT r.position, r.column_name, r.oid AS relid FROM roots r WHERE r.relkind IN ('r', 'm')
         UNION ALL
         SELECT r.position, r.column_name, p.relid
           FROM roots r CROSS JOIN LATERAL pg_partition_tree(r.oid) p
@@ -35,7 +36,7 @@ LANGUAGE sql STABLE AS $$
     )
     SELECT l.position, l.relid, a.attnum, a.atttypid
       FROM leaves l
-      JOIN pg_class k ON k.oid = l.relid AND k.relkind = 'r'
+      JOIN pg_class k ON k.oid = l.relid AND k.relkind IN ('r', 'm')
       JOIN pg_attribute a ON a.attrelid = l.relid AND a.attname = l.column_name AND a.attnum > 0
                          AND NOT a.attisdropped
 $$;

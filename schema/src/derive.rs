@@ -260,7 +260,11 @@ async fn candidates(
                JOIN pg_class c ON c.oid = a.attrelid
                JOIN pg_namespace n ON n.oid = c.relnamespace
               WHERE a.attnum > 0 AND NOT a.attisdropped
-                AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                -- Tables, partitioned tables, materialized views (a copy the application may read instead of
+                -- the table: an unpopulated one holds nothing yet) and foreign tables (refused: their rows are
+                -- another server's).
+                AND c.relkind IN ('r', 'p', 'm', 'f') AND NOT c.relispartition
+                AND (c.relkind <> 'm' OR c.relispopulated)
                 AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
                 AND NOT (c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
                          AND c.relname = ANY ($1))
@@ -295,7 +299,11 @@ async fn candidates(
                 CASE WHEN t.typcategory = 'A' THEN 'array' ELSE 'scalar' END AS "shape!",
                 -- An array of byte strings is read by its output function, as hex.
                 CASE WHEN t.typcategory = 'A' AND f.family = 'bytea' THEN 'value' ELSE f.family END AS "family!",
-                format_type(a.atttypid, a.atttypmod) AS "data_type!", "#,
+                format_type(a.atttypid, a.atttypmod) AS "data_type!",
+                -- Rows on another server: a foreign table, or a partitioned table with a foreign partition.
+                (c.relkind = 'f' OR (c.relkind = 'p' AND EXISTS (
+                    SELECT 1 FROM pg_partition_tree(c.oid) p JOIN pg_class l ON l.oid = p.relid
+                     WHERE p.isleaf AND l.relkind = 'f'))) AS "foreign!", "#,
         r#" AS "readable!"
            FROM cols k
            JOIN pg_attribute a ON a.attrelid = k.attrelid AND a.attnum = k.attnum
@@ -315,18 +323,22 @@ async fn candidates(
         if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
             continue;
         }
+        let exclude = format!(
+            "INSERT INTO asset_sweeper.asset_reference_exclusions (table_schema, table_name, column_name, reason) \
+             VALUES ({}, {}, {}, 'holds no asset ids');",
+            quote_literal(&schema),
+            quote_literal(&table),
+            quote_literal(&column)
+        );
+        if row.foreign {
+            problems.push(SchemaProblem::ForeignRows { schema, table, column, exclude });
+            continue;
+        }
         if !row.readable {
             problems.push(SchemaProblem::SourceUnreadable { schema, table, column });
             continue;
         }
         if row.family == "refused" {
-            let exclude = format!(
-                "INSERT INTO asset_sweeper.asset_reference_exclusions (table_schema, table_name, column_name, reason) \
-                 VALUES ({}, {}, {}, 'holds no asset ids');",
-                quote_literal(&schema),
-                quote_literal(&table),
-                quote_literal(&column)
-            );
             problems.push(SchemaProblem::UnreadableShape { schema, table, column, data_type: row.data_type, exclude });
             continue;
         }

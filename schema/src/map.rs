@@ -210,6 +210,19 @@ pub enum SchemaProblem {
         /// The statement that lets it through, once a person has decided it holds no asset ids.
         exclude: String,
     },
+    /// A column that could hold an asset id in rows on another server (a foreign table, or a partitioned table
+    /// with a foreign partition): the census does not read another server, so it is refused by name until it is
+    /// excluded.
+    ForeignRows {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The statement that lets it through, once a person has decided it holds no asset ids.
+        exclude: String,
+    },
     /// A source that is not a foreign key and has no reference guard: an uncommitted write of a reference to it
     /// could slip past a settle.
     UnguardedSource {
@@ -238,7 +251,8 @@ impl SchemaProblem {
             | SchemaProblem::IdOutsideDeclaredPath { schema, table, column, .. }
             | SchemaProblem::UnindexedSource { schema, table, column, .. }
             | SchemaProblem::UnguardedSource { schema, table, column, .. }
-            | SchemaProblem::UnreadableShape { schema, table, column, .. } => Some((schema, table, column)),
+            | SchemaProblem::UnreadableShape { schema, table, column, .. }
+            | SchemaProblem::ForeignRows { schema, table, column, .. } => Some((schema, table, column)),
         }
     }
 
@@ -291,6 +305,11 @@ impl fmt::Display for SchemaProblem {
                 f,
                 "{schema}.{table}.{column} ({data_type}) could hold asset ids the census cannot read as written: \
                  make it a reference source, or, if it holds none, exclude it: {exclude}"
+            ),
+            SchemaProblem::ForeignRows { schema, table, column, exclude } => write!(
+                f,
+                "{schema}.{table}.{column} could hold asset ids in rows on another server (a foreign table or \
+                 partition), which the census does not read: if it holds none, exclude it: {exclude}"
             ),
             SchemaProblem::UnguardedSource { schema, table, column, install } => write!(
                 f,

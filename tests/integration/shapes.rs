@@ -281,3 +281,65 @@ async fn a_text_search_vector_is_refused_by_name_with_its_exclusion() {
     let next = pass(&ctx, &[]).await;
     assert!(!problems(&next).iter().any(|p| p["column"] == "words"), "{:?}", next.reason);
 }
+
+/// A materialized view (a copy the application reads instead of its table) is read like a table: the only copy of
+/// an id left in one (in its middle, where the schema check's sample does not look) holds its asset. Rows on another server (a foreign table, and a partitioned table with a
+/// foreign partition) are refused by name, each with the exclusion that lets it through: before, both were
+/// passed over in silence.
+#[tokio::test]
+async fn a_materialized_view_is_read_and_rows_on_another_server_are_refused_by_name() {
+    // A failpoint of another test (`census::advance`) would fail this one's census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let victims = victims(&ctx).await;
+    let (upload, released) = (victims[0].0, victims[1].0);
+    // A wrapper with no handler: reading its tables fails, so the census must not try.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE old_banners (id int, picture text);
+         INSERT INTO old_banners
+         SELECT g, CASE g WHEN 1500 THEN 'banner: {upload}' WHEN 1501 THEN 'banner: {released}'
+                          ELSE 'an ordinary banner, number ' || g END
+           FROM generate_series(1, 3000) g;
+         CREATE MATERIALIZED VIEW banner_report AS SELECT id, picture FROM old_banners;
+         DELETE FROM old_banners;
+         CREATE FOREIGN DATA WRAPPER elsewhere;
+         CREATE SERVER archive FOREIGN DATA WRAPPER elsewhere;
+         CREATE FOREIGN TABLE archived_pages (id int, body text) SERVER archive;
+         CREATE TABLE events (id int, at date, note text) PARTITION BY RANGE (at);
+         CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+         CREATE FOREIGN TABLE events_2025 PARTITION OF events FOR VALUES FROM ('2025-01-01') TO ('2026-01-01')
+             SERVER archive;"
+    )))
+    .execute(ctx.pool())
+    .await
+    .expect("the schema");
+
+    let report = pass(&ctx, &[]).await;
+    assert_eq!(report.outcome, RunOutcome::Refused, "{:?}", report.reason);
+    assert!(report.census_error.is_none(), "the census reads no foreign rows: {:?}", report.census_error);
+    let named = problems(&report);
+    let mut foreign: Vec<(String, String)> = named
+        .iter()
+        .filter(|p| p["problem"] == "foreign_rows")
+        .map(|p| (p["table"].as_str().unwrap_or("").to_owned(), p["column"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    foreign.sort();
+    assert_eq!(foreign, [("archived_pages".into(), "body".into()), ("events".into(), "note".into())], "{named:?}");
+    settle_queue(&ctx).await;
+    kept(&ctx, &victims, "foreign rows").await;
+
+    // Excluded as the refusals say, the pass goes on; the view's copies hold both assets.
+    for p in named.iter().filter(|p| p["problem"] == "foreign_rows") {
+        let exclude = p["exclude"].as_str().expect("the exclusion").to_owned();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(exclude)).execute(ctx.pool()).await.expect("exclusion");
+    }
+    let next = pass(&ctx, &[]).await;
+    assert_eq!(next.outcome, RunOutcome::Ok, "{:?}", next.reason);
+    settle_queue(&ctx).await;
+    kept(&ctx, &victims, "materialized view").await;
+    for (id, _) in &victims {
+        let (_, evidence) = last_event(&ctx, *id).await;
+        assert_eq!(evidence["deferred"]["found_in"], "public.banner_report.picture", "{evidence}");
+    }
+    assert_eq!(actions(&ctx, upload).await.last().map(String::as_str), Some("defer"));
+}
