@@ -20,7 +20,9 @@
 //! no record names its key.
 //!
 //! Here: what the census reads (`targets`) and what its record says (`standing`, `summary`); `advance` runs one
-//! pass's share; `scan` is one batch's statement, `named` its key scan.
+//! pass's share; `scan` is one batch's statement, `named` its key scan, `unread` what happens to a block the batch
+//! limit cuts short alone (read value by value; a value still too large or slow is read from its start and
+//! recorded).
 
 mod advance;
 pub(crate) mod ids;
