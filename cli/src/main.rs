@@ -19,6 +19,7 @@ mod undelete;
 mod undo;
 mod usage;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -117,10 +118,15 @@ async fn main() -> ExitCode {
     };
     match result {
         Ok(output) => {
-            if cli.json {
-                println!("{}", output.json);
-            } else {
-                println!("{}", output.text);
+            let page = if cli.json { output.json.to_string() } else { output.text };
+            // A reader that stopped reading (`status | head -1`) is no failure of the command: it exits as it would
+            // have, where `println!` panicked on the closed pipe.
+            let mut stdout = std::io::stdout().lock();
+            if let Err(e) = writeln!(stdout, "{page}").and_then(|()| stdout.flush())
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                eprintln!("asset-sweeper: could not write the output: {e}");
+                return ExitCode::from(2);
             }
             if output.attention.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }

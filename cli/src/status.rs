@@ -369,16 +369,25 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             let _ = writeln!(text, "schema check: REFUSED: {reason}");
         }
     }
-    let _ = writeln!(
-        text,
-        "census: cycle {} {}, {:.0}% read ({} of {} column(s) done); last full cycle {}",
-        census.cycle,
-        census.cycle_started_at.as_deref().map_or("not started".to_owned(), |at| format!("started {at}")),
-        census.percent_done,
-        census.columns_done,
-        census.columns,
-        census.last_cycle_seconds.map_or("never".to_owned(), |s| format!("took {s:.0} s")),
-    );
+    // Nothing read is not everything read: "100% (0 of 0)" said both before the first pass and for a schema with
+    // no column to read.
+    if census.columns == 0 && runs.is_empty() {
+        let _ = writeln!(text, "census: no pass has read the schema yet");
+    } else if census.columns == 0 {
+        let _ =
+            writeln!(text, "census: no column outside the reference sources could hold an asset id: nothing to read");
+    } else {
+        let _ = writeln!(
+            text,
+            "census: cycle {} {}, {:.0}% read ({} of {} column(s) done); last full cycle {}",
+            census.cycle,
+            census.cycle_started_at.as_deref().map_or("not started".to_owned(), |at| format!("started {at}")),
+            census.percent_done,
+            census.columns_done,
+            census.columns,
+            census.last_cycle_seconds.map_or("never".to_owned(), |s| format!("took {s:.0} s")),
+        );
+    }
     if census.columns_unproven > 0 {
         let _ = writeln!(
             text,

@@ -378,8 +378,15 @@ async fn an_adoption_committed_after_the_keys_were_read_waits_for_the_next_scan(
     let asset = seed(&ctx, ws, "pending", "1 day", &adopting).await;
     let (url, signature, key) = (ctx.db.url.clone(), layout.signature(), adopting.clone());
     // Between reading the keys and the first batch, another session adopts the file and commits (on a thread of its
-    // own: the census waits in the failpoint meanwhile).
+    // own: the census waits in the failpoint meanwhile). Only in this test's census: the failpoint is the process's,
+    // and other tests' passes read keys too (each test runs on a thread of its own).
+    thread_local!(static THIS_TEST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    THIS_TEST.with(|t| t.set(true));
+    let adopted_once = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     fail::cfg_callback("census::keys_read", move || {
+        if !THIS_TEST.with(std::cell::Cell::get) || adopted_once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         let (url, signature, key) = (url.clone(), signature.clone(), key.clone());
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");

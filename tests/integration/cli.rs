@@ -190,6 +190,10 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
     let (code, page) = json_with_code(&run(&url, Some(&ctx), &["status", "--json"]));
     assert_eq!(code, Some(1), "{page}");
     assert_eq!(page["needs_attention"], json!(["no pass has ever finished well"]));
+    // Before any pass the census has read nothing, which is not everything.
+    let text = String::from_utf8(run(&url, Some(&ctx), &["status"]).stdout).expect("utf-8");
+    assert!(text.contains("census: no pass has read the schema yet\n"), "{text}");
+    assert!(!text.contains("100% read"), "{text}");
 
     let ws = Uuid::new_v4();
     seed(&ctx, ws, "released", "3 days", &format!("{ws}/old.png")).await;
@@ -206,6 +210,8 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
     assert_eq!(page["dead_letter_queue"], json!({ "waiting": 0, "in_flight": 0 }));
     let text = stdout(&run(&url, Some(&ctx), &["status"]));
     assert!(text.starts_with("asset-sweeper: OK\n"), "{text}");
+    // This application has no column the census reads: said as such, not as "100% (0 of 0)".
+    assert!(text.contains("census: no column outside the reference sources could hold an asset id"), "{text}");
 
     // A poison message: every delivery fails, the last marks the asset failed, SQS dead-letters the message.
     sqlx::raw_sql(LEGAL_HOLD).execute(ctx.pool()).await.expect("legal hold");
@@ -435,6 +441,31 @@ async fn references_lists_every_source_with_its_verdict() {
     let text = String::from_utf8(output.stdout).expect("utf-8");
     assert!(text.starts_with("schema check: REFUSED"), "{text}");
     assert!(text.contains("foreign key public.banners.image -> assets is ON DELETE CASCADE"), "{text}");
+}
+
+/// A reader that stops early (`status | head -1`): the command exits as it would have, with no panic, where
+/// `println!` panicked on the closed pipe.
+#[tokio::test]
+async fn status_into_a_pipe_its_reader_closed_exits_as_usual() {
+    let ctx = TestContext::new().await;
+    let expected = run(&ctx.db.url, Some(&ctx), &["status"]).status.code();
+    let mut command = std::process::Command::new(binary());
+    command
+        .arg("status")
+        .env("DATABASE_URL", &ctx.db.url)
+        .env_remove("DATABASE_SECRET_ARN")
+        .env("CLEANUP_QUEUE_URL", &ctx.queue.url)
+        .env("ASSET_BUCKET", &ctx.bucket)
+        .env("S3_FORCE_PATH_STYLE", "true")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("the binary runs");
+    // The reader goes away before the command has read the database, let alone written a line.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("it ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), expected, "{stderr}");
 }
 
 #[tokio::test]
