@@ -136,9 +136,12 @@ async fn sample(
             ("uuid" | "text" | "json", "array") => "unnest(s.c)::text".to_owned(),
             (family, _) => crate::census::text_of("s.c", family),
         };
+        // A text equal to an adopted asset's key is a name the key scan keeps, not a finding: passed over here
+        // exactly as the census passes over it (a legacy column of paths must not refuse every workspace).
         let storage_keys = if family == "text" {
             "UNION ALL SELECT a.id, s.rel, s.at::text, NULL, (SELECT count(*) FROM rows)
-                        FROM sample s JOIN assets a ON a.storage_key = s.v"
+                        FROM sample s JOIN assets a ON a.storage_key = s.v
+                       WHERE NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)"
         } else {
             ""
         };
