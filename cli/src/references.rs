@@ -9,6 +9,9 @@ use serde_json::{Value, json};
 
 use crate::{Output, connect};
 
+/// Unproven columns the text lists by name.
+const UNPROVEN_LISTED: usize = 20;
+
 pub(crate) async fn run() -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let mut conn = pool.acquire().await.context("cannot reach the database")?;
@@ -19,12 +22,21 @@ pub(crate) async fn run() -> anyhow::Result<Output> {
     };
     let mut output = render(&sources, &problems);
     if !unproven.is_empty() {
-        // Not a refusal: retiring goes on, and the census reads them within a pass or a few.
+        // Not a refusal: retiring goes on, and the census reads them within a pass or a few. A column a line, and
+        // the first few only: a large schema has thousands, which `--json` lists.
         output.text.push_str(&format!(
-            "\ndeletes and purges wait for the census to read {} column(s) completely: {}",
-            unproven.len(),
-            unproven.join(", ")
+            "\ndeletes and purges wait for the census to read {} column(s) completely:",
+            unproven.len()
         ));
+        for column in unproven.iter().take(UNPROVEN_LISTED) {
+            output.text.push_str(&format!("\n  - {column}"));
+        }
+        if unproven.len() > UNPROVEN_LISTED {
+            output.text.push_str(&format!(
+                "\n  … and {} more (`asset-sweeper references --json` lists every one)",
+                unproven.len() - UNPROVEN_LISTED
+            ));
+        }
     }
     output.json["unproven"] = json!(unproven);
     Ok(output)

@@ -443,6 +443,25 @@ async fn references_lists_every_source_with_its_verdict() {
     assert!(text.contains("foreign key public.banners.image -> assets is ON DELETE CASCADE"), "{text}");
 }
 
+/// A schema the census has not read yet: `references` names the first twenty unproven columns a line each, and how
+/// many more; `--json` lists every one. Before, a large schema's columns came on one line of tens of kilobytes.
+#[tokio::test]
+async fn references_lists_the_first_unproven_columns_a_line_each() {
+    let ctx = TestContext::new().await;
+    let tables: String = (0..30)
+        .map(|i| format!("CREATE TABLE notes_{i:02} (id int, body text); INSERT INTO notes_{i:02} VALUES (1, 'x');"))
+        .collect();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(tables)).execute(ctx.pool()).await.expect("tables");
+    let text = String::from_utf8(run(&ctx.db.url, Some(&ctx), &["references"]).stdout).expect("utf-8");
+    assert!(text.contains("deletes and purges wait for the census to read 30 column(s) completely:\n"), "{text}");
+    let listed: Vec<&str> = text.lines().filter(|l| l.starts_with("  - public.notes_")).collect();
+    assert_eq!(listed.len(), 20, "{text}");
+    assert!(text.contains("  … and 10 more (`asset-sweeper references --json` lists every one)"), "{text}");
+    assert!(text.lines().all(|l| l.len() < 200), "{text}");
+    let map = json_with_code(&run(&ctx.db.url, Some(&ctx), &["references", "--json"])).1;
+    assert_eq!(map["unproven"].as_array().map(Vec::len), Some(30), "{map}");
+}
+
 /// A reader that stops early (`status | head -1`): the command exits as it would have, with no panic, where
 /// `println!` panicked on the closed pipe.
 #[tokio::test]
