@@ -12,10 +12,12 @@ use crate::{Output, connect};
 /// Unproven columns the text lists by name.
 const UNPROVEN_LISTED: usize = 20;
 
+/// The database and the schema check's own settings, nothing else: a check of the schema names no queue or bucket.
 pub(crate) async fn run() -> anyhow::Result<Output> {
-    let (settings, pool, _) = connect::everything().await?;
+    let options = settings::Settings::schema_check_from_env()?;
+    let pool = connect::database().await?;
     let mut conn = pool.acquire().await.context("cannot reach the database")?;
-    let (sources, problems, unproven) = match schema::check(&mut conn, (&settings).into()).await {
+    let (sources, problems, unproven) = match schema::check(&mut conn, options).await {
         Ok(map) => (map.sources, Vec::new(), map.unproven),
         Err(SchemaCheckError::Refused(refusal)) => (refusal.sources, refusal.problems, Vec::new()),
         Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),

@@ -920,7 +920,7 @@ async fn a_prefix_is_approved_only_if_managed_and_nothing_is_adopted_before_then
 }
 
 #[tokio::test]
-async fn guards_install_needs_only_the_database_and_names_a_bad_setting_of_its_own() {
+async fn guards_install_and_references_need_only_the_database_and_name_a_bad_setting_of_their_own() {
     let db = TestDatabase::new().await;
     sqlx::raw_sql("CREATE TABLE banners (id serial PRIMARY KEY, image asset_id); CREATE INDEX ON banners (image)")
         .execute(&db.pool)
@@ -938,4 +938,9 @@ async fn guards_install_needs_only_the_database_and_names_a_bad_setting_of_its_o
         stderr.contains("UNINDEXED_SOURCES must be refuse or warn") && !stderr.contains("ASSET_BUCKET"),
         "{stderr}"
     );
+    // `references` is a check of the schema, and needs no more.
+    let (code, map) = json_with_code(&run_with(&db.url, None, &without, &["references", "--json"]));
+    assert_eq!((code, map["verdict"].as_str()), (Some(0), Some("valid")), "{map}");
+    let stderr = refusal(&run_with(&db.url, None, &bad, &["references"]));
+    assert!(stderr.contains("UNINDEXED_SOURCES must be refuse or warn"), "{stderr}");
 }
