@@ -255,11 +255,25 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         })
         .unwrap_or_default();
 
+    // What is wrong with how it runs, not with what it does: said, but nothing waits for a person because of it.
+    let superuser = last_finished.and_then(|r| r.reason.as_ref()?.get("superuser")?.as_str().map(str::to_owned));
+    let warnings: Vec<String> = superuser
+        .iter()
+        .map(|role| {
+            format!(
+                "the sweep connects as the superuser {role}: give each function a login of its own (docs/security.md)"
+            )
+        })
+        .collect();
+
     let mut text = String::new();
     let verdict = if attention.is_empty() { "OK" } else { "NEEDS A PERSON" };
     let _ = writeln!(text, "asset-sweeper: {verdict}");
     for reason in &attention {
         let _ = writeln!(text, "  ! {reason}");
+    }
+    for warning in &warnings {
+        let _ = writeln!(text, "  ~ {warning}");
     }
     match &last_good {
         Some((at, outcome, age)) => {
@@ -501,6 +515,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "reconciliation": json!({ "configured": settings.reconcile.layout.is_some(), "standing": reconciliation }),
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
+        "warnings": warnings,
     });
     Ok(Output { text: text.trim_end().to_owned(), json, attention })
 }

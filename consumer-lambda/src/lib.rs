@@ -148,6 +148,12 @@ impl Consumer {
         let known = self.verified.lock().ok().and_then(|cached| cached.clone());
         let verified = match self.pool.acquire().await {
             Ok(mut conn) => {
+                // Once a cold start (nothing is cached yet): the role should be the consumer's own login.
+                if known.is_none()
+                    && let Ok(Some(role)) = platform::db::superuser(&mut conn).await
+                {
+                    warn!(%role, "the consumer connects as a superuser: give it a login of its own (docs/security.md)");
+                }
                 let known_id = known.as_ref().map(|(id, _)| *id);
                 verdict::current(&mut conn, self.settings.schema_verdict_max_age, known_id).await
             }

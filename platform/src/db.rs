@@ -72,6 +72,17 @@ pub async fn begin_as_sweeper(pool: &PgPool) -> Result<Transaction<'static, Post
     Ok(tx)
 }
 
+/// The role this session runs as, when that role is a superuser. The functions are meant to connect as logins of
+/// their own (docs/security.md): a superuser passes every grant and policy the role model keeps a function to.
+/// They warn instead of refusing: a first deployment often starts so, and nothing it settles is wrong for it.
+pub async fn superuser(conn: &mut sqlx::PgConnection) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT rolname::text AS "role!" FROM pg_catalog.pg_roles WHERE rolname = current_user AND rolsuper"#
+    )
+    .fetch_optional(conn)
+    .await
+}
+
 /// A pool that connects on first use, so a cold start does not fail or wait on the database before the first
 /// event arrives.
 ///

@@ -42,12 +42,12 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Whether column `c` leaves adopted asset `d` unscanned for keys: a column the key scan reads (text, JSON, or one
--- read by its output function) not key-scanned at all, not in a scan begun after the adoption, or not with the
--- layout that adopted it. One home for the test the sweep makes adopted assets due by and the consumer holds
--- them by.
+-- read by its output function, not excluded for keys) not key-scanned at all, not in a scan begun after the
+-- adoption, or not with the layout that adopted it. One home for the test the sweep makes adopted assets due by
+-- and the consumer holds them by.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_keys_unscanned(c asset_sweeper.census_columns, d asset_sweeper.adopted_assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN c.family IN ('text', 'json', 'value')
+    RETURN c.family IN ('text', 'json', 'value') AND c.reads <> 'ids'
            AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at OR c.keys_layout IS DISTINCT FROM d.layout);
 
 -- A census column as the schema check names it: `schema.table.column`.

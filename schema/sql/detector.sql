@@ -188,7 +188,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_catalog_fingerprint() RET
                           ORDER BY id)
           FROM asset_sweeper.asset_reference_sources
         UNION ALL
-        SELECT string_agg(format('x%s %s %s', table_schema, table_name, column_name), ','
+        SELECT string_agg(format('x%s %s %s %s', table_schema, table_name, column_name, excludes), ','
                           ORDER BY table_schema, table_name, column_name)
           FROM asset_sweeper.asset_reference_exclusions
         UNION ALL

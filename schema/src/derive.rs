@@ -3,7 +3,6 @@
 //! shows, and the candidate columns (uuid, text or JSON that are no source) the sample and the census read.
 
 use migrator::OWN_TABLES;
-use platform::sql::quote_literal;
 use sqlx::PgConnection;
 
 use crate::map::{Candidate, Derived, ReferenceSource, SchemaProblem, SourceKind};
@@ -270,7 +269,7 @@ async fn candidates(
                          AND c.relname = ANY ($1))
                 AND NOT EXISTS (SELECT 1 FROM asset_reference_exclusions x
                                  WHERE x.table_schema = n.nspname AND x.table_name = c.relname
-                                   AND x.column_name = a.attname)
+                                   AND x.column_name = a.attname AND x.excludes = 'both')
          ),
          parts AS MATERIALIZED (
              SELECT * FROM asset_sweeper_type_parts(ARRAY(SELECT DISTINCT atttypid FROM cols))
@@ -303,7 +302,12 @@ async fn candidates(
                 -- Rows on another server: a foreign table, or a partitioned table with a foreign partition.
                 (c.relkind = 'f' OR (c.relkind = 'p' AND EXISTS (
                     SELECT 1 FROM pg_partition_tree(c.oid) p JOIN pg_class l ON l.oid = p.relid
-                     WHERE p.isleaf AND l.relkind = 'f'))) AS "foreign!", "#,
+                     WHERE p.isleaf AND l.relkind = 'f'))) AS "foreign!",
+                -- What its exclusion leaves to read.
+                coalesce((SELECT CASE x.excludes WHEN 'ids' THEN 'keys' ELSE 'ids' END
+                            FROM asset_reference_exclusions x
+                           WHERE x.table_schema = n.nspname AND x.table_name = c.relname
+                             AND x.column_name = a.attname), 'both') AS "reads!", "#,
         r#" AS "readable!"
            FROM cols k
            JOIN pg_attribute a ON a.attrelid = k.attrelid AND a.attnum = k.attnum
@@ -323,13 +327,12 @@ async fn candidates(
         if sources.iter().any(|s| s.schema == schema && s.table == table && s.column == column) {
             continue;
         }
-        let exclude = format!(
-            "INSERT INTO asset_sweeper.asset_reference_exclusions (table_schema, table_name, column_name, reason) \
-             VALUES ({}, {}, {}, 'holds no asset ids');",
-            quote_literal(&schema),
-            quote_literal(&table),
-            quote_literal(&column)
-        );
+        // A column excluded for ids is read for keys alone, which a uuid or bytes cannot spell.
+        if row.reads == "keys" && !matches!(row.family.as_str(), "text" | "json" | "value") {
+            continue;
+        }
+        // Neither the census nor the key scan reads these: what a person excludes is everything.
+        let exclude = crate::map::exclusion(&schema, &table, &column, "both");
         if row.foreign {
             problems.push(SchemaProblem::ForeignRows { schema, table, column, exclude });
             continue;
@@ -342,7 +345,7 @@ async fn candidates(
             problems.push(SchemaProblem::UnreadableShape { schema, table, column, data_type: row.data_type, exclude });
             continue;
         }
-        found.push(Candidate { schema, table, column, shape: row.shape, family: row.family });
+        found.push(Candidate { schema, table, column, shape: row.shape, family: row.family, reads: row.reads });
     }
     Ok(found)
 }

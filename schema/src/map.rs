@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use platform::sql::quote_ident;
+use platform::sql::{quote_ident, quote_literal};
 use serde::{Deserialize, Serialize};
 
 /// How a source refers to assets.
@@ -284,12 +284,17 @@ impl fmt::Display for SchemaProblem {
             SchemaProblem::UnexplainedAssetIds { schema, table, column, data_type } => write!(
                 f,
                 "{schema}.{table}.{column} ({data_type}) holds asset ids or storage keys but is neither a \
-                 reference source nor listed in asset_reference_exclusions"
+                 reference source nor listed in asset_reference_exclusions: declare it as a source, or, if its \
+                 ids are no references, exclude it for ids (the key scan still reads it, so a file it names by key \
+                 keeps its bytes): {}",
+                exclusion(schema, table, column, "ids")
             ),
             SchemaProblem::FoundByCensus { schema, table, column, asset_id } => write!(
                 f,
                 "{schema}.{table}.{column} holds asset {asset_id} (found by the census's full scan) but is neither a \
-                 reference source nor listed in asset_reference_exclusions"
+                 reference source nor listed in asset_reference_exclusions: declare it as a source, or, if its \
+                 ids are no references, exclude it for ids (the key scan still reads it): {}",
+                exclusion(schema, table, column, "ids")
             ),
             SchemaProblem::IdOutsideDeclaredPath { schema, table, column, json_path, asset_id } => write!(
                 f,
@@ -383,8 +388,8 @@ pub struct Derived {
     pub candidates: Vec<Candidate>,
 }
 
-/// A column whose values could spell an asset id (docs/integrating.md, "Shapes") that is neither a source, excluded,
-/// nor the project's own.
+/// A column whose values could spell an asset id (docs/integrating.md, "Shapes") that is neither a source, excluded
+/// for both ids and keys, nor the project's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
     /// The schema of its table.
@@ -398,6 +403,23 @@ pub struct Candidate {
     /// `uuid`, `text`, `json`, `bytea` or `value` (any other type read by its output function: composites,
     /// `hstore`, `xml`, an extension's types).
     pub family: String,
+    /// What is read in it: `ids`, `keys` or `both`, what its exclusion (`asset_reference_exclusions.excludes`)
+    /// leaves.
+    pub reads: String,
+}
+
+/// The statement that lists `schema.table.column` in `asset_reference_exclusions` for `excludes` (`ids`, `keys`
+/// or `both`): what a refusal offers once a person has decided what the column does not hold.
+pub(crate) fn exclusion(schema: &str, table: &str, column: &str, excludes: &str) -> String {
+    format!(
+        "INSERT INTO asset_sweeper.asset_reference_exclusions (table_schema, table_name, column_name, excludes, \
+         reason) VALUES ({}, {}, {}, {}, 'holds no {}');",
+        quote_literal(schema),
+        quote_literal(table),
+        quote_literal(column),
+        quote_literal(excludes),
+        if excludes == "both" { "asset ids and names no stored file".to_owned() } else { format!("asset {excludes}") },
+    )
 }
 
 #[cfg(test)]

@@ -168,10 +168,18 @@ pub enum VerdictError {
 }
 
 impl VerdictError {
-    /// Whether the next pass can clear it without a person: a missing, stale or overtaken verdict can; a
-    /// refusal, another role or an unreadable verdict cannot.
+    /// Whether the next pass can clear it without a person: a missing, stale or overtaken verdict can, and so can
+    /// one made before the role's rights changed (the next pass checks the schema with the rights the role has
+    /// now; a role change is an administrator's, never a message's fault); a refusal or an unreadable verdict
+    /// cannot.
     pub fn retryable(&self) -> bool {
-        matches!(self, VerdictError::Missing | VerdictError::Stale { .. } | VerdictError::Changed { .. })
+        matches!(
+            self,
+            VerdictError::Missing
+                | VerdictError::Stale { .. }
+                | VerdictError::Changed { .. }
+                | VerdictError::OtherRole { .. }
+        )
     }
 }
 

@@ -139,6 +139,10 @@ impl Sweeper {
             if abandoned > 0 {
                 warn!(abandoned, "earlier passes died without finishing their run rows; marked failed");
             }
+            report.superuser = platform::db::superuser(lock.conn()).await?;
+            if let Some(role) = &report.superuser {
+                warn!(%role, "the sweep connects as a superuser: give it a login of its own (docs/security.md)");
+            }
             self.checked_pass(&mut lock, report, budget_end).await
         }
         .await;

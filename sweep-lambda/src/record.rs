@@ -111,6 +111,10 @@ pub struct SweepReport {
     /// The queue's depth and ceiling, once read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
+    /// The role the pass connected as, when it is a superuser (`reason.superuser`): a function should have its own
+    /// login (docs/security.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superuser: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
@@ -138,6 +142,7 @@ impl SweepReport {
             discovery: None,
             discovery_error: None,
             reconcile: None,
+            superuser: None,
             reconcile_error: None,
             adopted_due: 0,
             bucket: None,
@@ -211,6 +216,9 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     }
     if let Some(bucket) = &report.bucket {
         reason["bucket"] = json!(bucket);
+    }
+    if let Some(role) = &report.superuser {
+        reason["superuser"] = json!(role);
     }
     let reason = reason.as_object().is_some_and(|o| !o.is_empty()).then_some(reason);
     sqlx::query!(

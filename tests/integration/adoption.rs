@@ -486,3 +486,80 @@ async fn a_column_of_adopted_keys_refuses_nothing() {
     let report = crate::pipeline::pass(&ctx, &[]).await;
     assert_eq!(report.outcome, lifecycle::runs::RunOutcome::Ok, "{:?}", report.reason);
 }
+
+/// The refusal's own advice, followed as an operator would: a text column holding many asset ids that is no source (a
+/// log of views) refuses the pass, and the statement the refusal names excludes it for ids alone. The key scan still
+/// reads it, so the legacy file one of its lines names by key keeps its bytes while an unnamed one is removed. An
+/// exclusion of everything (what the advice used to write) deleted both.
+#[tokio::test]
+async fn the_exclusion_a_refusal_offers_leaves_the_files_its_column_names_by_key_held() {
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    sqlx::raw_sql("CREATE TABLE activity (id serial PRIMARY KEY, line text)").execute(ctx.pool()).await.expect("table");
+    let ws = Uuid::new_v4();
+    let line = |text: String| {
+        let pool = ctx.pool().clone();
+        async move {
+            sqlx::query("INSERT INTO activity (line) VALUES ($1)").bind(text).execute(&pool).await.expect("line");
+        }
+    };
+    for _ in 0..30 {
+        let viewed = seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
+        line(format!("viewed asset {viewed}")).await;
+    }
+    let (named, unnamed) = (key(ws), key(ws));
+    for k in [&named, &unnamed] {
+        put_bytes(&ctx.s3, &ctx.bucket, k, b"bytes no row knows").await;
+    }
+    line(format!("imported https://cdn.example.com/{named} from the old site")).await;
+
+    let b = ctx.bucket.clone();
+    let files = vec![[&named, &unnamed].map(|k| row(&b, k, true, false, 18, OLD)).concat()];
+    let folder = format!("inventory/{b}/daily/");
+    let prefixes = format!("{ws}/");
+    put_report(&ctx, &folder, "2026-11-29T00-00Z", &files, None).await;
+
+    let refused = pass(&ctx, &prefixes, &folder).await;
+    assert_eq!(refused.outcome, lifecycle::runs::RunOutcome::Refused, "{:?}", refused.reason);
+    let refusal: schema::SchemaRefusal =
+        serde_json::from_value(refused.reason.expect("a reason")["schema_check"].clone()).expect("the refusal");
+    let advice = refusal
+        .problems
+        .iter()
+        .map(ToString::to_string)
+        .find(|p| p.starts_with("public.activity.line"))
+        .expect("activity.line refused");
+    let exclusion = &advice[advice.find("INSERT INTO").expect("the advice names its statement")..];
+    assert!(exclusion.contains("'ids'"), "{exclusion}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(exclusion.to_owned())).execute(ctx.pool()).await.expect("the advice runs");
+
+    // Reconciled, approved, adopted; the next pass's key scan reads the excluded column and finds the name.
+    let reconciled = pass(&ctx, &prefixes, &folder).await;
+    assert_eq!(reconciled.outcome, lifecycle::runs::RunOutcome::Ok, "{:?}", reconciled.reason);
+    approve(&ctx, &prefixes).await;
+    put_report(&ctx, &folder, "2026-11-30T00-00Z", &files, None).await;
+    pass(&ctx, &prefixes, &folder).await;
+    let (named_id, unnamed_id) =
+        (adopted(&ctx, &named).await.expect("adopted"), adopted(&ctx, &unnamed).await.expect("adopted"));
+    let scheduling = pass(&ctx, &prefixes, &folder).await;
+    assert_eq!(scheduling.adopted_due, 2, "{scheduling:?}");
+    settle_queue(&ctx).await;
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &named).await, "the file a record names by key keeps its bytes");
+    assert_eq!(state(&ctx, named_id).await.as_deref(), Some("pending"));
+    let kept = last_evidence(&ctx, named_id).await;
+    assert_eq!(
+        (kept["deferred"]["why"].as_str(), kept["deferred"]["named_by"].as_str()),
+        (Some("named"), Some("public.activity.line")),
+        "{kept}"
+    );
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &unnamed).await, "the unnamed one is removed");
+    assert_eq!(actions(&ctx, unnamed_id).await.last().map(String::as_str), Some("delete"));
+    let names: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+          WHERE c.table_name = 'activity' AND c.reads = 'keys'",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("named keys");
+    assert_eq!(names, 1, "read for keys alone");
+}

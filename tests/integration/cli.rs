@@ -210,6 +210,11 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
     assert_eq!(page["dead_letter_queue"], json!({ "waiting": 0, "in_flight": 0 }));
     let text = stdout(&run(&url, Some(&ctx), &["status"]));
     assert!(text.starts_with("asset-sweeper: OK\n"), "{text}");
+    // These tests' functions connect as the superuser that migrated: said, though it waits for no one.
+    let superuser: String = sqlx::query_scalar("SELECT current_user::text").fetch_one(ctx.pool()).await.expect("me");
+    let warning = format!("~ the sweep connects as the superuser {superuser}: give each function a login of its own");
+    assert!(text.contains(&warning), "{text}");
+    assert_eq!(page["warnings"].as_array().map(Vec::len), Some(1), "{page}");
     // This application has no column the census reads: said as such, not as "100% (0 of 0)".
     assert!(text.contains("census: no column outside the reference sources could hold an asset id"), "{text}");
 

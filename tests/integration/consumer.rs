@@ -7,7 +7,7 @@ use crate::pipeline::{key, owner_tables};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use consumer_lambda::Consumer;
 use integration_tests::fixtures::{object_exists, put_bytes, seed, state};
-use integration_tests::{FAILPOINTS, TestContext, acknowledge, receive_event};
+use integration_tests::{FAILPOINTS, TestContext, TestLogin, acknowledge, receive_event};
 use platform::AssetId;
 use serde_json::Value;
 use sweep_lambda::Sweeper;
@@ -466,6 +466,64 @@ async fn a_stale_verdict_refuses_and_an_unrelated_change_settles_by_fingerprint(
     let response = handle(&consumer, event(vec![record("m2", &message.to_body(), 1)])).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"));
+}
+
+/// The verdict holds while the sweep's role reads what it read: its own attributes and the roles it is a member
+/// of, transitively. Another application's `CREATE ROLE`, or a grant between roles the sweep is no member of,
+/// changes nothing; a membership of its own, direct or through a group, does, and then every settle postpones,
+/// even on its final receive: a role change is an administrator's, and the next pass checks again.
+#[tokio::test]
+async fn only_a_change_of_the_sweeps_own_rights_stops_settles_and_they_postpone_even_on_their_final_receive() {
+    let ctx = TestContext::new().await;
+    let sweep_login = TestLogin::new(&ctx.db, "GRANT asset_sweeper_sweep TO {login}").await;
+    let fingerprint = |role: String| {
+        let pool = ctx.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, String>("SELECT asset_sweeper_role_fingerprint($1)")
+                .bind(role)
+                .fetch_one(&pool)
+                .await
+                .expect("fingerprint")
+        }
+    };
+    let superuser: String = sqlx::query_scalar("SELECT current_user::text").fetch_one(ctx.pool()).await.expect("me");
+    let (before, superuser_before) =
+        (fingerprint(sweep_login.name.clone()).await, fingerprint(superuser.clone()).await);
+
+    // Elsewhere on the server: a new login, and a group granted to it.
+    let group = TestLogin::new(&ctx.db, "").await;
+    let elsewhere = TestLogin::new(&ctx.db, &format!("GRANT {} TO {{login}}", group.name)).await;
+    assert_eq!(fingerprint(sweep_login.name.clone()).await, before, "{} is none of the sweep's", elsewhere.name);
+    assert_eq!(fingerprint(superuser.clone()).await, superuser_before, "a superuser's rights are its own");
+
+    // The sweep's verdict, then a group of its own that gains a membership: its rights changed.
+    let ws = Uuid::new_v4();
+    let released = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    let message = claimed_message(&ctx).await;
+    sqlx::query("UPDATE schema_verdicts SET role_name = $1, role_fingerprint = $2")
+        .bind(&sweep_login.name)
+        .bind(&before)
+        .execute(ctx.pool())
+        .await
+        .expect("the verdict as the sweep's login made it");
+    let grant = |sql: String| {
+        let pool = ctx.pool().clone();
+        async move { sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&pool).await.expect("grant") }
+    };
+    grant(format!("GRANT {} TO {}", group.name, sweep_login.name)).await;
+    let direct = fingerprint(sweep_login.name.clone()).await;
+    assert_ne!(direct, before, "a membership of its own");
+    grant("GRANT pg_read_all_data TO ".to_owned() + &group.name).await;
+    assert_ne!(fingerprint(sweep_login.name.clone()).await, direct, "a membership through its group");
+
+    let consumer = consumer(&ctx);
+    let last = integration_tests::MAX_RECEIVE_COUNT;
+    let response = handle(&consumer, event(vec![record("m", &message.to_body(), last)])).await;
+    assert!(response.batch_item_failures.is_empty(), "postponed, not failed: {:?}", response.batch_item_failures);
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("released"), "nothing settled, nothing marked failed");
+    let why = last_error(&ctx, released).await;
+    assert!(why.contains("attributes or memberships changed"), "{why}");
+    assert!(integration_tests::drain(&ctx.sqs, &ctx.queue.dlq_url).await.is_empty(), "nothing dead-lettered");
 }
 
 async fn last_error(ctx: &TestContext, id: Uuid) -> String {

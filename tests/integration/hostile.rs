@@ -525,6 +525,16 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     .await;
     refused(&mut app, &rule("app.sessions", Some("(SELECT yes FROM app.calls_volatile)")), "must be one condition")
         .await;
+    // A view that calls a writing function, reached from EXISTS; a sequence advanced by the filter (issue: a
+    // filter accepted at declaration that then fails, or writes, every night).
+    refused(
+        &mut app,
+        &rule("app.sessions", Some("EXISTS (SELECT 1 FROM app.calls_volatile v WHERE v.yes)")),
+        "must be one condition",
+    )
+    .await;
+    exec(&mut app, "CREATE SEQUENCE app.filter_ticks").await;
+    refused(&mut app, &rule("app.sessions", Some("nextval('app.filter_ticks') > 0")), "nextval").await;
     refused(&mut app, &rule("app.sessions", Some("set_config('search_path', 'app', false) IS NOT NULL")), "set_config")
         .await;
     refused(&mut app, &rule("app.sessions", Some("kind = 'guest' OR now() > at")), "now()").await;
@@ -573,6 +583,7 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     // Door 2: the sweeper's own sessions, as their own logins, with everything planted.
     let first = hostile.pass().await;
     assert_eq!(first["outcome"], "ok", "{first:#}");
+    assert_eq!(first.get("superuser"), None, "the sweep's own login is no superuser: {first:#}");
     // The composite was read (its id found where no source is), through its output function.
     let card: Vec<Uuid> = sqlx::query_scalar(
         "SELECT f.asset_id FROM asset_sweeper.census_findings f

@@ -256,10 +256,10 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
     sqlx::query!(
         r#"WITH t AS (
                SELECT l.relid, l.attnum, l.type_oid, t.schema_name, t.table_name, t.column_name, t.family, t.shape,
-                      ARRAY(SELECT jsonb_array_elements_text(t.paths)) AS json_paths
+                      ARRAY(SELECT jsonb_array_elements_text(t.paths)) AS json_paths, t.reads
                  FROM asset_sweeper_census_leaves($1, $2, $3) l
-                 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[])
-                      WITH ORDINALITY AS t(schema_name, table_name, column_name, family, shape, paths, position)
+                 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[])
+                      WITH ORDINALITY AS t(schema_name, table_name, column_name, family, shape, paths, reads, position)
                    ON t.position = l.position
            ),
            gone AS (
@@ -278,15 +278,18 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
                DELETE FROM census_unread u USING gone g WHERE u.relid = g.relid AND u.attnum = g.attnum
            )
            INSERT INTO census_columns AS c (relid, attnum, type_oid, json_paths, table_schema, table_name,
-                                            column_name, family, shape)
-           SELECT relid, attnum, type_oid, json_paths, schema_name, table_name, column_name, family, shape FROM t
+                                            column_name, family, shape, reads)
+           SELECT relid, attnum, type_oid, json_paths, schema_name, table_name, column_name, family, shape, reads
+             FROM t
            ON CONFLICT (relid, attnum) DO UPDATE
               SET table_schema = EXCLUDED.table_schema, table_name = EXCLUDED.table_name,
                   column_name = EXCLUDED.column_name, family = EXCLUDED.family, shape = EXCLUDED.shape,
-                  type_oid = EXCLUDED.type_oid, json_paths = EXCLUDED.json_paths, added_at = now(),
+                  type_oid = EXCLUDED.type_oid, json_paths = EXCLUDED.json_paths, reads = EXCLUDED.reads,
+                  added_at = now(),
                   next_block = 0, scan_started_at = NULL, done_cycle = 0, proven_at = NULL, keys_proven_at = NULL,
                   found_asset = NULL, found_at = NULL, found_cycle = NULL, scan_found_rows = 0, found_rows = 0
-            WHERE (c.type_oid, c.json_paths) IS DISTINCT FROM (EXCLUDED.type_oid, EXCLUDED.json_paths)
+            WHERE (c.type_oid, c.json_paths, c.reads) IS DISTINCT FROM
+                  (EXCLUDED.type_oid, EXCLUDED.json_paths, EXCLUDED.reads)
                OR (c.table_schema, c.table_name, c.column_name) IS DISTINCT FROM
                   (EXCLUDED.table_schema, EXCLUDED.table_name, EXCLUDED.column_name)"#,
         &cols.schemas,
@@ -295,6 +298,7 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
         &cols.families,
         &cols.shapes,
         &cols.paths,
+        &cols.reads,
     )
     .execute(conn)
     .await?;
@@ -316,7 +320,8 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
                   array_agg(a.attname::text ORDER BY c.attnum) AS "names!",
                   array_agg(c.family ORDER BY c.attnum) AS "families!",
                   array_agg(c.shape ORDER BY c.attnum) AS "shapes!",
-                  jsonb_agg(to_jsonb(c.json_paths) ORDER BY c.attnum) AS "paths!"
+                  jsonb_agg(to_jsonb(c.json_paths) ORDER BY c.attnum) AS "paths!",
+                  array_agg(c.reads ORDER BY c.attnum) AS "reads!"
              FROM census_columns c
             CROSS JOIN census_state s
              JOIN pg_class t ON t.oid = c.relid
@@ -326,7 +331,7 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
                    AND (c.proven_at IS NULL OR s.cycle_started_at IS NOT NULL OR s.last_cycle_completed_at IS NULL
                         OR s.last_cycle_completed_at <= now() - $1 * interval '1 second'))
                -- Whether or not read in this cycle: adopted bytes wait for a key scan begun after their adoption.
-               OR ($2 AND c.family IN ('text', 'json', 'value')
+               OR ($2 AND c.family IN ('text', 'json', 'value') AND c.reads <> 'ids'
                    AND (c.keys_proven_at IS NULL
                         OR c.keys_proven_at <= (SELECT max(d.adopted_at) FROM adopted_assets d
                                                   JOIN assets a ON a.id = d.asset_id
@@ -347,7 +352,15 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
             .zip(row.names)
             .zip(row.families.into_iter().zip(row.shapes))
             .zip(paths.into_iter().chain(std::iter::repeat(Vec::new())))
-            .map(|(((attnum, name), (family, shape)), json_paths)| Column { attnum, name, family, shape, json_paths })
+            .zip(row.reads)
+            .map(|((((attnum, name), (family, shape)), json_paths), reads)| Column {
+                attnum,
+                name,
+                family,
+                shape,
+                json_paths,
+                reads,
+            })
             .collect();
         groups.push(Group {
             relid: row.relid,

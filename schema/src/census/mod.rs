@@ -119,6 +119,8 @@ pub struct Target {
     pub shape: String,
     /// For a declared JSONB source, its declared paths (sorted); empty otherwise.
     pub json_paths: Vec<String>,
+    /// `ids`, `keys` or `both` ([`crate::Candidate`]); `both` for a declared JSONB source.
+    pub reads: String,
 }
 
 impl Target {
@@ -139,6 +141,7 @@ pub fn targets(sources: &[ReferenceSource], problems: &[SchemaProblem], candidat
             family: c.family.clone(),
             shape: c.shape.clone(),
             json_paths: Vec::new(),
+            reads: c.reads.clone(),
         })
         .collect();
     let troubled = |s: &ReferenceSource| problems.iter().any(|p| p.column() == Some((&s.schema, &s.table, &s.column)));
@@ -157,6 +160,7 @@ pub fn targets(sources: &[ReferenceSource], problems: &[SchemaProblem], candidat
                 family: "json".to_owned(),
                 shape: "scalar".to_owned(),
                 json_paths: vec![json_path.clone()],
+                reads: "both".to_owned(),
             }),
         }
     }
@@ -185,6 +189,7 @@ struct Columns {
     shapes: Vec<String>,
     /// Each target's paths as a JSON array (Postgres has no arrays of arrays of varying length).
     paths: Vec<serde_json::Value>,
+    reads: Vec<String>,
 }
 
 impl Columns {
@@ -196,6 +201,7 @@ impl Columns {
             families: targets.iter().map(|t| t.family.clone()).collect(),
             shapes: targets.iter().map(|t| t.shape.clone()).collect(),
             paths: targets.iter().map(|t| serde_json::json!(t.json_paths)).collect(),
+            reads: targets.iter().map(|t| t.reads.clone()).collect(),
         }
     }
 }
@@ -235,12 +241,14 @@ pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Sta
              LEFT JOIN census_columns c
                     ON c.relid = l.relid AND c.attnum = l.attnum AND c.type_oid = l.type_oid
                    AND c.json_paths = ARRAY(SELECT jsonb_array_elements_text(($4::jsonb[])[l.position]))
+                   AND c.reads = ($5::text[])[l.position]
             GROUP BY l.position
             ORDER BY l.position"#,
         &cols.schemas,
         &cols.tables,
         &cols.columns,
         &cols.paths,
+        &cols.reads,
     )
     .fetch_all(conn)
     .await?;

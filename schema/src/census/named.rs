@@ -334,7 +334,14 @@ mod tests {
     }
 
     fn column(attnum: i16, name: &str, family: &str, shape: &str) -> Column {
-        Column { attnum, name: name.into(), family: family.into(), shape: shape.into(), json_paths: Vec::new() }
+        Column {
+            attnum,
+            name: name.into(),
+            family: family.into(),
+            shape: shape.into(),
+            json_paths: Vec::new(),
+            reads: "both".into(),
+        }
     }
 
     #[test]

@@ -30,13 +30,20 @@ pub(super) struct Column {
     pub(super) family: String,
     pub(super) shape: String,
     pub(super) json_paths: Vec<String>,
+    /// `ids`, `keys` or `both`: what its exclusion leaves to read.
+    pub(super) reads: String,
 }
 
 impl Column {
-    /// Whether the key scan reads it: a text, JSON or other value a key could be written in (not a uuid, not bytes;
-    /// `asset_sweeper_keys_unscanned` says the same).
+    /// Whether the key scan reads it: a text, JSON or other value a key could be written in (not a uuid, not bytes),
+    /// not excluded for keys (`asset_sweeper_keys_unscanned` says the same).
     pub(super) fn key_scanned(&self) -> bool {
-        matches!(self.family.as_str(), "text" | "json" | "value")
+        matches!(self.family.as_str(), "text" | "json" | "value") && self.reads != "ids"
+    }
+
+    /// Whether the asset ids in it are looked for: not excluded for ids.
+    pub(super) fn ids_read(&self) -> bool {
+        self.reads != "keys"
     }
 
     /// Whether the id search already fetches the value as the key scan reads it (a scalar written out whole, not a
@@ -136,6 +143,10 @@ pub(super) async fn scan(
                 if let Some(scan) = keys.filter(|_| column.keys_read_with_ids()) {
                     spans.extend(scan.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)));
                 }
+                // A column excluded for ids is fetched for its keys alone.
+                if !column.ids_read() {
+                    continue;
+                }
                 let spelled = super::ids::ids_in(&text);
                 candidates.extend(&spelled);
                 spelled_in.push((k, spelled, at));
@@ -146,6 +157,7 @@ pub(super) async fn scan(
     if let Some(keys) = keys {
         keys.note(&mut *conn, group.relid, spans).await?;
     }
+    named.retain(|(k, _, _)| group.columns[*k].ids_read());
     if !candidates.is_empty() {
         let candidates: Vec<Uuid> = candidates.into_iter().collect();
         let assets = super::assets_among(&mut *conn, &candidates).await?;
@@ -220,17 +232,19 @@ pub(super) fn statement(group: &Group) -> (String, Vec<Vec<String>>) {
                         AND v #>> '{{}}' NOT IN ((v #>> '{{}}')::uuid::text, upper((v #>> '{{}}')::uuid::text))"
                 ));
             }
-            family => {
+            // Excluded for ids: fetched only where its keys are read from the fetched text.
+            family if column.ids_read() || column.keys_read_with_ids() => {
                 searched.push(format!(
                     "SELECT {k} AS k, {} AS v, r.at FROM r WHERE {col} IS NOT NULL",
                     super::text_of(&col, family)
                 ));
-                if family == "text" {
+                if family == "text" && column.ids_read() {
                     let texts =
                         if column.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
                     keyed.push(format!("SELECT {k} AS k, {texts} AS v, r.at FROM r"));
                 }
             }
+            _ => {}
         }
     }
 
@@ -285,6 +299,7 @@ mod tests {
             family: family.into(),
             shape: shape.into(),
             json_paths: json_paths.iter().map(|p| (*p).to_owned()).collect(),
+            reads: "both".into(),
         }
     }
 

@@ -163,7 +163,8 @@ async fn slice(
         let spans = keys.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)).collect();
         keys.note(conn, group.relid, spans).await?;
     }
-    let spelled: Vec<Uuid> = super::ids::ids_in(&text).into_iter().collect();
+    let spelled: Vec<Uuid> =
+        if column.ids_read() { super::ids::ids_in(&text).into_iter().collect() } else { Vec::new() };
     if spelled.is_empty() {
         return Ok((Vec::new(), Some(unread)));
     }
