@@ -59,6 +59,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     if !settings.discovery.enabled {
         text.push_str("  (discovery is off in the functions' settings: DISCOVERY_ENABLED=false)\n");
     }
+    // What a pass would do now: wait, making nothing due, until the census has read these once.
+    let waiting_for = lifecycle::discovery::unread_sources(&map);
+    if !waiting_for.is_empty() {
+        let _ = writeln!(
+            text,
+            "  (a pass makes nothing due until the census has read {} once: ids spelled in mixed case there are \
+             references only once it has)",
+            waiting_for.join(", ")
+        );
+    }
     for (ws, (n, b)) in &per_workspace {
         let _ = writeln!(text, "  workspace {ws}: {n} asset(s), {b} bytes");
     }
@@ -75,6 +85,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "bytes": bytes,
             "per_workspace": per_workspace.iter().map(|(ws, (n, b))| (ws.clone(), json!({ "assets": n, "bytes": b }))).collect::<serde_json::Map<_, _>>(),
             "found": found,
+            "waiting_for": waiting_for,
         }),
         attention: Vec::new(),
     })

@@ -18,8 +18,8 @@ use uuid::Uuid;
 use platform::audit::{self, AuditAction, Event};
 use platform::step::{Share, Step};
 use platform::{AssetId, WorkspaceId};
-use schema::ReferenceMap;
 use schema::batch;
+use schema::{ReferenceMap, SourceKind};
 
 use crate::assets;
 
@@ -55,6 +55,9 @@ pub enum Stop {
     TimeShare,
     /// It looked at its most assets for one pass.
     Cap,
+    /// A declared JSON source the census has not read once since it was declared or changed: it made nothing due
+    /// (`waiting_for` names the sources).
+    CensusUnread,
 }
 
 /// What discovery did in one pass, and where its cycle stands: the run record's `discovery`.
@@ -82,6 +85,9 @@ pub struct Progress {
     pub last_cycle_seconds: Option<f64>,
     /// Why it stopped.
     pub stopped: Stop,
+    /// The declared JSON sources it waited for ([`Stop::CensusUnread`]), `schema.table.column`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
 }
 
 /// One asset no source refers to.
@@ -110,7 +116,11 @@ pub async fn advance(pool: &PgPool, map: &ReferenceMap, budget: Budget, pass: Pa
     let (cycle, mut cursor) = (start.cycle, start.next_id);
     let (mut batches, mut scanned, mut found) = (0u64, 0u64, 0u64);
     let mut longest = Duration::ZERO;
+    let waiting_for = unread_sources(map);
     let stopped = loop {
+        if !waiting_for.is_empty() {
+            break Stop::CensusUnread;
+        }
         if scanned >= budget.max_scanned {
             break Stop::Cap;
         }
@@ -171,7 +181,25 @@ pub async fn advance(pool: &PgPool, map: &ReferenceMap, budget: Budget, pass: Pa
         longest_batch_ms: u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
         last_cycle_seconds: state.last_cycle_seconds,
         stopped,
+        waiting_for,
     })
+}
+
+/// The declared JSON sources the census has not read whole since they were declared or changed. An id written at
+/// a declared path in mixed case before the reference guard existed is a reference the recheck matches only once
+/// its spelling is noted, by the census or the guard; until the census has read the source once, discovery would
+/// take such an asset for unreferenced. So it makes nothing due while any is unread (docs/design.md, "Discovery").
+pub fn unread_sources(map: &ReferenceMap) -> Vec<String> {
+    // A verdict recorded before the census existed proves no column.
+    let none_proven = map.unproven.iter().any(|u| u.starts_with("every column"));
+    map.sources
+        .iter()
+        .filter(|s| matches!(s.kind, SourceKind::Json { .. }))
+        .map(|s| format!("{}.{}.{}", s.schema, s.table, s.column))
+        .filter(|name| none_proven || map.unproven.contains(name))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
 }
 
 /// What the next discovery batches would find, from the cursor, looking at up to `limit` assets: the same batches

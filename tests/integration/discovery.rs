@@ -125,6 +125,61 @@ async fn an_owner_row_deleted_without_a_release_gets_its_asset_retired_then_purg
     assert_eq!(actions(&ctx, forgotten).await, ["discovered", "retire", "purge"]);
 }
 
+/// Ids written at a declared path in mixed case before the product was adopted (no guard noted their spellings) are
+/// references the recheck matches only once the census has noted them. A pass whose census has not read that source
+/// since it was declared makes nothing due, naming the source; once the census has read it, discovery runs, finds
+/// the unreferenced asset and keeps the others.
+#[tokio::test]
+async fn discovery_makes_nothing_due_until_the_census_has_read_each_declared_source_once() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let mut mixed = Vec::new();
+    for _ in 0..3 {
+        let (id, _) = attached(&ctx, ws, "3 days").await;
+        // The first letter upper case, the rest as Postgres writes them: neither all lower nor all upper case.
+        let text = id.to_string();
+        let first = text.find(|c: char| c.is_ascii_alphabetic()).expect("a letter");
+        let spelled = format!(
+            "{}{}",
+            &text[..first],
+            text[first..].replacen(&text[first..=first], &text[first..=first].to_uppercase(), 1)
+        );
+        assert!(spelled != text && spelled != text.to_uppercase(), "{spelled}");
+        sqlx::query("INSERT INTO pages (body) VALUES (jsonb_build_object('hero', $1::text))")
+            .bind(&spelled)
+            .execute(ctx.pool())
+            .await
+            .expect("page");
+        mixed.push(id);
+    }
+    // Written before the product came: no guard noted how they are spelled.
+    sqlx::raw_sql("DELETE FROM asset_id_spellings").execute(ctx.pool()).await.expect("no spellings");
+    let (forgotten, _) = attached(&ctx, ws, "3 days").await;
+
+    fail::cfg("census::advance", "return").expect("failpoint");
+    let unread = pass(&ctx, &[]).await;
+    fail::remove("census::advance");
+    assert_eq!(unread.outcome, RunOutcome::Ok, "{:?}", unread.reason);
+    let waited = unread.discovery.as_ref().expect("discovery ran");
+    assert_eq!((waited.stopped, waited.found, waited.scanned), (Stop::CensusUnread, 0, 0), "{waited:?}");
+    assert_eq!(waited.waiting_for, vec!["public.pages.body".to_owned()]);
+    for id in mixed.iter().chain([&forgotten]) {
+        assert!(actions(&ctx, *id).await.is_empty(), "nothing made due while the census has not read the source");
+    }
+
+    let read = pass(&ctx, &[]).await;
+    let discovered = read.discovery.as_ref().expect("discovery ran");
+    assert_eq!((discovered.stopped, discovered.found), (Stop::CycleComplete, 1), "{discovered:?}");
+    settle_queue(&ctx).await;
+    assert_eq!(actions(&ctx, forgotten).await, ["discovered", "retire"]);
+    for id in &mixed {
+        assert_eq!(state(&ctx, *id).await.as_deref(), Some("attached"), "{id}");
+        assert!(actions(&ctx, *id).await.is_empty(), "never made due: {id}");
+    }
+}
+
 #[tokio::test]
 async fn a_workspace_that_suddenly_looks_unreferenced_is_held_by_the_brake_and_a_broken_path_stops_discovery() {
     let ctx = TestContext::new().await;
