@@ -213,13 +213,15 @@ async fn sample(
     Ok(problems)
 }
 
-/// Derives the sources as the schema check does (a check that refuses still names them) and [`guards::install`]s their
-/// guards: what `asset-sweeper guards install` runs.
-pub async fn install_guards(conn: &mut PgConnection, options: CheckOptions) -> Result<guards::Report, sqlx::Error> {
-    let sources = match check(&mut *conn, options).await {
-        Ok(map) => map.sources,
-        Err(SchemaCheckError::Refused(refusal)) => refusal.sources,
-        Err(SchemaCheckError::Database(e)) => return Err(e),
-    };
-    guards::install(conn, &sources).await
+/// Derives the sources as the schema check does, from the catalog alone (no sample, no census: nothing that reads
+/// an application row), and [`guards::install`]s their guards a table at a time: what `asset-sweeper guards install`
+/// runs. Then reads back which sources are still unguarded.
+pub async fn install_guards(
+    conn: &mut PgConnection,
+    patience: guards::Patience,
+) -> Result<(guards::Report, Vec<SchemaProblem>), sqlx::Error> {
+    let Derived { sources, .. } = derive(conn).await?;
+    let report = guards::install(&mut *conn, &sources, patience).await?;
+    let unguarded = guards::unguarded(conn, &sources).await?;
+    Ok((report, unguarded))
 }

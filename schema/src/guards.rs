@@ -4,6 +4,8 @@
 //! The trigger runs `asset_sweeper_guard()` (defined in `schema/sql/guards.sql`); the schema check refuses while a source
 //! lacks its guard, and the change detector treats a guard's DDL as a schema change.
 
+use std::time::Duration;
+
 use platform::sql::{quote_ident, quote_literal};
 use sqlx::{AssertSqlSafe, PgConnection};
 
@@ -58,8 +60,29 @@ pub async fn unguarded(
     conn: &mut PgConnection,
     sources: &[ReferenceSource],
 ) -> Result<Vec<SchemaProblem>, sqlx::Error> {
-    let needed: Vec<(&ReferenceSource, Guard)> =
-        sources.iter().filter(|s| !s.column_type.is_empty()).filter_map(|s| Guard::of(s).map(|g| (s, g))).collect();
+    let needed = needed(sources);
+    let guarded = in_place(conn, &needed).await?;
+    Ok(needed
+        .iter()
+        .zip(guarded)
+        .filter(|(_, guarded)| !guarded)
+        .map(|((source, _), _)| SchemaProblem::UnguardedSource {
+            schema: source.schema.clone(),
+            table: source.table.clone(),
+            column: source.column.clone(),
+            install: INSTALL.to_owned(),
+        })
+        .collect())
+}
+
+/// The sources that need a guard, with it. A declared source whose column the catalog does not have is the schema
+/// check's to report; it gets no guard.
+fn needed(sources: &[ReferenceSource]) -> Vec<(&ReferenceSource, Guard)> {
+    sources.iter().filter(|s| !s.column_type.is_empty()).filter_map(|s| Guard::of(s).map(|g| (s, g))).collect()
+}
+
+/// Whether each of `needed` has its guard in place, as it needs it.
+async fn in_place(conn: &mut PgConnection, needed: &[(&ReferenceSource, Guard)]) -> Result<Vec<bool>, sqlx::Error> {
     if needed.is_empty() {
         return Ok(Vec::new());
     }
@@ -70,8 +93,8 @@ pub async fn unguarded(
     let args: Vec<Vec<u8>> = needed.iter().map(|(_, g)| g.stored_args()).collect();
     // Row trigger (1), after (not 2), on insert (4) and update (16); enabled always, so a replica-mode session
     // (a bulk loader, logical replication) is guarded too; on any update, or on updates of this column.
-    let guarded = sqlx::query!(
-        r#"SELECT s.ordinality AS "position!", EXISTS (
+    let guarded = sqlx::query_scalar!(
+        r#"SELECT EXISTS (
                   SELECT 1 FROM pg_trigger t
                     JOIN pg_class c ON c.oid = t.tgrelid
                     JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -82,7 +105,8 @@ pub async fn unguarded(
                      AND (cardinality(t.tgattr::int2[]) = 0 OR a.attnum = ANY (t.tgattr::int2[]))
               ) AS "guarded!"
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])
-                  WITH ORDINALITY AS s(schema, tbl, col, name, args)"#,
+                  WITH ORDINALITY AS s(schema, tbl, col, name, args)
+            ORDER BY s.ordinality"#,
         &schemas as &[&str],
         &tables as &[&str],
         &columns as &[&str],
@@ -91,17 +115,7 @@ pub async fn unguarded(
     )
     .fetch_all(&mut *conn)
     .await?;
-    let mut problems = Vec::new();
-    for row in guarded.into_iter().filter(|r| !r.guarded) {
-        let Some((source, _)) = usize::try_from(row.position - 1).ok().and_then(|i| needed.get(i)) else { continue };
-        problems.push(SchemaProblem::UnguardedSource {
-            schema: source.schema.clone(),
-            table: source.table.clone(),
-            column: source.column.clone(),
-            install: INSTALL.to_owned(),
-        });
-    }
-    Ok(problems)
+    Ok(guarded)
 }
 
 /// What `install` did to one source.
@@ -113,30 +127,72 @@ pub struct Installed {
     pub trigger: String,
 }
 
-/// What `install` changed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Report {
-    /// The guard of every source that needs one, (re)created.
-    pub installed: Vec<Installed>,
-    /// Guards of columns that are no longer sources, dropped (`schema.table`, trigger).
-    pub removed: Vec<(String, String)>,
+/// A table `install` could not change: its lock was held past every try, or the statement failed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Blocked {
+    /// `schema.table`.
+    pub table: String,
+    /// What stopped it.
+    pub reason: String,
 }
 
-/// Puts the guard each of `sources` needs in place and drops guards no source needs any more, in one transaction:
-/// idempotent, and a failure changes nothing. Needs the right to create triggers on the application's tables.
-pub async fn install(conn: &mut PgConnection, sources: &[ReferenceSource]) -> Result<Report, sqlx::Error> {
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+/// What `install` changed, and what it left.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Report {
+    /// Guards created or corrected now.
+    pub installed: Vec<Installed>,
+    /// Guards that were already as their source needs them: left alone (no DDL, no schema change).
+    pub in_place: Vec<Installed>,
+    /// Guards of columns that are no longer sources, dropped (`schema.table`, trigger).
+    pub removed: Vec<(String, String)>,
+    /// Tables whose guards could not be installed or dropped; the rest were.
+    pub blocked: Vec<Blocked>,
+}
+
+/// How long `install` waits for one table's lock, and how often it tries. Creating a trigger takes a lock that
+/// conflicts with every write to the table, and while it waits the writes queued behind it wait too: a short wait,
+/// tried again after a pause, holds the application's writes for at most that long at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patience {
+    /// The longest one try waits for the table's lock.
+    pub lock_timeout: Duration,
+    /// Tries per table before it is reported as blocked.
+    pub attempts: u32,
+}
+
+impl Default for Patience {
+    fn default() -> Self {
+        Patience { lock_timeout: Duration::from_secs(2), attempts: 5 }
+    }
+}
+
+/// Puts the guard each of `sources` needs in place and drops guards no source needs any more, one table at a time in
+/// a transaction of its own, each waiting for its lock no longer than `patience` allows: a busy table holds up
+/// neither the application's writes to the others nor their guards, and is named in [`Report::blocked`]. A guard
+/// already in place is not touched, so a run that changes nothing changes no schema. Idempotent; needs the right to
+/// create triggers on the application's tables.
+pub async fn install(
+    conn: &mut PgConnection,
+    sources: &[ReferenceSource],
+    patience: Patience,
+) -> Result<Report, sqlx::Error> {
     let function_schema = sqlx::query_scalar!(
         r#"SELECT n.nspname::text AS "schema!" FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE c.oid = 'assets'::regclass"#
     )
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut *conn)
     .await?;
+    let needed = needed(sources);
+    let guarded = in_place(&mut *conn, &needed).await?;
     let mut report = Report::default();
-    let mut wanted = Vec::new();
-    // A declared source whose column the catalog does not have is the schema check's to report; it gets no guard.
-    for source in sources.iter().filter(|s| !s.column_type.is_empty()) {
-        let Some(guard) = Guard::of(source) else { continue };
+    // Per table, in the order the sources come: the statements its missing guards need, and what they install.
+    let mut tables: Vec<(String, Vec<String>, Vec<Installed>)> = Vec::new();
+    for ((source, guard), guarded) in needed.iter().zip(guarded) {
+        let installed = Installed { source: source.to_string(), trigger: guard.trigger.clone() };
+        if guarded {
+            report.in_place.push(installed);
+            continue;
+        }
         let table = source.quoted_table();
         let args: Vec<String> = guard.args.iter().map(|a| quote_literal(a)).collect();
         // Built here: the table, column and path are the application's.
@@ -149,11 +205,15 @@ pub async fn install(conn: &mut PgConnection, sources: &[ReferenceSource]) -> Re
             schema = quote_ident(&function_schema),
             args = args.join(", "),
         );
-        sqlx::raw_sql(AssertSqlSafe(create)).execute(&mut *tx).await?;
         let always = format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER {}", quote_ident(&guard.trigger));
-        sqlx::raw_sql(AssertSqlSafe(always)).execute(&mut *tx).await?;
-        wanted.push((source.schema.clone(), source.table.clone(), guard.trigger.clone()));
-        report.installed.push(Installed { source: source.to_string(), trigger: guard.trigger });
+        let name = format!("{}.{}", source.schema, source.table);
+        match tables.iter_mut().find(|(t, _, _)| *t == name) {
+            Some((_, statements, installs)) => {
+                statements.extend([create, always]);
+                installs.push(installed);
+            }
+            None => tables.push((name, vec![create, always], vec![installed])),
+        }
     }
     // A partition's copy of its parent's guard (tgparentid) comes and goes with the parent's.
     let existing = sqlx::query!(
@@ -162,19 +222,78 @@ pub async fn install(conn: &mut PgConnection, sources: &[ReferenceSource]) -> Re
             WHERE t.tgname LIKE 'asset\_sweeper\_guard\_%' AND NOT t.tgisinternal AND t.tgparentid = 0
             ORDER BY 1, 2, 3"#
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut *conn)
     .await?;
+    let mut drops: Vec<(String, String, String)> = Vec::new();
     for old in existing {
-        if wanted.iter().any(|(s, t, g)| *s == old.schema && *t == old.table && *g == old.trigger) {
-            continue;
+        let wanted =
+            needed.iter().any(|(s, g)| s.schema == old.schema && s.table == old.table && g.trigger == old.trigger);
+        if !wanted {
+            let table = format!("{}.{}", quote_ident(&old.schema), quote_ident(&old.table));
+            let drop = format!("DROP TRIGGER IF EXISTS {} ON {table}", quote_ident(&old.trigger));
+            drops.push((format!("{}.{}", old.schema, old.table), old.trigger, drop));
         }
-        let table = format!("{}.{}", quote_ident(&old.schema), quote_ident(&old.table));
-        let drop = format!("DROP TRIGGER {} ON {table}", quote_ident(&old.trigger));
-        sqlx::raw_sql(AssertSqlSafe(drop)).execute(&mut *tx).await?;
-        report.removed.push((format!("{}.{}", old.schema, old.table), old.trigger));
     }
-    tx.commit().await?;
+    for (table, statements, installs) in tables {
+        match locked(&mut *conn, &statements, patience).await? {
+            None => report.installed.extend(installs),
+            Some(reason) => report.blocked.push(Blocked { table, reason }),
+        }
+    }
+    for (table, trigger, drop) in drops {
+        match locked(&mut *conn, std::slice::from_ref(&drop), patience).await? {
+            None => report.removed.push((table, trigger)),
+            Some(reason) => report.blocked.push(Blocked { table, reason }),
+        }
+    }
     Ok(report)
+}
+
+/// Runs `statements` (one table's DDL) in a transaction of their own under `patience`'s lock timeout, trying again
+/// after a pause while the lock is held elsewhere. `None` when they committed; otherwise why not: the lock never
+/// came, or the database refused them (a missing right, a table gone). A lost connection is the caller's error.
+async fn locked(
+    conn: &mut PgConnection,
+    statements: &[String],
+    patience: Patience,
+) -> Result<Option<String>, sqlx::Error> {
+    let timeout = format!("SET LOCAL lock_timeout = '{}ms'", patience.lock_timeout.as_millis().max(1));
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let mut outcome = sqlx::raw_sql(AssertSqlSafe(timeout.clone())).execute(&mut *tx).await.map(|_| ());
+        for statement in statements {
+            if outcome.is_err() {
+                break;
+            }
+            outcome = sqlx::raw_sql(AssertSqlSafe(statement.clone())).execute(&mut *tx).await.map(|_| ());
+        }
+        let error = match outcome {
+            Ok(()) => match tx.commit().await {
+                Ok(()) => return Ok(None),
+                Err(e) => e,
+            },
+            Err(e) => {
+                tx.rollback().await?;
+                e
+            }
+        };
+        let sqlx::Error::Database(db) = &error else { return Err(error) };
+        let busy = matches!(db.code().as_deref(), Some("55P03" | "40P01"));
+        if !busy {
+            return Ok(Some(db.message().to_owned()));
+        }
+        if attempt >= patience.attempts.max(1) {
+            return Ok(Some(format!(
+                "its lock was held elsewhere through {attempt} tries of {} each: run `{INSTALL}` again when the \
+                 table is quieter",
+                humantime::format_duration(patience.lock_timeout)
+            )));
+        }
+        // A pause as long as a try, so writers queued behind the last try get through before the next.
+        tokio::time::sleep(patience.lock_timeout).await;
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,11 @@
 //! where the server supports it) as three more columns of every table: the cycle over the grown schema beside
 //! the same cycle before they were added, and what they add per megabyte.
 //!
+//! And the wide table (GitLab's has 174 columns that could hold an id): 200 text and JSON columns of 2 000 rows,
+//! read in the sweeper's sessions (no JIT) and then in a session that JIT-compiles every statement, as a server
+//! whose defaults meet a large enough table does: the batch's time under its 5 s limit beside the time the
+//! compiling statement took to give up (its statement timeout cannot interrupt compilation).
+//!
 //! Run with `scripts/bench-census` (only Postgres). `BENCH_TABLES` (1000) and `BENCH_ROWS` (2000) set the sizes.
 
 // Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
@@ -24,7 +29,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::TestDatabase;
-use integration_tests::fixtures::{grow_application, insert_released};
+use integration_tests::fixtures::{grow_application, grow_wide_table, insert_released};
 use platform::sql::quote_ident;
 use schema::UUID_IN_TEXT;
 use schema::census::{self, Budget, Stop};
@@ -130,6 +135,18 @@ async fn main() {
     }
     let layout =
         platform::keys::KeyLayout::new("uploads/", r"uploads/(?P<workspace>[0-9a-f-]{36})/[^/]+").expect("a layout");
+    // The scan keeps only the keys of adopted files (nothing else asks): the files those URLs name were adopted.
+    for i in 0..tables {
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+             SELECT gen_random_uuid(), 'uploads/' || ref || '/' || id || '.jpg', ref, 1, now(), $1
+               FROM app_{i} WHERE id % 100 = 0"
+        )))
+        .bind(layout.signature())
+        .execute(&mut *conn)
+        .await
+        .expect("adopted files");
+    }
     let (keyed, _) = cycle_with(&mut conn, &targets, Some(&layout)).await;
     let named: i64 = sqlx::query_scalar("SELECT count(*) FROM named_keys").fetch_one(&mut *conn).await.expect("named");
     assert!(named as usize >= tables * (rows / 100), "every URL's key is found: {named}");
@@ -183,7 +200,7 @@ async fn main() {
     );
     println!(
         "census: with the key scan {:.1} s against {:.1} s without, on the same rows ({:.2}x); {named} named keys found \
-         (one body in a hundred names one)",
+         (one body in a hundred names an adopted file)",
         keyed.as_secs_f64(),
         plain.as_secs_f64(),
         keyed.as_secs_f64() / plain.as_secs_f64()
@@ -234,5 +251,60 @@ async fn main() {
         plain.as_secs_f64(),
         shaped_time.as_secs_f64() / plain.as_secs_f64(),
         grown / megabytes
+    );
+
+    // The wide table: one batch reads its 200 columns together.
+    grow_wide_table(&db.pool, "settings_wide", 200, 2_000).await;
+    let derived = schema::derive(&mut conn).await.expect("derive");
+    let wide: Vec<census::Target> = census::targets(&derived.sources, &derived.problems, &derived.candidates)
+        .into_iter()
+        .filter(|t| t.table == "settings_wide")
+        .collect();
+    let wide_budget = Budget {
+        until: Instant::now() + Duration::from_secs(3600),
+        max_batches: u32::MAX,
+        batch_blocks: 1_024,
+        batch_timeout: Duration::from_secs(5),
+        cycle_interval: Duration::ZERO,
+    };
+    sqlx::raw_sql("SET jit = off").execute(&mut *conn).await.expect("no JIT, as the sweeper's sessions");
+    let started = Instant::now();
+    let unjitted = census::advance(&mut conn, &wide, wide_budget, None).await.expect("census over the wide table");
+    let unjitted_time = started.elapsed();
+    assert_eq!(unjitted.stopped, Stop::CycleComplete, "{unjitted:?}");
+    // The same reading with JIT forced, from a clean state of the wide table's columns.
+    sqlx::raw_sql("DELETE FROM census_columns WHERE table_name = 'settings_wide'")
+        .execute(&mut *conn)
+        .await
+        .expect("read the wide table again");
+    sqlx::raw_sql(
+        "SET jit = on; SET jit_above_cost = 0; SET jit_inline_above_cost = 0; SET jit_optimize_above_cost = 0",
+    )
+    .execute(&mut *conn)
+    .await
+    .expect("JIT on every statement");
+    // Compilation ignores the statement timeout: the client gives up after a minute and ends the server's process.
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *conn).await.expect("pid");
+    let started = Instant::now();
+    let jitted =
+        tokio::time::timeout(Duration::from_secs(60), census::advance(&mut conn, &wide, wide_budget, None)).await;
+    let jitted_time = started.elapsed();
+    let outcome = match &jitted {
+        Ok(Ok(p)) => format!("{:?}, longest batch {} ms", p.stopped, p.longest_batch_ms),
+        Ok(Err(e)) => format!("failed: {e}"),
+        Err(_) => {
+            sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&db.pool).await.expect("terminate");
+            "still compiling when the client gave up (its 5 s statement timeout had not stopped it)".to_owned()
+        }
+    };
+    println!(
+        "census: a table of {} columns and 2 000 rows: {:.1} s, longest batch {} ms under its 5 s limit (no JIT); \
+         {} statements; with JIT {:.1} s, {outcome} ({:.0}x)",
+        wide.len(),
+        unjitted_time.as_secs_f64(),
+        unjitted.longest_batch_ms,
+        unjitted.batches,
+        jitted_time.as_secs_f64(),
+        jitted_time.as_secs_f64() / unjitted_time.as_secs_f64()
     );
 }

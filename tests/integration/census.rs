@@ -472,3 +472,49 @@ async fn a_megabyte_of_keys_and_ids_in_one_value_is_scanned_within_its_batch() {
     assert_eq!(kept, 500, "and nothing else");
     assert_eq!(finding(&ctx, asset).await.as_deref(), Some("public.comments.body"));
 }
+
+/// A batch over a table of 200 text and JSON columns stays within its statement limit, whatever the database's own
+/// JIT settings: Postgres JIT-compiles a statement that wide for minutes (174 columns: three to six), and its
+/// statement timeout does not interrupt compilation, so the census never advanced and a pass outlived its
+/// Lambda. The sweeper's sessions run without JIT; here the database asks for it on every statement.
+#[tokio::test]
+async fn a_batch_over_two_hundred_columns_stays_within_its_limit_whatever_the_databases_jit_settings() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let jit: bool = sqlx::query_scalar("SELECT pg_jit_available()").fetch_one(ctx.pool()).await.expect("jit");
+    if !jit {
+        eprintln!("note: this server has no JIT; the batch limit is tested without it");
+    }
+    let database: String = sqlx::query_scalar("SELECT current_database()").fetch_one(ctx.pool()).await.expect("db");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER DATABASE \"{database}\" SET jit = on; ALTER DATABASE \"{database}\" SET jit_above_cost = 0;
+         ALTER DATABASE \"{database}\" SET jit_inline_above_cost = 0;
+         ALTER DATABASE \"{database}\" SET jit_optimize_above_cost = 0;"
+    )))
+    .execute(ctx.pool())
+    .await
+    .expect("JIT on every statement");
+    integration_tests::fixtures::grow_wide_table(ctx.pool(), "settings_wide", 200, 2_000).await;
+    let ws = Uuid::new_v4();
+    let asset = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    sqlx::query("UPDATE settings_wide SET c151 = c151 || ' was ' || $1::text WHERE id = 1000")
+        .bind(asset)
+        .execute(ctx.pool())
+        .await
+        .expect("an id in the 151st column");
+
+    // New sessions, which take the database's settings, and a batch limit of five seconds (minutes short of what compiling would take).
+    let settings = ctx.settings(&[("CENSUS_BATCH_TIMEOUT", "5s")]);
+    let fresh = platform::db::pool(&settings.database);
+    let report = sweep_lambda::Sweeper::new(fresh, ctx.sqs.clone(), settings)
+        .with_storage(ctx.s3.clone())
+        .run_pass(std::time::Instant::now() + std::time::Duration::from_secs(600))
+        .await
+        .expect("sweep pass");
+    assert!(report.census_error.is_none(), "{:?}", report.census_error);
+    let census = report.census.as_ref().expect("census");
+    assert_eq!((census.stopped, census.columns_unproven, census.unread), (Stop::CycleComplete, 0, 0), "{census:?}");
+    assert!(census.longest_batch_ms < 5_000, "{census:?}");
+    eprintln!("200 columns, 2 000 rows: longest batch {} ms, {} batches", census.longest_batch_ms, census.batches);
+    assert_eq!(finding(&ctx, asset).await.as_deref(), Some("public.settings_wide.c151"));
+}

@@ -420,7 +420,8 @@ async fn references_lists_every_source_with_its_verdict() {
     assert_eq!(installed["installed"][0]["source"], "public.pages.body (jsonb $.**)", "{installed}");
     assert_eq!(installed["unguarded"], json!([]));
     let again = json(&run(&url, Some(&ctx), &["guards", "install", "--json"]));
-    assert_eq!((&again["installed"], &again["removed"]), (&installed["installed"], &json!([])), "idempotent");
+    assert_eq!((&again["in_place"], &again["installed"]), (&installed["installed"], &json!([])), "idempotent");
+    assert_eq!(again["removed"], json!([]));
     let (code, map) = json_with_code(&run(&url, Some(&ctx), &["references", "--json"]));
     assert_eq!((code, map["verdict"].as_str()), (Some(0), Some("valid")), "{map}");
     assert_eq!(map["sources"][0]["guard"], "foreign key");
@@ -936,16 +937,89 @@ async fn guards_install_and_references_need_only_the_database_and_name_a_bad_set
     let installed = json(&run_with(&db.url, None, &without, &["guards", "install", "--json"]));
     assert_eq!(installed["installed"][0]["source"], "public.banners.image (asset_id)", "{installed}");
     assert_eq!(installed["unguarded"], json!([]));
-    // What it does read, it still checks.
+    // No schema check runs before it (the guards need only the catalog), so none of its settings is read.
     let bad = [("CLEANUP_QUEUE_URL", ""), ("ASSET_BUCKET", ""), ("UNINDEXED_SOURCES", "maybe")];
-    let stderr = refusal(&run_with(&db.url, None, &bad, &["guards", "install"]));
-    assert!(
-        stderr.contains("UNINDEXED_SOURCES must be refuse or warn") && !stderr.contains("ASSET_BUCKET"),
-        "{stderr}"
-    );
+    let again = json(&run_with(&db.url, None, &bad, &["guards", "install", "--json"]));
+    assert_eq!(again["in_place"], installed["installed"], "{again}");
     // `references` is a check of the schema, and needs no more.
     let (code, map) = json_with_code(&run_with(&db.url, None, &without, &["references", "--json"]));
     assert_eq!((code, map["verdict"].as_str()), (Some(0), Some("valid")), "{map}");
     let stderr = refusal(&run_with(&db.url, None, &bad, &["references"]));
-    assert!(stderr.contains("UNINDEXED_SOURCES must be refuse or warn"), "{stderr}");
+    assert!(
+        stderr.contains("UNINDEXED_SOURCES must be refuse or warn") && !stderr.contains("ASSET_BUCKET"),
+        "{stderr}"
+    );
+}
+
+/// `guards install` as a deploy script runs it beside a busy application: a table whose lock an open transaction
+/// holds is tried a few times briefly and then named, the other tables get their guards, and the application's
+/// writes to them never wait behind the busy one (one transaction for every table made them wait, then failed
+/// without naming it). A run that changes nothing changes no schema: the change detector's generation stays.
+#[tokio::test]
+async fn guards_install_takes_a_table_at_a_time_names_the_one_it_could_not_lock_and_holds_no_other() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql(
+        "CREATE TABLE a_banners (id serial PRIMARY KEY, image asset_id); CREATE INDEX ON a_banners (image);
+         CREATE TABLE z_busy (id serial PRIMARY KEY, image asset_id); CREATE INDEX ON z_busy (image);",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("two asset_id sources");
+    // The application's transaction that wrote to z_busy and has not committed.
+    let mut busy = db.pool.begin().await.expect("a transaction");
+    sqlx::query("INSERT INTO z_busy (image) VALUES (NULL)").execute(&mut *busy).await.expect("a write");
+    let url = db.url.clone();
+    let install = tokio::task::spawn_blocking(move || {
+        let args = ["guards", "install", "--json", "--lock-timeout", "700ms", "--attempts", "3"];
+        run_with(&url, None, &[("CLEANUP_QUEUE_URL", ""), ("ASSET_BUCKET", "")], &args)
+    });
+    // Once the install waits for z_busy, the application writes to a_banners with no patience at all.
+    let waiting = Instant::now();
+    loop {
+        let queued: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'z_busy'::regclass AND NOT granted)",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .expect("locks");
+        if queued {
+            break;
+        }
+        assert!(waiting.elapsed() < Duration::from_secs(30), "the install never asked for z_busy's lock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut app = db.pool.begin().await.expect("a transaction");
+    sqlx::raw_sql("SET LOCAL lock_timeout = '100ms'; INSERT INTO a_banners (image) VALUES (NULL)")
+        .execute(&mut *app)
+        .await
+        .expect("a write to another table does not wait for the busy one");
+    app.commit().await.expect("commit");
+    let output = install.await.expect("the install ran");
+    let (code, report) = json_with_code(&output);
+    assert_eq!(code, Some(1), "a table left unguarded needs a person: {report}");
+    assert_eq!(report["installed"][0]["source"], "public.a_banners.image (asset_id)", "{report}");
+    assert_eq!(report["blocked"][0]["table"], "public.z_busy", "{report}");
+    let reason = report["blocked"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("3 tries of 700ms") && reason.contains("guards install"), "{reason}");
+    assert_eq!(report["unguarded"][0]["table"], "z_busy", "{report}");
+    let once = run_with(&db.url, None, &[], &["guards", "install", "--lock-timeout", "1ms", "--attempts", "1"]);
+    let text = String::from_utf8_lossy(&once.stdout);
+    assert_eq!(once.status.code(), Some(1), "{text}");
+    assert!(text.contains("! public.z_busy: not changed"), "named in the text too: {text}");
+    busy.rollback().await.expect("the application's transaction ends");
+
+    let done = json(&run_with(&db.url, None, &[], &["guards", "install", "--json"]));
+    assert_eq!(done["installed"][0]["source"], "public.z_busy.image (asset_id)", "{done}");
+    assert_eq!(done["in_place"][0]["source"], "public.a_banners.image (asset_id)", "{done}");
+    let generation = || async {
+        let g: i64 = sqlx::query_scalar("SELECT asset_sweeper.asset_sweeper_schema_generation()")
+            .fetch_one(&db.pool)
+            .await
+            .expect("the generation");
+        g
+    };
+    let before = generation().await;
+    let idle = json(&run_with(&db.url, None, &[], &["guards", "install", "--json"]));
+    assert_eq!((idle["installed"].clone(), idle["in_place"].as_array().map(Vec::len)), (json!([]), Some(2)), "{idle}");
+    assert_eq!(generation().await, before, "a run that changes nothing is no schema change");
 }

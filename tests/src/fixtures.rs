@@ -140,3 +140,29 @@ pub async fn grow_application(pool: &PgPool, from: usize, tables: usize, rows: u
         .expect("application table");
     }
 }
+
+/// A table `name` of `columns` columns that could hold asset ids, text and JSON by turns (`c1` text, `c2` jsonb, …),
+/// with `rows` rows of a real application's values: the wide table (a GitLab-sized schema has one of 174 such
+/// columns) whose census statement reads every column in one batch.
+pub async fn grow_wide_table(pool: &PgPool, name: &str, columns: usize, rows: usize) {
+    let kind = |c: usize| if c.is_multiple_of(2) { "jsonb" } else { "text" };
+    let definitions: Vec<String> = (1..=columns).map(|c| format!("c{c} {}", kind(c))).collect();
+    let names: Vec<String> = (1..=columns).map(|c| format!("c{c}")).collect();
+    let values: Vec<String> = (1..=columns)
+        .map(|c| match kind(c) {
+            "jsonb" => format!("jsonb_build_object('field', {c}, 'note', 'row ' || g || ', 2026-11-30')"),
+            _ => format!("'setting {c} of row ' || g || ': /docs/' || g || '-first-steps'"),
+        })
+        .collect();
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE {name} (id bigserial PRIMARY KEY, {});
+         INSERT INTO {name} ({}) SELECT {} FROM generate_series(1, {rows}) g;
+         ANALYZE {name};",
+        definitions.join(", "),
+        names.join(", "),
+        values.join(", "),
+    )))
+    .execute(pool)
+    .await
+    .expect("the wide table");
+}

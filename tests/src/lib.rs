@@ -328,12 +328,15 @@ fn run_detached(future: impl Future<Output = ()> + Send + 'static) {
     }
 }
 
-/// A short unique suffix for resource names (S3 bucket names are at most 63 characters).
 /// What an operator runs after the application's tables change: `asset-sweeper guards install`.
 pub async fn install_guards(pool: &PgPool) {
     let mut conn = pool.acquire().await.unwrap_or_else(|e| fail(format!("install guards: {e}")));
-    let options = schema::CheckOptions { sample_rows: 1, unindexed: schema::UnindexedSources::Warn };
-    schema::check::install_guards(&mut conn, options).await.unwrap_or_else(|e| fail(format!("install guards: {e}")));
+    let (report, _) = schema::check::install_guards(&mut conn, schema::guards::Patience::default())
+        .await
+        .unwrap_or_else(|e| fail(format!("install guards: {e}")));
+    if !report.blocked.is_empty() {
+        fail(format!("install guards: {:?}", report.blocked));
+    }
 }
 
 /// Runs the census until it has read every column once, as the sweep's passes would over time: for benchmarks

@@ -444,8 +444,12 @@ pub async fn install_owner_tables(pool: &PgPool) -> anyhow::Result<()> {
     sqlx::raw_sql(OWNER_TABLES).execute(pool).await.context("creating the demo application's tables")?;
     sqlx::raw_sql(DBA_GRANTS).execute(pool).await.context("granting the sweeper's roles their reading")?;
     let mut conn = crate::sweeper_session(pool).await.context("installing the reference guards")?;
-    let options = schema::CheckOptions { sample_rows: 100, unindexed: schema::UnindexedSources::Refuse };
-    schema::check::install_guards(&mut conn, options).await.context("installing the reference guards")?;
+    let (report, _) = schema::check::install_guards(&mut conn, schema::guards::Patience::default())
+        .await
+        .context("installing the reference guards")?;
+    if let Some(blocked) = report.blocked.first() {
+        anyhow::bail!("installing the reference guards: {}: {}", blocked.table, blocked.reason);
+    }
     conn.close().await?;
     Ok(())
 }
