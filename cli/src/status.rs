@@ -209,7 +209,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     if let Some(last) = last_finished
         && last.outcome.needs_attention()
     {
-        attention.push(format!("the last pass was {} ({})", last.outcome, last.id));
+        // A stalled pass says what held it, step by step.
+        let held: Vec<String> = last
+            .reason
+            .as_ref()
+            .and_then(|r| r["stalled"].as_array())
+            .map(|held| {
+                held.iter()
+                    .map(|h| format!("{}: {}", h["step"].as_str().unwrap_or("?"), h["by"].as_str().unwrap_or("?")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        match held.is_empty() {
+            true => attention.push(format!("the last pass was {} ({})", last.outcome, last.id)),
+            false => attention.push(format!("the last pass was {} ({}): {}", last.outcome, last.id, held.join("; "))),
+        }
     }
     if dlq.depth.waiting + dlq.depth.in_flight > 0 {
         attention.push(format!("the dead-letter queue holds {} message(s)", dlq.depth.waiting + dlq.depth.in_flight));

@@ -20,6 +20,9 @@ text_enum! {
         Skipped = "skipped",
         /// An error ended the pass.
         Failed = "failed",
+        /// Work was waiting and the pass advanced none of it: a statement outlived its share, or no time was left to
+        /// claim (`reason.stalled` names the step and what held it).
+        Stalled = "stalled",
     }
 }
 
@@ -34,6 +37,6 @@ impl RunOutcome {
 
     /// A finished pass that a person should look at.
     pub fn needs_attention(self) -> bool {
-        matches!(self, RunOutcome::Refused | RunOutcome::Braked | RunOutcome::Failed)
+        matches!(self, RunOutcome::Refused | RunOutcome::Braked | RunOutcome::Failed | RunOutcome::Stalled)
     }
 }

@@ -15,6 +15,7 @@ pub mod bucket;
 pub mod enqueue;
 pub mod lock;
 pub mod record;
+pub mod stall;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -279,8 +280,14 @@ impl Sweeper {
             Some(room) => self.claim_and_send(eligible, report, budget_end, room).await?,
             None => Stop::QueueUnavailable,
         });
+        report.stalled = stall::stalled(report);
         report.outcome = if report.braked_workspaces > 0 {
             RunOutcome::Braked
+        } else if let Some(held) = &report.stalled {
+            for held in held {
+                error!(step = held.step, by = %held.by, "the pass stalled: it had work and advanced none of it");
+            }
+            RunOutcome::Stalled
         } else if report.released > 0 || report.stopped == Some(Stop::QueueUnavailable) {
             RunOutcome::Partial
         } else {

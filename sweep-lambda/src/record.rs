@@ -115,6 +115,9 @@ pub struct SweepReport {
     /// login (docs/security.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub superuser: Option<String>,
+    /// When the pass stalled (`reason.stalled`): each step that had work and did none, and what held it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<Vec<crate::stall::Held>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
@@ -143,6 +146,7 @@ impl SweepReport {
             discovery_error: None,
             reconcile: None,
             superuser: None,
+            stalled: None,
             reconcile_error: None,
             adopted_due: 0,
             bucket: None,
@@ -220,6 +224,9 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     if let Some(role) = &report.superuser {
         reason["superuser"] = json!(role);
     }
+    if let Some(held) = &report.stalled {
+        reason["stalled"] = json!(held);
+    }
     let reason = reason.as_object().is_some_and(|o| !o.is_empty()).then_some(reason);
     sqlx::query!(
         "UPDATE sweep_runs
@@ -279,7 +286,7 @@ pub fn metrics_line(report: &SweepReport) -> String {
     let mut counts = vec![
         ("SweepRuns", 1),
         // The heartbeat alarm watches this: a pass that checked the schema and claimed. Skipped, refused
-        // and failed passes do not count, so a sweep stuck in any of them pages someone.
+        // failed and stalled passes do not count, so a sweep stuck in any of them pages someone.
         ("SweepCompleted", u64::from(report.outcome.completed())),
         ("HeldBack", report.backlog.map_or(0, |b| b.held_back)),
         ("Claimed", report.claimed),
@@ -291,6 +298,7 @@ pub fn metrics_line(report: &SweepReport) -> String {
         ("SweepBraked", is(RunOutcome::Braked)),
         ("SweepSkipped", is(RunOutcome::Skipped)),
         ("SweepFailed", is(RunOutcome::Failed)),
+        ("SweepStalled", is(RunOutcome::Stalled)),
         // Also when the brake's outcome outranks it.
         ("SweepPartial", u64::from(report.released > 0)),
         // Deletes and purges wait while any column is unproven; a finding refuses the pass.

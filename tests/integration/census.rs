@@ -518,3 +518,102 @@ async fn a_batch_over_two_hundred_columns_stays_within_its_limit_whatever_the_da
     eprintln!("200 columns, 2 000 rows: longest batch {} ms, {} batches", census.longest_batch_ms, census.batches);
     assert_eq!(finding(&ctx, asset).await.as_deref(), Some("public.settings_wide.c151"));
 }
+
+/// A pass whose census statement outlives its share (as one Postgres JIT-compiled for minutes did, past a statement
+/// timeout that cannot interrupt compilation) and then has no time left to claim what is due advanced none of its
+/// work: it is recorded `stalled`, not `ok`, naming the census statement and the claim; it is no good pass for the
+/// heartbeat (`SweepCompleted` 0) and `status` names what held it. The next pass, unheld, claims.
+#[tokio::test]
+async fn a_pass_held_by_a_statement_past_its_share_is_recorded_stalled_naming_the_statement() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    sqlx::raw_sql("CREATE TABLE wide_notes (id serial PRIMARY KEY, ref uuid, note text)")
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+    fill(&ctx, "wide_notes", 400, 0, Uuid::new_v4()).await;
+    fail::cfg("census::stall", "return(4)").expect("failpoint");
+    let settings = ctx.settings(&[("CENSUS_BATCH_TIMEOUT", "1s")]);
+    let report = sweep_lambda::Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), settings)
+        .with_storage(ctx.s3.clone())
+        .run_pass(std::time::Instant::now() + std::time::Duration::from_secs(3))
+        .await;
+    fail::remove("census::stall");
+    let report = report.expect("the pass ends");
+    assert_eq!((report.outcome, report.claimed), (RunOutcome::Stalled, 0), "{:?}", report.reason);
+    let (outcome, reason): (String, Value) = sqlx::query_as("SELECT outcome, reason FROM sweep_runs WHERE id = $1")
+        .bind(report.run_id)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("run row");
+    assert_eq!(outcome, "stalled");
+    let held = &reason["stalled"];
+    assert_eq!((&held[0]["step"], &held[1]["step"]), (&Value::from("census"), &Value::from("claim")), "{reason}");
+    let by = held[0]["by"].as_str().unwrap_or_default();
+    assert!(by.contains("statement over public.wide_notes") && by.contains("1s limit"), "{by}");
+    assert!(held[1]["by"].as_str().is_some_and(|b| b.starts_with("1 asset(s) due")), "{reason}");
+    let metrics: Value = serde_json::from_str(&sweep_lambda::record::metrics_line(&report)).expect("metrics");
+    assert_eq!((&metrics["SweepCompleted"], &metrics["SweepStalled"]), (&Value::from(0), &Value::from(1)), "{metrics}");
+    let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(status.status.code(), Some(1), "{text}");
+    assert!(text.contains("the last pass was stalled") && text.contains("census: the census statement over"), "{text}");
+
+    let next = pass(&ctx, &[]).await;
+    assert_eq!((next.outcome, next.claimed), (RunOutcome::Ok, 1), "{:?}", next.reason);
+}
+
+/// A batch size a statement timeout halved is remembered for that table: the next pass starts from it (and doubles it
+/// while its batches are quick), instead of timing out again at the configured size. Before, every pass forgot it.
+#[tokio::test]
+async fn a_batch_size_a_timeout_halved_is_remembered_for_that_table() {
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    sqlx::raw_sql("CREATE TABLE heavy_docs (id serial PRIMARY KEY, ref uuid, note text)")
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+    fill(&ctx, "heavy_docs", 2_000, 0, Uuid::new_v4()).await;
+    let mut conn = ctx.pool().acquire().await.expect("connection");
+    let derived = schema::derive(&mut conn).await.expect("derive");
+    let targets: Vec<schema::census::Target> =
+        schema::census::targets(&derived.sources, &derived.problems, &derived.candidates)
+            .into_iter()
+            .filter(|t| t.table == "heavy_docs")
+            .collect();
+    let budget = |max_batches| schema::census::Budget {
+        until: std::time::Instant::now() + std::time::Duration::from_secs(600),
+        max_batches,
+        batch_blocks: 64,
+        batch_timeout: std::time::Duration::from_secs(30),
+        cycle_interval: std::time::Duration::ZERO,
+    };
+    // Batches of more than one block are cancelled: 64, 32, 16, 8, 4 and 2 time out, then one block is read.
+    fail::cfg("census::block_limit", "return(1)").expect("failpoint");
+    let first = schema::census::advance(&mut conn, &targets, budget(7), None).await;
+    fail::remove("census::block_limit");
+    let first = first.expect("census");
+    assert_eq!((first.stopped, first.blocks, first.batches), (Stop::BatchCap, 1, 7), "{first:?}");
+    let remembered: Option<i32> =
+        sqlx::query_scalar("SELECT min(batch_blocks) FROM census_columns WHERE table_name = 'heavy_docs'")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("batch size");
+    assert_eq!(remembered, Some(2), "halved to one block, doubled after its one quick batch, and kept for the table");
+    let total: i64 =
+        sqlx::query_scalar("SELECT pg_relation_size('heavy_docs') / 8192").fetch_one(&mut *conn).await.expect("size");
+    assert!(total > 64, "a table larger than one configured batch: {total} blocks");
+    // The next pass starts at two blocks and doubles while its batches are quick: 2, 4, … 64. A pass that forgot
+    // would read the rest in two batches of 64.
+    let next = schema::census::advance(&mut conn, &targets, budget(u32::MAX), None).await.expect("census");
+    assert_eq!(next.stopped, Stop::CycleComplete, "{next:?}");
+    assert!(next.batches >= 5, "{next:?}: {total} blocks");
+    let after: Option<i32> =
+        sqlx::query_scalar("SELECT min(batch_blocks) FROM census_columns WHERE table_name = 'heavy_docs'")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("batch size");
+    assert_eq!(after, None, "quick batches grew it back to the configured size");
+}

@@ -76,6 +76,10 @@ pub struct Progress {
     pub last_cycle_seconds: Option<f64>,
     /// Why it stopped.
     pub stopped: Stop,
+    /// When it stopped short having read nothing in this pass: the statement that held it (a batch that outlasted
+    /// its limit, over which table), or the table it was about to read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<String>,
 }
 
 /// Brings the census's columns in step with `targets`, then reads batches until the cycle is complete, the time
@@ -128,9 +132,11 @@ async fn read(
     let mut findings = 0u64;
     let mut unread = 0u64;
     let (mut longest, mut reading) = (Duration::ZERO, Duration::ZERO);
-    // Halved for the rest of the pass when a batch outlasts the statement timeout (TOASTed documents can make a
-    // few blocks hold far more than their 8 KiB).
-    let mut batch_blocks = i64::from(budget.batch_blocks.max(1));
+    // A table's batches are halved when one outlasts the statement timeout (TOASTed documents, or a table of
+    // hundreds of columns, can make a few blocks hold far more than their 8 KiB), and the size is remembered for
+    // that table; a batch quick at the smaller size doubles it again, up to the configured size.
+    let configured = i64::from(budget.batch_blocks.max(1));
+    let mut last_timeout: Option<String> = None;
     let mut work = plan(conn, budget.cycle_interval, layout.is_some()).await?.into_iter();
     let mut group = work.next();
     if group.is_some() {
@@ -151,6 +157,7 @@ async fn read(
         if Instant::now() >= budget.until {
             break Stop::TimeShare;
         }
+        let batch_blocks = current.batch_blocks.unwrap_or(configured).clamp(1, configured);
         let mut end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
         if end >= current.blocks {
             // The table may have grown since the work was planned: its end is where it ends now.
@@ -168,15 +175,19 @@ async fn read(
             match scanned {
                 Ok(found) => found,
                 Err(e) if timed_out(&e) && end - current.next_block > 1 => {
-                    batch_blocks = ((end - current.next_block) / 2).max(1);
+                    let halved = ((end - current.next_block) / 2).max(1);
                     let table = &current.heap;
-                    tracing::warn!(%table, batch_blocks, "a census batch timed out: reading fewer blocks");
+                    tracing::warn!(%table, batch_blocks = halved, "a census batch timed out: reading fewer blocks");
+                    last_timeout = Some(outlasted(current, end, started.elapsed(), budget.batch_timeout));
+                    current.batch_blocks = Some(halved);
+                    remember_batch(conn, current.relid, current.batch_blocks).await?;
                     batches += 1;
                     continue;
                 }
                 // One block cannot be read within the limit: it is read value by value, and what cannot be read
                 // whole is recorded, so it holds what it names without holding the column's proof.
                 Err(e) if timed_out(&e) => {
+                    last_timeout = Some(outlasted(current, end, started.elapsed(), budget.batch_timeout));
                     let table = &current.heap;
                     tracing::warn!(%table, block = current.next_block, "a census block timed out alone: reading it value by value");
                     let (found, values) =
@@ -193,6 +204,11 @@ async fn read(
         let took = started.elapsed();
         longest = longest.max(took);
         reading += took;
+        if current.batch_blocks.is_some_and(|b| b < configured) && took < budget.batch_timeout / 4 {
+            let doubled = current.batch_blocks.map_or(configured, |b| b.saturating_mul(2));
+            current.batch_blocks = (doubled < configured).then_some(doubled);
+            remember_batch(conn, current.relid, current.batch_blocks).await?;
+        }
         let finished = end >= current.blocks;
         let first = current.next_block == 0;
         // A scan begun here is dated from the batch's start, or from when the key scan read the adopted keys if
@@ -220,6 +236,14 @@ async fn read(
     let completed = if stopped == Stop::CycleComplete { complete_cycle(conn).await? } else { None };
     // Nothing left to read yet the cycle did not end here: it is resting between cycles.
     let stopped = if stopped == Stop::CycleComplete && completed.is_none() { Stop::Resting } else { stopped };
+    let held_by = (blocks == 0 && matches!(stopped, Stop::TimeShare | Stop::BatchCap)).then(|| {
+        last_timeout.unwrap_or_else(|| match &group {
+            Some(current) => {
+                format!("its share ran out before it read {} (block {})", current.heap, current.next_block)
+            }
+            None => "its share ran out before it read anything".to_owned(),
+        })
+    });
     Ok(Progress {
         cycle: state.cycle,
         cycle_started_at: state.cycle_started_at,
@@ -237,6 +261,7 @@ async fn read(
         columns_found: state.findings.len() as u64,
         last_cycle_seconds: completed.or(state.last_cycle_seconds),
         stopped,
+        held_by,
     })
 }
 
@@ -321,7 +346,8 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
                   array_agg(c.family ORDER BY c.attnum) AS "families!",
                   array_agg(c.shape ORDER BY c.attnum) AS "shapes!",
                   jsonb_agg(to_jsonb(c.json_paths) ORDER BY c.attnum) AS "paths!",
-                  array_agg(c.reads ORDER BY c.attnum) AS "reads!"
+                  array_agg(c.reads ORDER BY c.attnum) AS "reads!",
+                  min(c.batch_blocks)::bigint AS batch_blocks
              FROM census_columns c
             CROSS JOIN census_state s
              JOIN pg_class t ON t.oid = c.relid
@@ -368,10 +394,34 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
             next_block: row.next_block,
             heap: row.heap,
             blocks: row.blocks,
+            batch_blocks: row.batch_blocks,
             columns,
         });
     }
     Ok(groups)
+}
+
+/// The statement that outlasted the batch limit, as the run record names it.
+fn outlasted(group: &Group, end: i64, took: Duration, limit: Duration) -> String {
+    format!(
+        "the census statement over {} (blocks {} to {}) ran {:.1} s against its {} limit",
+        group.heap,
+        group.next_block,
+        end,
+        took.as_secs_f64(),
+        humantime::format_duration(limit)
+    )
+}
+
+/// Keeps the batch size for the table `relid` (`None`: the configured size) for the passes to come.
+async fn remember_batch(
+    conn: &mut PgConnection,
+    relid: sqlx::postgres::types::Oid,
+    blocks: Option<i64>,
+) -> Result<(), sqlx::Error> {
+    let blocks = blocks.map(|b| i32::try_from(b).unwrap_or(i32::MAX));
+    sqlx::query!("UPDATE census_columns SET batch_blocks = $2 WHERE relid = $1", relid, blocks).execute(conn).await?;
+    Ok(())
 }
 
 /// A table's size in blocks now (0 once it is gone) and its file.

@@ -329,6 +329,7 @@ mod tests {
             next_block: 0,
             heap: r#""public"."pages""#.into(),
             blocks: 100,
+            batch_blocks: None,
             columns,
         }
     }

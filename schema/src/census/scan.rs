@@ -20,6 +20,8 @@ pub(super) struct Group {
     pub(super) heap: String,
     /// Its size in blocks now.
     pub(super) blocks: i64,
+    /// The batch size a statement timeout halved for this table, remembered across passes; `None`: the configured.
+    pub(super) batch_blocks: Option<i64>,
     pub(super) columns: Vec<Column>,
 }
 
@@ -58,6 +60,13 @@ impl Column {
 /// statement timeout, as a batch of oversized documents would be.
 fn injected_block_limit() -> Option<i64> {
     fail::fail_point!("census::block_limit", |limit: Option<String>| limit.and_then(|l| l.parse().ok()));
+    None
+}
+
+/// Failpoint `census::stall`: each batch's statement runs its argument in seconds, past any statement timeout, and is
+/// then cancelled by it, as a statement Postgres JIT-compiles for minutes is (compilation ignores the timeout).
+fn injected_stall() -> Option<f64> {
+    fail::fail_point!("census::stall", |seconds: Option<String>| seconds.and_then(|s| s.parse().ok()));
     None
 }
 
@@ -109,6 +118,15 @@ pub(super) async fn scan(
         let timed_out = sqlx::raw_sql("SET statement_timeout = 1; SELECT pg_sleep(1)").execute(&mut *conn).await;
         sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
         timed_out?;
+    }
+    if let Some(seconds) = injected_stall() {
+        let stalled = sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET statement_timeout = 0; SELECT pg_sleep({seconds}); SET statement_timeout = 1; SELECT pg_sleep(1)"
+        )))
+        .execute(&mut *conn)
+        .await;
+        sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
+        stalled?;
     }
     let (sql, paths) = statement(group);
     let (from, to) = rows.bounds();
@@ -311,6 +329,7 @@ mod tests {
             next_block: 0,
             heap: heap.into(),
             blocks: 100,
+            batch_blocks: None,
             columns,
         }
     }

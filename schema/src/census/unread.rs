@@ -60,6 +60,7 @@ pub(super) async fn read_block(
                 next_block: block,
                 heap: group.heap.clone(),
                 blocks: group.blocks,
+                batch_blocks: Some(1),
                 columns: vec![column.clone()],
             };
             let read = if Instant::now() < until {
