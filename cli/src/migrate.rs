@@ -12,9 +12,25 @@ pub(crate) async fn run() -> anyhow::Result<Output> {
         [] => String::new(),
         files => format!("; SQL definitions applied from {}", files.join(", ")),
     };
+    let mut text =
+        format!("applied {} migration(s); the schema is at version {version}{definitions}", applied.migrations);
+    let mut warnings = Vec::new();
+    if !applied.detector {
+        let role: String = sqlx::query_scalar("SELECT current_user::text").fetch_one(&pool).await?;
+        warnings.push(migrator::no_detector(&role));
+    }
+    for warning in &warnings {
+        text.push_str(&format!("\n  ~ {warning}"));
+    }
     Ok(Output {
-        text: format!("applied {} migration(s); the schema is at version {version}{definitions}", applied.migrations),
-        json: json!({ "applied": applied.migrations, "version": version, "definitions": applied.definitions }),
+        text,
+        json: json!({
+            "applied": applied.migrations,
+            "version": version,
+            "definitions": applied.definitions,
+            "detector": applied.detector,
+            "warnings": warnings,
+        }),
         attention: Vec::new(),
     })
 }

@@ -190,7 +190,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     };
     let (records_text, records, records_attention) = crate::retention::last_pass(&pool).await?;
     let sqs = platform::aws::sqs_client(&sdk);
-    let (queue, dlq) = platform::queues::with_dead_letter(&sqs, &settings.queue.url).await?;
+    // A queue it cannot read is one line of the page, not the end of it: the database's half still shows.
+    let queues = platform::queues::with_dead_letter(&sqs, &settings.queue.url).await.map_err(|e| e.to_string());
 
     // What needs a person.
     let mut attention = Vec::new();
@@ -225,8 +226,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             false => attention.push(format!("the last pass was {} ({}): {}", last.outcome, last.id, held.join("; "))),
         }
     }
-    if dlq.depth.waiting + dlq.depth.in_flight > 0 {
-        attention.push(format!("the dead-letter queue holds {} message(s)", dlq.depth.waiting + dlq.depth.in_flight));
+    match &queues {
+        Ok((_, dlq)) if dlq.depth.waiting + dlq.depth.in_flight > 0 => attention
+            .push(format!("the dead-letter queue holds {} message(s)", dlq.depth.waiting + dlq.depth.in_flight)),
+        Ok(_) => {}
+        Err(e) => attention.push(format!("the queues could not be read: {e}")),
     }
     if let Err(reason) = &schema {
         attention.push(format!("the schema check refuses now: {reason}"));
@@ -310,7 +314,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "backlog: {due} due now, oldest due {}; {leased} leased in flight",
         oldest_due.map_or("-".to_owned(), |s| format!("{:.0} min ago", s / 60.0))
     );
-    let waiting = u64::try_from(due).unwrap_or(0) + queue.depth.total();
+    let waiting = u64::try_from(due).unwrap_or(0) + queues.as_ref().map_or(0, |(queue, _)| queue.depth.total());
     let rate = settled_lately as f64 / RATE_WINDOW_SECS;
     let empty_in = (waiting > 0 && rate > 0.0)
         .then(|| std::time::Duration::try_from_secs_f64((waiting as f64 / rate).ceil()).unwrap_or_default());
@@ -341,11 +345,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for f in &failed {
         let _ = writeln!(text, "  {} (workspace {}) {}", f.id, f.workspace_id, f.last_error.as_deref().unwrap_or("-"));
     }
-    let _ = writeln!(
-        text,
-        "queue: {} waiting, {} in flight · dead-letter queue: {} waiting, {} in flight",
-        queue.depth.waiting, queue.depth.in_flight, dlq.depth.waiting, dlq.depth.in_flight
-    );
+    match &queues {
+        Ok((queue, dlq)) => {
+            let _ = writeln!(
+                text,
+                "queue: {} waiting, {} in flight · dead-letter queue: {} waiting, {} in flight",
+                queue.depth.waiting, queue.depth.in_flight, dlq.depth.waiting, dlq.depth.in_flight
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(text, "queue: unreadable: {e}");
+        }
+    }
     let _ = writeln!(
         text,
         "brake: {} workspace(s) held back by the last pass, {} approval(s) active",
@@ -515,8 +526,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "dashboard": args.dashboard,
         "leased": leased,
         "failed": { "count": failed_count, "latest": failed },
-        "queue": queue.depth,
-        "dead_letter_queue": dlq.depth,
+        "queue": queues.as_ref().ok().map(|(q, _)| q.depth),
+        "dead_letter_queue": queues.as_ref().ok().map(|(_, d)| d.depth),
+        "queue_error": queues.as_ref().err(),
         "brake": {
             "held": braked.iter().map(|(ws, why)| json!({ "workspace_id": ws, "why": why })).collect::<Vec<_>>(),
             "approvals": approvals.iter().map(|(ws, by, reason, until)| json!({ "workspace_id": ws, "approved_by": by, "reason": reason, "expires_at": until })).collect::<Vec<_>>(),

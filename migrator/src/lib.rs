@@ -121,6 +121,18 @@ pub struct Applied {
     pub migrations: usize,
     /// The definition files it applied because their text had changed, as `schema/sql/guards.sql`.
     pub definitions: Vec<String>,
+    /// Whether the schema change detector's event triggers are in place. They need a superuser (`rds_superuser`
+    /// on RDS): without one the migration succeeds and the consumer verifies the whole catalog's fingerprint instead.
+    pub detector: bool,
+}
+
+/// What a migration says when it could not install the schema change detector as `role`.
+pub fn no_detector(role: &str) -> String {
+    format!(
+        "no schema change detector: {role} is not a superuser, and event triggers need one (rds_superuser on RDS). \
+         Each settle verifies the whole catalog's fingerprint instead: exact, but slower as the schema grows. Run \
+         `asset-sweeper migrate` once as a superuser to install it"
+    )
 }
 
 /// Why the schema could not be brought up to date.
@@ -218,9 +230,10 @@ async fn migrate_locked(conn: &mut PgConnection) -> Result<Applied, MigrationErr
     migrator.run(&mut *conn).await?;
     let migrations = applied_migrations(conn).await?.saturating_sub(before);
     let definitions = apply_definitions(conn).await?;
+    let detector = detector_installed(conn).await.map_err(MigrationError::Record)?;
     sqlx::raw_sql("RESET search_path").execute(&mut *conn).await.map_err(MigrationError::Record)?;
     conn.unlock().await?;
-    Ok(Applied { migrations, definitions })
+    Ok(Applied { migrations, definitions, detector })
 }
 
 /// Creates the sweeper's schema (owned by this role, so no other may create in it), moves an older install's
@@ -342,6 +355,22 @@ async fn applied_migrations(conn: &mut PgConnection) -> Result<usize, MigrateErr
 
 /// Applies, in one transaction, each definition file whose text differs from the one last applied (by the digest
 /// `asset_sweeper_definitions` keeps), and names them. The caller holds the migrations' lock.
+/// The definition file that installs the schema change detector.
+const DETECTOR: &str = "schema/sql/detector.sql";
+
+/// Whether the schema change detector is fully in place (its event triggers among it).
+async fn detector_installed(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    // Two statements: a function that does not exist yet fails the statement that names it as it is parsed.
+    let defined: bool =
+        sqlx::query_scalar("SELECT to_regproc('asset_sweeper.asset_sweeper_detector_state') IS NOT NULL")
+            .fetch_one(&mut *conn)
+            .await?;
+    if !defined {
+        return Ok(false);
+    }
+    sqlx::query_scalar("SELECT asset_sweeper.asset_sweeper_detector_state() IS NOT NULL").fetch_one(conn).await
+}
+
 async fn apply_definitions(conn: &mut PgConnection) -> Result<Vec<String>, MigrationError> {
     let mut tx = conn.begin().await.map_err(MigrationError::Record)?;
     let mut applied = Vec::new();
@@ -360,7 +389,12 @@ async fn apply_definitions(conn: &mut PgConnection) -> Result<Vec<String>, Migra
         .fetch_optional(&mut *tx)
         .await
         .map_err(MigrationError::Record)?;
-        if changed.is_some() {
+        // Also the detector's file when its event triggers are missing though its text is unchanged: a superuser's
+        // migration installs what an earlier one by a lesser role could not.
+        let missing = file == DETECTOR
+            && changed.is_none()
+            && !detector_installed(&mut tx).await.map_err(MigrationError::Record)?;
+        if changed.is_some() || missing {
             sqlx::raw_sql(AssertSqlSafe(sql))
                 .execute(&mut *tx)
                 .await

@@ -132,9 +132,24 @@ BEGIN
                 NULL;
         END;
     END IF;
+    -- An owner that is not a superuser acts as the role only as a member of it: a role made by a CREATEROLE owner
+    -- can be granted to it; one made by a superuser (for another database of the cluster) cannot, and then the
+    -- migration goes on without filters rather than fail.
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_filter_owner')
+       AND NOT pg_has_role(current_user, 'asset_sweeper_filter_owner', 'MEMBER') THEN
+        BEGIN
+            EXECUTE format('GRANT asset_sweeper_filter_owner TO %I', current_user);
+        EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
+            NULL;
+        END;
+    END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_filter_owner')
        AND to_regnamespace('asset_sweeper_filters') IS NULL THEN
-        CREATE SCHEMA asset_sweeper_filters AUTHORIZATION asset_sweeper_filter_owner;
+        BEGIN
+            CREATE SCHEMA asset_sweeper_filters AUTHORIZATION asset_sweeper_filter_owner;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE WARNING 'asset-sweeper: % cannot act as asset_sweeper_filter_owner (GRANT asset_sweeper_filter_owner TO %, then migrate again): retention filters are refused until then', current_user, current_user;
+        END;
     END IF;
 END
 $do$;
@@ -165,8 +180,13 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'asset_sweeper_filter_owner') THEN
         EXECUTE format('GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text) TO %I',
                        current_user);
-        ALTER FUNCTION asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text)
-            OWNER TO asset_sweeper_filter_owner;
+        BEGIN
+            ALTER FUNCTION asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text)
+                OWNER TO asset_sweeper_filter_owner;
+        EXCEPTION WHEN insufficient_privilege THEN
+            -- Warned above: the filters' check refuses a filter while this function is not the role's.
+            NULL;
+        END;
     END IF;
 END
 $do$;

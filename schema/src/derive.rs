@@ -3,6 +3,7 @@
 //! shows, and the candidate columns (uuid, text or JSON that are no source) the sample and the census read.
 
 use migrator::OWN_TABLES;
+use platform::sql::quote_ident;
 use sqlx::PgConnection;
 
 use crate::map::{Candidate, Derived, ReferenceSource, SchemaProblem, SourceKind};
@@ -23,6 +24,29 @@ macro_rules! query_with_readable {
             $(, $arg)*
         )
     };
+}
+
+/// The statements that turn the foreign key `constraint` on `schema.table`, as `pg_get_constraintdef` wrote it, into
+/// the same key with no `ON DELETE` action: added `NOT VALID` and validated apart, so the table is not locked against
+/// writes while its rows are checked.
+fn no_action(schema: &str, table: &str, constraint: &str, definition: &str) -> String {
+    let mut kept = definition.to_owned();
+    if let Some(at) = kept.find(" ON DELETE ") {
+        let rest = &kept[at + " ON DELETE ".len()..];
+        let action = ["CASCADE", "SET NULL", "SET DEFAULT"].into_iter().find(|a| rest.starts_with(a)).unwrap_or("");
+        let mut end = at + " ON DELETE ".len() + action.len();
+        // `SET NULL (column, …)`: the columns it would set.
+        if kept[end..].starts_with(" (") {
+            end = kept[end..].find(')').map_or(end, |close| end + close + 1);
+        }
+        kept.replace_range(at..end, "");
+    }
+    let kept = kept.strip_suffix(" NOT VALID").unwrap_or(&kept);
+    let (table, constraint) = (format!("{}.{}", quote_ident(schema), quote_ident(table)), quote_ident(constraint));
+    format!(
+        "ALTER TABLE {table} DROP CONSTRAINT {constraint}, ADD CONSTRAINT {constraint} {kept} NOT VALID; \
+         ALTER TABLE {table} VALIDATE CONSTRAINT {constraint};"
+    )
 }
 
 /// The sources, the problems and the candidate columns, from the catalog alone.
@@ -46,7 +70,8 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
     // their parent's key (conparentid <> 0): check the parent only.
     let keys = query_with_readable!(
         r#"SELECT n.nspname::text AS "schema!", c.relname::text AS "table!", a.attname::text AS "column!",
-                  format_type(a.atttypid, a.atttypmod) AS "column_type!", con.confdeltype::text AS "action!", "#,
+                  format_type(a.atttypid, a.atttypmod) AS "column_type!", con.confdeltype::text AS "action!",
+                  con.conname::text AS "constraint!", pg_get_constraintdef(con.oid) AS "definition!", "#,
         r#" AS "readable!"
              FROM pg_constraint con
              JOIN pg_class c ON c.oid = con.conrelid
@@ -75,6 +100,7 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
                 table: table.clone(),
                 column: column.clone(),
                 on_delete: on_delete.to_owned(),
+                fix: no_action(&schema, &table, &key.constraint, &key.definition),
             });
         }
         if !readable {
@@ -348,4 +374,34 @@ async fn candidates(
         found.push(Candidate { schema, table, column, shape: row.shape, family: row.family, reads: row.reads });
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_action;
+
+    #[test]
+    fn a_destructive_key_is_rewritten_without_its_action_and_nothing_else() {
+        assert_eq!(
+            no_action(
+                "public",
+                "covers",
+                "covers_image_fkey",
+                "FOREIGN KEY (image) REFERENCES asset_sweeper.assets(id) ON DELETE SET NULL"
+            ),
+            r#"ALTER TABLE "public"."covers" DROP CONSTRAINT "covers_image_fkey", ADD CONSTRAINT "covers_image_fkey" FOREIGN KEY (image) REFERENCES asset_sweeper.assets(id) NOT VALID; ALTER TABLE "public"."covers" VALIDATE CONSTRAINT "covers_image_fkey";"#
+        );
+        let kept = no_action(
+            "App",
+            "notes",
+            "Notes FK",
+            "FOREIGN KEY (ws, image) REFERENCES asset_sweeper.assets(workspace_id, id) ON UPDATE CASCADE \
+             ON DELETE SET NULL (image) DEFERRABLE NOT VALID",
+        );
+        assert!(
+            kept.contains(r#"ADD CONSTRAINT "Notes FK" FOREIGN KEY (ws, image) REFERENCES asset_sweeper.assets(workspace_id, id) ON UPDATE CASCADE DEFERRABLE NOT VALID;"#),
+            "{kept}"
+        );
+        assert!(kept.starts_with(r#"ALTER TABLE "App"."notes" DROP CONSTRAINT "Notes FK""#), "{kept}");
+    }
 }

@@ -148,6 +148,10 @@ pub enum SchemaProblem {
         column: String,
         /// The key's `ON DELETE` action.
         on_delete: String,
+        /// The statements that make it `ON DELETE NO ACTION`, keeping the rest of its definition (empty in a
+        /// verdict recorded before they were named).
+        #[serde(default)]
+        fix: String,
     },
     /// A column that is no source but whose sampled values are asset ids or storage keys.
     UnexplainedAssetIds {
@@ -278,8 +282,16 @@ impl fmt::Display for SchemaProblem {
             SchemaProblem::SourceUnreadable { schema, table, column } => {
                 write!(f, "{schema}.{table}.{column} cannot be read by this database role")
             }
-            SchemaProblem::DestructiveForeignKey { schema, table, column, on_delete } => {
-                write!(f, "foreign key {schema}.{table}.{column} -> assets is ON DELETE {on_delete}")
+            SchemaProblem::DestructiveForeignKey { schema, table, column, on_delete, fix } => {
+                write!(f, "foreign key {schema}.{table}.{column} -> assets is ON DELETE {on_delete}")?;
+                if !fix.is_empty() {
+                    write!(
+                        f,
+                        ": removing an asset row would change the record that names it; make the key NO ACTION \
+                         (the sweeper removes a row only when nothing refers to it, so the key never acts): {fix}"
+                    )?;
+                }
+                Ok(())
             }
             SchemaProblem::UnexplainedAssetIds { schema, table, column, data_type } => write!(
                 f,
@@ -436,6 +448,7 @@ mod tests {
                     table: "products".into(),
                     column: "image_id".into(),
                     on_delete: "CASCADE".into(),
+                    fix: String::new(),
                 },
             ],
             sources: Vec::new(),

@@ -113,6 +113,38 @@ async fn migrate_applies_every_migration_once_and_says_so() {
     assert!(unreachable.contains("cannot reach the database at 127.0.0.1"), "{unreachable}");
 }
 
+/// `migrate` run by an owner that is not a superuser installs everything but the schema change detector (event
+/// triggers need a superuser) and says so, in text and JSON; it used to say nothing. Once the owner may (on RDS,
+/// `rds_superuser` granted), the next migrate installs the detector though no definition changed.
+#[tokio::test]
+async fn migrate_by_an_owner_that_is_not_a_superuser_says_it_installed_no_change_detector() {
+    let db = TestDatabase::unmigrated().await;
+    let owner =
+        integration_tests::TestLogin::new(&db, &format!("GRANT CREATE ON DATABASE \"{}\" TO {{login}}", db.name)).await;
+    let first = json(&run(&owner.url, None, &["migrate", "--json"]));
+    assert_eq!(first["detector"], false, "{first}");
+    let warning = first["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("no schema change detector") && warning.contains(&owner.name), "{first}");
+    let text = stdout(&run(&owner.url, None, &["migrate"]));
+    assert!(text.contains("\n  ~ no schema change detector"), "{text}");
+
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("ALTER ROLE {} SUPERUSER", owner.name)))
+        .execute(&db.pool)
+        .await
+        .expect("the owner may now");
+    let again = json(&run(&owner.url, None, &["migrate", "--json"]));
+    assert_eq!(
+        (&again["applied"], &again["detector"], &again["warnings"]),
+        (&json!(0), &json!(true), &json!([])),
+        "{again}"
+    );
+    assert_eq!(again["definitions"], json!(["schema/sql/detector.sql"]), "installed though its text is unchanged");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("ALTER ROLE {} NOSUPERUSER", owner.name)))
+        .execute(&db.pool)
+        .await
+        .expect("as it was");
+}
+
 #[tokio::test]
 async fn approve_records_who_and_why_and_refuses_an_unknown_workspace() {
     let ctx = TestContext::new().await;
@@ -447,6 +479,43 @@ async fn references_lists_every_source_with_its_verdict() {
     let text = String::from_utf8(output.stdout).expect("utf-8");
     assert!(text.starts_with("schema check: REFUSED"), "{text}");
     assert!(text.contains("foreign key public.banners.image -> assets is ON DELETE CASCADE"), "{text}");
+
+    // ON DELETE SET NULL, as a large application's migrations often write it: the refusal names the statements that
+    // fix it, and running them as written leaves the schema valid.
+    sqlx::raw_sql(
+        "CREATE INDEX ON banners (image);
+         CREATE TABLE covers (id serial PRIMARY KEY, image uuid REFERENCES assets (id) ON DELETE SET NULL);
+         CREATE INDEX ON covers (image);",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("a key that sets null");
+    let (_, map) = json_with_code(&run(&url, Some(&ctx), &["references", "--json"]));
+    let fixes: Vec<String> = map["sources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["problems"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["problem"] == "destructive_foreign_key")
+        .filter_map(|p| p["fix"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(fixes.len(), 2, "{map}");
+    let text = stdout_of(&run(&url, Some(&ctx), &["references"]));
+    assert!(
+        text.contains("public.covers.image -> assets is ON DELETE SET NULL: removing an asset row would change")
+            && text.contains(r#"ALTER TABLE "public"."covers" DROP CONSTRAINT "covers_image_fkey""#),
+        "{text}"
+    );
+    for fix in fixes {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(fix)).execute(ctx.pool()).await.expect("the fix as the refusal wrote it");
+    }
+    let (code, map) = json_with_code(&run(&url, Some(&ctx), &["references", "--json"]));
+    assert_eq!((code, map["verdict"].as_str()), (Some(0), Some("valid")), "{map}");
+}
+
+/// What a command printed, whatever its exit code.
+fn stdout_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// A schema the census has not read yet: `references` names the first twenty unproven columns a line each, and how
@@ -493,14 +562,31 @@ async fn status_into_a_pipe_its_reader_closed_exits_as_usual() {
     assert_eq!(output.status.code(), expected, "{stderr}");
 }
 
+/// An unreachable database is one line and exit 2: nothing can be shown. An unreadable queue is not: `status` shows
+/// what the database says, names the queue's error, and exits 1 (it used to exit 2 with the queue's error alone).
 #[tokio::test]
-async fn an_unreachable_database_or_queue_is_one_line_and_exit_2() {
+async fn an_unreachable_database_is_one_line_and_exit_2_and_an_unreadable_queue_leaves_the_rest_of_status() {
     let ctx = TestContext::new().await;
     let no_db = refusal(&run("postgres://postgres@127.0.0.1:1/none", Some(&ctx), &["status"]));
     assert!(no_db.contains("cannot reach the database at 127.0.0.1"), "{no_db}");
+    let ws = Uuid::new_v4();
+    seed(&ctx, ws, "released", "3 days", &format!("{ws}/due.png")).await;
     let missing = format!("{}-missing", ctx.queue.url);
-    let no_queue = refusal(&run_with(&ctx.db.url, Some(&ctx), &[("CLEANUP_QUEUE_URL", &missing)], &["status"]));
-    assert!(no_queue.contains("cannot read queue") && no_queue.contains("-missing"), "{no_queue}");
+    let no_queue = run_with(&ctx.db.url, Some(&ctx), &[("CLEANUP_QUEUE_URL", &missing)], &["status"]);
+    let text = String::from_utf8_lossy(&no_queue.stdout);
+    assert_eq!(no_queue.status.code(), Some(1), "{text}");
+    assert!(text.contains("queue: unreadable: cannot read queue") && text.contains("-missing"), "{text}");
+    assert!(text.contains("backlog: 1 due now"), "the database's half is shown: {text}");
+    let (code, page) =
+        json_with_code(&run_with(&ctx.db.url, Some(&ctx), &[("CLEANUP_QUEUE_URL", &missing)], &["status", "--json"]));
+    assert_eq!((code, &page["queue"]), (Some(1), &Value::Null), "{page}");
+    assert!(page["queue_error"].as_str().is_some_and(|e| e.contains("-missing")), "{page}");
+    assert!(
+        page["needs_attention"].as_array().is_some_and(|a| a
+            .iter()
+            .any(|n| n.as_str().is_some_and(|n| n.starts_with("the queues could not be read")))),
+        "{page}"
+    );
     let usage = refusal(&run(&ctx.db.url, Some(&ctx), &["explain"]));
     assert!(usage.contains("required arguments were not provided"), "{usage}");
 }

@@ -311,7 +311,15 @@ async fn the_dashboard_shows_passes_claims_queues_settlements_and_bytes() {
     let ours = |function: &str, names: &[&str]| -> Vec<(String, String, String)> {
         names.iter().map(|n| ("AssetSweeper".to_owned(), (*n).to_owned(), function.to_owned())).collect()
     };
-    let passes = ["SweepCompleted", "SweepPartial", "SweepBraked", "SweepRefused", "SweepSkipped", "SweepFailed"];
+    let passes = [
+        "SweepCompleted",
+        "SweepPartial",
+        "SweepBraked",
+        "SweepRefused",
+        "SweepSkipped",
+        "SweepFailed",
+        "SweepStalled",
+    ];
     assert_eq!(metrics("Sweep passes by outcome"), ours("sweep", &passes));
     assert_eq!(metrics("Claimed and enqueued"), ours("sweep", &["Claimed", "Enqueued", "Released", "HeldBack"]));
     let settled = ["Kept", "Retired", "Deleted", "Purged", "Deferred", "Unchanged", "Postponed", "FailedItems"];
