@@ -98,3 +98,55 @@ fn tempdir() -> PathBuf {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("permissions");
     dir
 }
+
+/// As root from a private directory (root's home is 0700, as containers commonly have it), the server's unprivileged
+/// user cannot reach the checkout: the launcher copies the server's binaries and keeps its data outside it, and the
+/// server starts, answers, is reused, keeps its data across a stop, and stops. Before, `scripts/test` and
+/// `scripts/demo` stopped there ("put the checkout where other users can read it").
+#[tokio::test]
+async fn as_root_a_checkout_in_a_private_directory_still_gets_its_server() {
+    let uid = Command::new("id").arg("-u").output().expect("id runs");
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        eprintln!("note: not root: the launcher runs the server as this user, and a private directory is its own");
+        return;
+    }
+    let here = checkout().join("localstack");
+    let private = tempdir();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("a private directory");
+    let copy = private.join("checkout").join("localstack");
+    std::fs::create_dir_all(&copy).expect("copy dir");
+    for file in
+        ["postgres", "python-env", "bootstrap-requirements.txt", "requirements.txt", "postgres-requirements.txt"]
+    {
+        std::fs::copy(here.join(file), copy.join(file)).expect("copy launcher");
+    }
+    // The environment, seen through the private directory as a checkout's own would be.
+    std::os::unix::fs::symlink(here.join(".venv"), copy.join(".venv")).expect("share the environment");
+    let key = unused_key();
+
+    let (url, said) = up(&copy, key);
+    assert!(said.contains("cannot reach this checkout"), "{said}");
+    let place = said
+        .split("the server runs from ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .map(PathBuf::from)
+        .expect("where it runs from");
+    assert!(place.starts_with("/var/lib/asset-sweeper-pg"), "{}", place.display());
+    assert!(answers(&url).await, "{said}");
+    let (again, said) = up(&copy, key);
+    assert_eq!(again, url, "reused: {said}");
+    assert!(launcher(&copy, key, "down").status.success());
+    assert!(!answers(&url).await, "stopped");
+    let (restarted, said) = up(&copy, key);
+    assert!(answers(&restarted).await, "{said}");
+    assert!(!said.contains("initialising"), "its data kept: {said}");
+
+    assert!(launcher(&copy, key, "down").status.success());
+    let _ = std::fs::remove_dir_all(&private);
+    let _ = std::fs::remove_dir_all(&place);
+    if let Some(checkout_dir) = place.parent() {
+        let _ = std::fs::remove_dir(checkout_dir);
+    }
+}
