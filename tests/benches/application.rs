@@ -230,7 +230,12 @@ async fn main() {
 
     // Sweep passes as the schedule runs them (a 900 s Lambda less its 60 s reserve), until the census has read
     // every column once and discovery has walked every asset.
-    let settings = ctx.settings(&[("SWEEP_QUEUE_CEILING", "100000"), ("SWEEP_MAX_PER_PASS", "100000")]);
+    // The brake would hold a workspace whose 1 % is due at once (what an adoption finds): it is not what this measures.
+    let settings = ctx.settings(&[
+        ("SWEEP_QUEUE_CEILING", "100000"),
+        ("SWEEP_MAX_PER_PASS", "100000"),
+        ("BRAKE_MAX_SHARE_PERCENT", "100"),
+    ]);
     let sweeper = Sweeper::new(pool.clone(), ctx.sqs.clone(), settings.clone());
     let mut passes = 0;
     let (mut census_cycle, mut discovery_cycle) = (None, None);
