@@ -514,7 +514,9 @@ async fn a_batch_over_two_hundred_columns_stays_within_its_limit_whatever_the_da
     assert!(report.census_error.is_none(), "{:?}", report.census_error);
     let census = report.census.as_ref().expect("census");
     assert_eq!((census.stopped, census.columns_unproven, census.unread), (Stop::CycleComplete, 0, 0), "{census:?}");
-    assert!(census.longest_batch_ms < 5_000, "{census:?}");
+    // A batch is its statement (done or cancelled within the 5 s limit) and the sweep's own search of the texts it
+    // fetched; one compiled by JIT ran for minutes, past any limit.
+    assert!(census.longest_batch_ms < 15_000, "{census:?}");
     eprintln!("200 columns, 2 000 rows: longest batch {} ms, {} batches", census.longest_batch_ms, census.batches);
     assert_eq!(finding(&ctx, asset).await.as_deref(), Some("public.settings_wide.c151"));
 }
