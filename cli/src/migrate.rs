@@ -16,8 +16,7 @@ pub(crate) async fn run() -> anyhow::Result<Output> {
         format!("applied {} migration(s); the schema is at version {version}{definitions}", applied.migrations);
     let mut warnings = Vec::new();
     if !applied.detector {
-        let role: String = sqlx::query_scalar("SELECT current_user::text").fetch_one(&pool).await?;
-        warnings.push(migrator::no_detector(&role));
+        warnings.push(migrator::no_detector(&applied.role));
     }
     for warning in &warnings {
         text.push_str(&format!("\n  ~ {warning}"));

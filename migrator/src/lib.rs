@@ -124,6 +124,8 @@ pub struct Applied {
     /// Whether the schema change detector's event triggers are in place. They need a superuser (`rds_superuser`
     /// on RDS): without one the migration succeeds and the consumer verifies the whole catalog's fingerprint instead.
     pub detector: bool,
+    /// The role it ran as: the one [`no_detector`] names.
+    pub role: String,
 }
 
 /// What a migration says when it could not install the schema change detector as `role`.
@@ -231,9 +233,11 @@ async fn migrate_locked(conn: &mut PgConnection) -> Result<Applied, MigrationErr
     let migrations = applied_migrations(conn).await?.saturating_sub(before);
     let definitions = apply_definitions(conn).await?;
     let detector = detector_installed(conn).await.map_err(MigrationError::Record)?;
+    let role: String =
+        sqlx::query_scalar("SELECT current_user::text").fetch_one(&mut *conn).await.map_err(MigrationError::Record)?;
     sqlx::raw_sql("RESET search_path").execute(&mut *conn).await.map_err(MigrationError::Record)?;
     conn.unlock().await?;
-    Ok(Applied { migrations, definitions, detector })
+    Ok(Applied { migrations, definitions, detector, role })
 }
 
 /// Creates the sweeper's schema (owned by this role, so no other may create in it), moves an older install's

@@ -23,10 +23,10 @@ async fn main() -> ExitCode {
         }
     };
     match migrate(url).await {
-        Ok((applied, role)) => {
+        Ok(applied) => {
             println!("migrations applied: {}", applied.migrations);
             if !applied.detector {
-                println!("warning: {}", migrator::no_detector(&role));
+                println!("warning: {}", migrator::no_detector(&applied.role));
             }
             if applied.definitions.is_empty() {
                 println!("definitions applied: none (unchanged)");
@@ -44,14 +44,12 @@ async fn main() -> ExitCode {
     }
 }
 
-/// The migration, and the role it ran as.
-async fn migrate(url: &str) -> Result<(Applied, String), MigrationError> {
+async fn migrate(url: &str) -> Result<Applied, MigrationError> {
     let options: PgConnectOptions = url.parse().map_err(MigrationError::Connect)?;
     // One connection first: a pool retries a server it cannot reach until it times out, then says only that.
     PgConnection::connect_with(&options).await.map_err(MigrationError::Connect)?.close().await.ok();
     let pool = PgPoolOptions::new().max_connections(1).connect_with(options).await.map_err(MigrationError::Connect)?;
     let applied = migrator::migrate(&pool).await;
-    let role = sqlx::query_scalar("SELECT current_user::text").fetch_one(&pool).await.unwrap_or_default();
     pool.close().await;
-    Ok((applied?, role))
+    applied
 }

@@ -23,7 +23,7 @@
 use std::time::{Duration, Instant};
 
 use consumer_lambda::Consumer;
-use integration_tests::fixtures::grow_wide_table;
+use integration_tests::fixtures::{attached_catalogue, grow_wide_table};
 use integration_tests::{TestContext, acknowledge, receive_event};
 use sqlx::{AssertSqlSafe, PgPool};
 use sweep_lambda::Sweeper;
@@ -100,21 +100,7 @@ async fn application(pool: &PgPool, tables: usize, partitioned: usize, leaves: u
 /// The references, as GitLab's migrations would add them, and the assets they name: asset `n` is named by source
 /// `n % 8`, but for 1 % (`n % 100 = 0`) whose row is gone.
 async fn references(pool: &PgPool, assets: usize) {
-    exec(pool, "ALTER TABLE assets DISABLE TRIGGER USER").await;
-    exec(
-        pool,
-        &format!(
-            "CREATE TABLE numbered AS SELECT n, gen_random_uuid() AS id FROM generate_series(1, {assets}) n;
-             INSERT INTO stored_objects (storage_key, content_hash, byte_size, created_at, updated_at)
-             SELECT 'w/' || n, 'sha256:' || n, 1000, now() - interval '3 days', now() - interval '3 days' FROM numbered;
-             INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at, updated_at)
-             SELECT id, ('00000000-0000-0000-0000-0000000000' || lpad((n % 100)::text, 2, '0'))::uuid, 'w/' || n,
-                    'sha256:' || n, 1000, 'attached', now() - interval '3 days', now() - interval '3 days'
-               FROM numbered;"
-        ),
-    )
-    .await;
-    exec(pool, "ALTER TABLE assets ENABLE TRIGGER USER").await;
+    attached_catalogue(pool, assets).await;
     let leaves: String = (0..23)
         .map(|l| {
             format!(

@@ -43,6 +43,18 @@ fn env_number(name: &str, default: usize) -> usize {
 /// The default share of a pass the census may use: 25 % of a 900 s sweep less its 60 s reserve.
 const SHARE_PER_PASS: Duration = Duration::from_secs(210);
 
+/// A census budget of an hour, batches of 1 024 blocks and no rest between cycles: `max_batches` statements, each
+/// under `batch_timeout`.
+fn unlimited(max_batches: u32, batch_timeout: Duration) -> Budget {
+    Budget {
+        until: Instant::now() + Duration::from_secs(3600),
+        max_batches,
+        batch_blocks: 1_024,
+        batch_timeout,
+        cycle_interval: Duration::ZERO,
+    }
+}
+
 /// One census cycle as a pass runs it, with no limit of time or batches; with `keys`, the key scan too.
 async fn cycle_with(
     conn: &mut sqlx::PgConnection,
@@ -50,14 +62,8 @@ async fn cycle_with(
     keys: Option<&platform::keys::KeyLayout>,
 ) -> (Duration, census::Progress) {
     let started = Instant::now();
-    let budget = Budget {
-        until: Instant::now() + Duration::from_secs(3600),
-        max_batches: u32::MAX,
-        batch_blocks: 1_024,
-        batch_timeout: Duration::from_secs(30),
-        cycle_interval: Duration::ZERO,
-    };
-    let progress = census::advance(conn, targets, budget, keys).await.expect("census");
+    let progress =
+        census::advance(conn, targets, unlimited(u32::MAX, Duration::from_secs(30)), keys).await.expect("census");
     assert_eq!((progress.stopped, progress.columns_unproven), (Stop::CycleComplete, 0), "{progress:?}");
     (started.elapsed(), progress)
 }
@@ -154,14 +160,7 @@ async fn main() {
     // What a pass pays before it reads anything: bringing the census's rows in step with the schema, planning the
     // work, and the summary it records.
     let fixed_started = Instant::now();
-    let budget = Budget {
-        until: Instant::now() + Duration::from_secs(3600),
-        max_batches: 0,
-        batch_blocks: 1_024,
-        batch_timeout: Duration::from_secs(30),
-        cycle_interval: Duration::ZERO,
-    };
-    census::advance(&mut conn, &targets, budget, None).await.expect("census");
+    census::advance(&mut conn, &targets, unlimited(0, Duration::from_secs(30)), None).await.expect("census");
     let fixed = fixed_started.elapsed();
     let census_time = (first + second) / 2;
     let (statements, longest) = (progress.batches, Duration::from_millis(progress.longest_batch_ms));
@@ -260,13 +259,7 @@ async fn main() {
         .into_iter()
         .filter(|t| t.table == "settings_wide")
         .collect();
-    let wide_budget = Budget {
-        until: Instant::now() + Duration::from_secs(3600),
-        max_batches: u32::MAX,
-        batch_blocks: 1_024,
-        batch_timeout: Duration::from_secs(5),
-        cycle_interval: Duration::ZERO,
-    };
+    let wide_budget = unlimited(u32::MAX, Duration::from_secs(5));
     sqlx::raw_sql("SET jit = off").execute(&mut *conn).await.expect("no JIT, as the sweeper's sessions");
     let started = Instant::now();
     let unjitted = census::advance(&mut conn, &wide, wide_budget, None).await.expect("census over the wide table");

@@ -22,6 +22,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::TestDatabase;
+use integration_tests::fixtures::attached_catalogue;
 use lifecycle::discovery::{self, Budget, Pass, Stop};
 use platform::AssetId;
 use schema::{self, ReferenceMap};
@@ -57,22 +58,7 @@ async fn exec(pool: &PgPool, sql: &str) {
 /// The catalogue: `assets` attached assets, each referred to by one row of the source `n % 10` names, and 1 % of
 /// them (n % 1000 < 10) with that row deleted. The owner tables get as many rows again that refer to nothing.
 async fn catalogue(pool: &PgPool, assets: usize) {
-    // Loading, not the application writing: the touch triggers would turn each row into a second write.
-    exec(pool, "ALTER TABLE assets DISABLE TRIGGER USER").await;
-    exec(
-        pool,
-        &format!(
-            "CREATE TABLE numbered AS SELECT n, gen_random_uuid() AS id FROM generate_series(1, {assets}) n;
-             INSERT INTO stored_objects (storage_key, content_hash, byte_size, created_at, updated_at)
-             SELECT 'w/' || n, 'sha256:' || n, 1000, now() - interval '3 days', now() - interval '3 days' FROM numbered;
-             INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at, updated_at)
-             SELECT id, ('00000000-0000-0000-0000-0000000000' || lpad((n % 100)::text, 2, '0'))::uuid, 'w/' || n,
-                    'sha256:' || n, 1000, 'attached', now() - interval '3 days', now() - interval '3 days'
-               FROM numbered;"
-        ),
-    )
-    .await;
-    exec(pool, "ALTER TABLE assets ENABLE TRIGGER USER").await;
+    attached_catalogue(pool, assets).await;
     for (i, (table, column, refers)) in SOURCES.iter().enumerate() {
         let padding = if *column == "jsonb" {
             "jsonb_build_object('title', 'draft ' || g)".to_owned()

@@ -166,3 +166,23 @@ pub async fn grow_wide_table(pool: &PgPool, name: &str, columns: usize, rows: us
     .await
     .expect("the wide table");
 }
+
+/// `assets` attached assets of 1 000 bytes, created three days ago across 100 workspaces, as a catalogue is loaded
+/// (not written by the application: the touch triggers are off meanwhile), and the table `numbered (n, id)` that
+/// numbers them from 1, which the caller uses to place references and then drops.
+pub async fn attached_catalogue(pool: &PgPool, assets: usize) {
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "ALTER TABLE assets DISABLE TRIGGER USER;
+         CREATE TABLE numbered AS SELECT n, gen_random_uuid() AS id FROM generate_series(1, {assets}) n;
+         INSERT INTO stored_objects (storage_key, content_hash, byte_size, created_at, updated_at)
+         SELECT 'w/' || n, 'sha256:' || n, 1000, now() - interval '3 days', now() - interval '3 days' FROM numbered;
+         INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at, updated_at)
+         SELECT id, ('00000000-0000-0000-0000-0000000000' || lpad((n % 100)::text, 2, '0'))::uuid, 'w/' || n,
+                'sha256:' || n, 1000, 'attached', now() - interval '3 days', now() - interval '3 days'
+           FROM numbered;
+         ALTER TABLE assets ENABLE TRIGGER USER;"
+    )))
+    .execute(pool)
+    .await
+    .expect("the catalogue");
+}

@@ -70,6 +70,18 @@ fn injected_stall() -> Option<f64> {
     None
 }
 
+/// For the failpoints: runs `seconds` past any statement timeout, then fails as the server's own statement timeout
+/// fails a statement, and puts the session's limit back.
+async fn cancelled_by_the_server(conn: &mut PgConnection, seconds: f64) -> Result<(), sqlx::Error> {
+    let cancelled = sqlx::raw_sql(AssertSqlSafe(format!(
+        "SET statement_timeout = 0; SELECT pg_sleep({seconds}); SET statement_timeout = 1; SELECT pg_sleep(1)"
+    )))
+    .execute(&mut *conn)
+    .await;
+    sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
+    cancelled.map(|_| ())
+}
+
 /// Rows by their address: `[from, to)`, each a `(block, line)` pair, as a `ctid` range (which Postgres reads
 /// without touching the rest of the table).
 #[derive(Debug, Clone, Copy)]
@@ -115,18 +127,10 @@ pub(super) async fn scan(
     keys: Option<&KeyScan<'_>>,
 ) -> Result<Vec<Found>, sqlx::Error> {
     if injected_block_limit().is_some_and(|limit| rows.to.0 - rows.from.0 > limit) {
-        let timed_out = sqlx::raw_sql("SET statement_timeout = 1; SELECT pg_sleep(1)").execute(&mut *conn).await;
-        sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
-        timed_out?;
+        cancelled_by_the_server(conn, 0.0).await?;
     }
     if let Some(seconds) = injected_stall() {
-        let stalled = sqlx::raw_sql(AssertSqlSafe(format!(
-            "SET statement_timeout = 0; SELECT pg_sleep({seconds}); SET statement_timeout = 1; SELECT pg_sleep(1)"
-        )))
-        .execute(&mut *conn)
-        .await;
-        sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
-        stalled?;
+        cancelled_by_the_server(conn, seconds).await?;
     }
     let (sql, paths) = statement(group);
     let (from, to) = rows.bounds();
