@@ -4,7 +4,8 @@
 //! `reconcile_keys` in bulk, and two anti-joins find both.
 //!
 //! - `platform::keys`: which keys are this product's (managed prefixes, key pattern, the workspace a key names).
-//! - [`inventory`]: S3 Inventory's manifest and gzipped CSV files; [`read`]: the report or a listing, streamed.
+//! - [`inventory`]: S3 Inventory's manifest and its data files, CSV, Parquet or ORC; [`ranged`]: an object in S3
+//!   read at any offset (Parquet and ORC keep their index at the end); [`read`]: the report or a listing, streamed.
 //! - [`ingest`]: `COPY` into `reconcile_keys`.
 //! - [`adopt`]: bytes no row knows, under an approved prefix, become `pending` assets the pipeline settles.
 //! - [`once`]: a whole reconciliation at once, as an operator (or the demo) runs it.
@@ -19,6 +20,7 @@ pub mod advance;
 pub mod ingest;
 pub mod inventory;
 pub mod once;
+pub mod ranged;
 pub mod read;
 
 use std::time::Duration;

@@ -9,7 +9,9 @@ use sqlx::PgConnection;
 use tokio::sync::mpsc;
 
 use super::ingest::{self, Encoder, Ingested};
-use super::inventory::{self, Columns, InventoryError, Manifest};
+use super::inventory::columnar::{self, Kind};
+use super::inventory::{self, Format, InventoryError, Manifest};
+use super::ranged;
 use super::{BucketKey, ReconcileError};
 use platform::aws::AwsFailure;
 use platform::keys::KeyLayout;
@@ -24,7 +26,7 @@ pub struct Report {
     pub location: String,
     /// Its manifest.
     pub manifest: Manifest,
-    columns: Columns,
+    format: Format,
     store: Store,
 }
 
@@ -43,15 +45,15 @@ impl Report {
                 InventoryError::Manifest(format!("{location} names no key: write s3://bucket/path/manifest.json"))
             })?;
             let bytes = get(s3, bucket, key).await?;
-            let (manifest, columns) = Manifest::parse(&bytes, asset_bucket)?;
+            let (manifest, format) = Manifest::parse(&bytes, asset_bucket)?;
             let store = Store::S3 { client: s3.clone(), bucket: bucket.to_owned() };
-            return Ok(Report { location: location.to_owned(), manifest, columns, store });
+            return Ok(Report { location: location.to_owned(), manifest, format, store });
         }
         let path = Path::new(location);
         let bytes = std::fs::read(path).map_err(|e| InventoryError::Manifest(format!("{location}: {e}")))?;
-        let (manifest, columns) = Manifest::parse(&bytes, asset_bucket)?;
+        let (manifest, format) = Manifest::parse(&bytes, asset_bucket)?;
         let root = local_root(path, &manifest)?;
-        Ok(Report { location: location.to_owned(), manifest, columns, store: Store::Local { root } })
+        Ok(Report { location: location.to_owned(), manifest, format, store: Store::Local { root } })
     }
 
     /// When S3 began the scan this report records.
@@ -70,30 +72,13 @@ impl Report {
         index: usize,
     ) -> Result<Ingested, ReconcileError> {
         let Some(file) = self.manifest.files.get(index) else { return Ok(Ingested::default()) };
-        let body: Box<dyn Read + Send> = match &self.store {
-            Store::S3 { client, bucket } => {
-                let out = client
-                    .get_object()
-                    .bucket(bucket)
-                    .key(&file.key)
-                    .send()
-                    .await
-                    .map_err(|e| AwsFailure::from_sdk(format!("GetObject {}", file.key), &e))?;
-                Box::new(tokio_util::io::SyncIoBridge::new(out.body.into_async_read()))
-            }
-            Store::Local { root } => {
-                let path = root.join(&file.key);
-                let opened = std::fs::File::open(&path)
-                    .map_err(|e| InventoryError::File { file: file.key.clone(), reason: e.to_string() })?;
-                Box::new(std::io::BufReader::new(opened))
-            }
-        };
+        let body = self.body(file).await?;
         // Parsed and encoded on a blocking thread while Postgres takes in the chunks before: one COPY per file.
         let (sender, mut chunks) = mpsc::channel::<(String, Ingested)>(4);
-        let (name, columns, owned_layout) = (file.key.clone(), self.columns, layout.clone());
+        let (name, owned_layout) = (file.key.clone(), layout.clone());
         let parse = tokio::task::spawn_blocking(move || {
             let mut encoder = Encoder::new(listing, &owned_layout);
-            inventory::read_file(&name, body, columns, BATCH, |batch| {
+            body.read(&name, |batch| {
                 for key in &batch {
                     encoder.push(key).map_err(|reason| InventoryError::File { file: name.clone(), reason })?;
                 }
@@ -126,6 +111,61 @@ impl Report {
                 let _ = copy.abort(reason.clone()).await;
                 Err(InventoryError::File { file: file.key.clone(), reason }.into())
             }
+        }
+    }
+
+    /// Data file `file`, opened as its format reads it: CSV as one stream, Parquet and ORC at any offset.
+    async fn body(&self, file: &inventory::ManifestFile) -> Result<Body, ReconcileError> {
+        let unreadable = |e: std::io::Error| InventoryError::File { file: file.key.clone(), reason: e.to_string() };
+        Ok(match (&self.store, self.format) {
+            (Store::S3 { client, bucket }, Format::Csv(columns)) => {
+                let out = client
+                    .get_object()
+                    .bucket(bucket)
+                    .key(&file.key)
+                    .send()
+                    .await
+                    .map_err(|e| AwsFailure::from_sdk(format!("GetObject {}", file.key), &e))?;
+                Body::Csv(Box::new(tokio_util::io::SyncIoBridge::new(out.body.into_async_read())), columns)
+            }
+            (Store::S3 { client, bucket }, Format::Columnar(kind)) => {
+                let runtime = tokio::runtime::Handle::current();
+                let object = ranged::Object::new(client.clone(), bucket, &file.key, file.size, runtime);
+                Body::S3(object, kind)
+            }
+            (Store::Local { root }, format) => {
+                let opened = std::fs::File::open(root.join(&file.key)).map_err(unreadable)?;
+                match format {
+                    Format::Csv(columns) => Body::Csv(Box::new(std::io::BufReader::new(opened)), columns),
+                    Format::Columnar(kind) => Body::Local(opened, kind),
+                }
+            }
+        })
+    }
+}
+
+/// A data file, open.
+enum Body {
+    Csv(Box<dyn Read + Send>, inventory::csv::Columns),
+    S3(ranged::Object, Kind),
+    Local(std::fs::File, Kind),
+}
+
+impl Body {
+    /// Reads the file named `name`, handing its current objects to `batch` a batch at a time.
+    fn read(
+        self,
+        name: &str,
+        batch: impl FnMut(Vec<BucketKey>) -> Result<(), InventoryError>,
+    ) -> Result<u64, InventoryError> {
+        match self {
+            Body::Csv(stream, columns) => inventory::csv::read_file(name, stream, columns, BATCH, batch),
+            Body::S3(object, kind) => {
+                let rows = columnar::read_file(name, kind, object.clone(), BATCH, batch)?;
+                tracing::info!(file = name, rows, requests = object.requests(), "inventory file read by ranged GETs");
+                Ok(rows)
+            }
+            Body::Local(file, kind) => columnar::read_file(name, kind, file, BATCH, batch),
         }
     }
 }

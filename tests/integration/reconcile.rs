@@ -9,6 +9,7 @@ use chrono::Utc;
 use std::time::{Duration, Instant};
 
 use integration_tests::fixtures::{object_exists, put_bytes, seed, state};
+use integration_tests::reports::{self, Format, Row};
 use integration_tests::{FAILPOINTS, TestContext};
 use platform::keys::KeyLayout;
 use reconcile::advance::Stop;
@@ -163,28 +164,32 @@ pub(crate) async fn put_report(
     files: &[String],
     local: Option<&std::path::Path>,
 ) -> String {
+    let files: Vec<Vec<u8>> = files.iter().map(|text| gzipped(text)).collect();
+    put_files(ctx, folder, scan, Format::Csv, &files, local).await
+}
+
+/// Writes data `files` in `format` under `{folder}data/` and their manifest in `{folder}{scan}/manifest.json`,
+/// taken a second from now, as S3 does; with a copy below `local` when given. Returns the manifest's key.
+pub(crate) async fn put_files(
+    ctx: &TestContext,
+    folder: &str,
+    scan: &str,
+    format: Format,
+    files: &[Vec<u8>],
+    local: Option<&std::path::Path>,
+) -> String {
     let b = ctx.bucket.as_str();
     let mut entries = Vec::new();
-    for (i, text) in files.iter().enumerate() {
-        let file_key = format!("{folder}data/{scan}-{i}.csv.gz");
-        let bytes = gzipped(text);
-        put_bytes(&ctx.s3, b, &file_key, &bytes).await;
+    for (i, bytes) in files.iter().enumerate() {
+        let file_key = format!("{folder}data/{scan}-{i}.{}", format.extension());
+        put_bytes(&ctx.s3, b, &file_key, bytes).await;
         if let Some(dir) = local {
             std::fs::create_dir_all(dir.join(format!("{folder}data"))).expect("dir");
-            std::fs::write(dir.join(&file_key), &bytes).expect("a local copy");
+            std::fs::write(dir.join(&file_key), bytes).expect("a local copy");
         }
-        entries.push(serde_json::json!({ "key": file_key, "size": bytes.len(), "MD5checksum": "unchecked" }));
+        entries.push((file_key, bytes.len()));
     }
-    let manifest = serde_json::json!({
-        "sourceBucket": b,
-        "destinationBucket": format!("arn:aws:s3:::{b}"),
-        "version": "2016-11-30",
-        "creationTimestamp": (Utc::now().timestamp_millis() + 1000).to_string(),
-        "fileFormat": "CSV",
-        "fileSchema": "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag",
-        "files": entries,
-    })
-    .to_string();
+    let manifest = reports::manifest(b, format, &entries, Utc::now().timestamp_millis() + 1000);
     let manifest_key = format!("{folder}{scan}/manifest.json");
     put_bytes(&ctx.s3, b, &manifest_key, manifest.as_bytes()).await;
     if let Some(dir) = local {
@@ -195,6 +200,14 @@ pub(crate) async fn put_report(
     manifest_key
 }
 
+/// 2025-01-01, in milliseconds: long before any test runs.
+const OLD_MS: i64 = 1_735_689_600_000;
+
+/// Each file's rows written in `format`, two rows to a row group or stripe.
+fn written(bucket: &str, format: Format, files: &[Vec<Row>]) -> Vec<Vec<u8>> {
+    files.iter().map(|rows| format.write(bucket, rows, 2)).collect()
+}
+
 fn gzipped(text: &str) -> Vec<u8> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     encoder.write_all(text.as_bytes()).expect("gzip");
@@ -202,7 +215,7 @@ fn gzipped(text: &str) -> Vec<u8> {
 }
 
 #[tokio::test]
-async fn an_inventory_report_split_across_files_is_read_from_s3_and_from_disk_alike() {
+async fn an_inventory_report_in_each_format_s3_writes_is_read_from_s3_and_from_disk_alike() {
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let known = key(ws);
@@ -210,51 +223,78 @@ async fn an_inventory_report_split_across_files_is_read_from_s3_and_from_disk_al
     let (missing_bytes, _) = row_without_bytes(&ctx, ws, "attached").await;
     // Written after S3's scan in truth, though its row is older: the report lacks it, the bucket holds it.
     seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
-    let old = "2025-01-01T00:00:00.000Z";
-    let young = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let b = ctx.bucket.as_str();
-    // A space is `+` and a `+` is `%2B` in an inventory's keys.
+    let old = OLD_MS;
+    let young = Utc::now().timestamp_millis();
+    let version =
+        |key: &str, latest: bool, delete_marker: bool| Row { latest, delete_marker, ..Row::current(key, 7, old) };
+    // CSV writes a key URL-encoded (a space as `+`, a `+` as `%2B`); Parquet and ORC write it as it is, so a key
+    // that looks encoded is taken as written.
+    let (spaced, looks_encoded) = (format!("{ws}/an old photo+1.png"), format!("{ws}/100%2Bsure ü.png"));
     let files = [
-        row(b, &known, true, false, 100, old) + &row(b, &format!("{ws}/an+old+photo%2B1.png"), true, false, 1000, old),
-        row(b, &format!("{ws}/replaced.png"), false, false, 7, old)
-            + &row(b, &format!("{ws}/deleted.png"), true, true, 0, old)
-            + &row(b, "exports/x.csv", true, false, 5, old),
-        row(b, &format!("{ws}/fresh.png"), true, false, 30, &young),
+        vec![Row::current(&known, 100, old), Row::current(&spaced, 1000, old), Row::current(&looks_encoded, 3, old)],
+        vec![
+            version(&format!("{ws}/replaced.png"), false, false),
+            version(&format!("{ws}/deleted.png"), true, true),
+            Row::current("exports/x.csv", 5, old),
+        ],
+        vec![Row::current(&format!("{ws}/fresh.png"), 30, young)],
     ];
-    let dir = std::env::temp_dir().join(format!("inventory-{}", Uuid::new_v4()));
-    let manifest_key = put_report(&ctx, &format!("inventory/{b}/all/"), "2026-12-01T00-00Z", &files, Some(&dir)).await;
-    let local = dir.join(&manifest_key);
     let layout = layout(&ctx, &format!("{ws}/"));
     let grace = ctx.settings(&[]).grace;
+    let b = ctx.bucket.clone();
 
-    for location in [format!("s3://{b}/{manifest_key}"), local.display().to_string()] {
-        let report = Report::open(&ctx.s3, &location, b).await.expect("the report opens");
-        assert_eq!(report.manifest.files.len(), 3);
-        let mut tx = ctx.pool().begin().await.expect("tx");
-        let listing = reconcile::open(&mut tx, ListingSource::Inventory, &location, report.taken_at(), 3)
+    for format in Format::ALL {
+        let dir = std::env::temp_dir().join(format!("inventory-{}", Uuid::new_v4()));
+        // A row group (Parquet) or stripe (ORC) per row: a file of several.
+        let written: Vec<Vec<u8>> = files.iter().map(|rows| format.write(&b, rows, 1)).collect();
+        let folder = format!("inventory/{b}/{}/", format.name());
+        let manifest_key = put_files(&ctx, &folder, "2026-12-01T00-00Z", format, &written, Some(&dir)).await;
+        let local = dir.join(&manifest_key);
+        for location in [format!("s3://{b}/{manifest_key}"), local.display().to_string()] {
+            let report = Report::open(&ctx.s3, &location, &b).await.expect("the report opens");
+            assert_eq!(report.manifest.files.len(), 3);
+            let mut tx = ctx.pool().begin().await.expect("tx");
+            let listing = reconcile::open(&mut tx, ListingSource::Inventory, &location, report.taken_at(), 3)
+                .await
+                .expect("a listing");
+            let mut per_file = Vec::new();
+            for file in 0..3 {
+                per_file.push(report.ingest_file(&mut tx, listing.id, &layout, file).await.expect("a file"));
+            }
+            assert_eq!(
+                per_file,
+                vec![
+                    Ingested { keys: 3, outside: 0 },
+                    Ingested { keys: 0, outside: 1 },
+                    Ingested { keys: 1, outside: 0 }
+                ],
+                "{format:?} from {location}: noncurrent versions and delete markers are not objects"
+            );
+            let times: Vec<(String, i64, chrono::DateTime<Utc>)> = sqlx::query_as(
+                "SELECT storage_key, byte_size, last_modified FROM reconcile_keys WHERE listing_id = $1 ORDER BY 1",
+            )
+            .bind(listing.id)
+            .fetch_all(&mut *tx)
             .await
-            .expect("a listing");
-        let mut per_file = Vec::new();
-        for file in 0..3 {
-            per_file.push(report.ingest_file(&mut tx, listing.id, &layout, file).await.expect("a file"));
+            .expect("keys");
+            let fresh = times.iter().find(|(k, _, _)| k.ends_with("fresh.png")).expect("the fresh key");
+            assert_eq!((fresh.1, fresh.2.timestamp_millis()), (30, young), "{format:?}: size and time as written");
+            let findings =
+                reconcile::compare(&mut tx, &ctx.s3, &b, &layout, listing, grace, 100).await.expect("compared");
+            tx.rollback().await.expect("rollback");
+            assert_eq!(findings.unknown.len(), 1, "{format:?}: {findings:?}");
+            let unknown = &findings.unknown[0];
+            assert_eq!((unknown.keys, unknown.bytes, unknown.young), (3, 1033, 1), "{format:?}: {unknown:?}");
+            let mut sample = unknown.sample.clone();
+            sample.sort();
+            assert_eq!(sample, vec![looks_encoded.clone(), spaced.clone(), format!("{ws}/fresh.png")], "{format:?}");
+            assert!(findings.off_pattern.is_empty(), "{findings:?}");
+            let lost: Vec<Uuid> = findings.lost.iter().map(|l| l.asset.asset_id).collect();
+            assert_eq!(lost, vec![missing_bytes], "{format:?}: {findings:?}");
+            assert_eq!(findings.present_after_all, 1, "confirmed present, so not lost: {findings:?}");
         }
-        assert_eq!(
-            per_file,
-            vec![Ingested { keys: 2, outside: 0 }, Ingested { keys: 0, outside: 1 }, Ingested { keys: 1, outside: 0 }],
-            "noncurrent versions and delete markers are not objects"
-        );
-        let findings = reconcile::compare(&mut tx, &ctx.s3, b, &layout, listing, grace, 100).await.expect("compared");
-        tx.rollback().await.expect("rollback");
-        assert_eq!(findings.unknown.len(), 1, "{findings:?}");
-        let unknown = &findings.unknown[0];
-        assert_eq!((unknown.keys, unknown.bytes, unknown.young), (2, 1030, 1), "{unknown:?}");
-        assert_eq!(unknown.sample, vec![format!("{ws}/an old photo+1.png"), format!("{ws}/fresh.png")]);
-        assert!(findings.off_pattern.is_empty(), "{findings:?}");
-        let lost: Vec<Uuid> = findings.lost.iter().map(|l| l.asset.asset_id).collect();
-        assert_eq!(lost, vec![missing_bytes], "{findings:?}");
-        assert_eq!(findings.present_after_all, 1, "confirmed present, so not lost: {findings:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
@@ -266,19 +306,23 @@ async fn the_sweep_reads_the_newest_report_a_file_at_a_time_resumes_next_pass_an
     seed(&ctx, ws, "attached", "3 days", &known).await;
     let (lost, _) = row_without_bytes(&ctx, ws, "released").await;
     let b = ctx.bucket.clone();
-    let old = "2025-01-01T00:00:00.000Z";
     // The first two files hold no key of the managed prefix: a pass that reads only them writes no row.
-    let files: Vec<String> = vec![
-        row(&b, "exports/a.csv", true, false, 5, old),
-        row(&b, "exports/b.csv", true, false, 5, old),
-        (0..3).map(|i| row(&b, &format!("{ws}/orphan-{i}.png"), true, false, 10, old)).collect::<String>()
-            + &row(&b, &known, true, false, 100, old),
+    let files: Vec<Vec<Row>> = vec![
+        vec![Row::current("exports/a.csv", 5, OLD_MS)],
+        vec![Row::current("exports/b.csv", 5, OLD_MS)],
+        (0..3)
+            .map(|i| Row::current(&format!("{ws}/orphan-{i}.png"), 10, OLD_MS))
+            .chain([Row::current(&known, 100, OLD_MS)])
+            .collect(),
     ];
     let folder = format!("inventory/{b}/daily/");
-    // An older report, and the folders S3 writes beside the dated ones: only the newest report is read.
-    put_report(&ctx, &folder, "2026-11-29T00-00Z", &files[..1], None).await;
+    // An older report in CSV (the team has since moved its inventory to Parquet), and the folders S3 writes beside
+    // the dated ones: only the newest report is read.
+    let older = written(&b, Format::Csv, &files[..1]);
+    put_files(&ctx, &folder, "2026-11-29T00-00Z", Format::Csv, &older, None).await;
     put_bytes(&ctx.s3, &b, &format!("{folder}hive/dt=2026-11-30-00-00/symlink.txt"), b"ignored").await;
-    let newest = put_report(&ctx, &folder, "2026-11-30T00-00Z", &files, None).await;
+    let parquet = written(&b, Format::Parquet, &files);
+    let newest = put_files(&ctx, &folder, "2026-11-30T00-00Z", Format::Parquet, &parquet, None).await;
     let prefixes = format!("{ws}/");
     let inventory = format!("s3://{b}/{folder}");
     let overrides = [
@@ -339,14 +383,13 @@ async fn a_report_a_crash_emptied_is_read_again_and_one_stuck_unfinished_is_give
     let known = key(ws);
     seed(&ctx, ws, "attached", "3 days", &known).await;
     let b = ctx.bucket.clone();
-    let old = "2025-01-01T00:00:00.000Z";
-    let files: Vec<String> = (0..3)
-        .map(|i| {
-            row(&b, &format!("{ws}/orphan-{i}.png"), true, false, 10, old) + &row(&b, &known, true, false, 100, old)
-        })
+    // In ORC: the resume is a data file at a time whatever the format.
+    let rows: Vec<Vec<Row>> = (0..3)
+        .map(|i| vec![Row::current(&format!("{ws}/orphan-{i}.png"), 10, OLD_MS), Row::current(&known, 100, OLD_MS)])
         .collect();
+    let files = written(&b, Format::Orc, &rows);
     let folder = format!("inventory/{b}/daily/");
-    put_report(&ctx, &folder, "2026-11-28T00-00Z", &files, None).await;
+    put_files(&ctx, &folder, "2026-11-28T00-00Z", Format::Orc, &files, None).await;
     let (prefixes, inventory) = (format!("{ws}/"), format!("s3://{b}/{folder}"));
     let overrides = [
         ("RECONCILE_PREFIXES", prefixes.as_str()),
@@ -372,8 +415,8 @@ async fn a_report_a_crash_emptied_is_read_again_and_one_stuck_unfinished_is_give
     assert_eq!(again.compared.expect("compared").unknown_keys, 3, "no key is lost to the crash");
 
     // A report whose second file expired before it was read: every pass fails on it, with the reason recorded...
-    let stuck = put_report(&ctx, &folder, "2026-11-29T00-00Z", &files, None).await;
-    let gone = format!("{folder}data/2026-11-29T00-00Z-1.csv.gz");
+    let stuck = put_files(&ctx, &folder, "2026-11-29T00-00Z", Format::Orc, &files, None).await;
+    let gone = format!("{folder}data/2026-11-29T00-00Z-1.orc");
     ctx.s3.delete_object().bucket(&b).key(&gone).send().await.expect("expire a data file");
     for _ in 0..2 {
         let failed = pass().await;
@@ -382,7 +425,7 @@ async fn a_report_a_crash_emptied_is_read_again_and_one_stuck_unfinished_is_give
         assert!(error.contains(&gone), "{error}");
     }
     // ...until a newer report supersedes it: given up, with why, and the newer one read.
-    let newer = put_report(&ctx, &folder, "2026-11-30T00-00Z", &files[..1], None).await;
+    let newer = put_files(&ctx, &folder, "2026-11-30T00-00Z", Format::Orc, &files[..1], None).await;
     let resumed = pass().await.reconcile.expect("reconciled");
     assert_eq!(resumed.abandoned.as_deref(), Some(format!("s3://{b}/{stuck}").as_str()), "{resumed:?}");
     assert_eq!(resumed.manifest.as_deref(), Some(format!("s3://{b}/{newer}").as_str()));

@@ -5,6 +5,7 @@
 //! `scripts/test`, which starts what they need.
 
 pub mod fixtures;
+pub mod reports;
 
 use std::collections::HashMap;
 use std::fmt::Display;

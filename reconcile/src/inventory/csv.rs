@@ -1,39 +1,13 @@
-//! S3 Inventory reports, as S3 writes them: a `manifest.json` naming gzipped CSV files without a header row, whose
-//! columns the manifest's `fileSchema` lists, with each key URL-encoded. Read as a stream: a file is decoded and
-//! parsed as it arrives, in bounded batches, so a report of a billion keys never sits in memory.
+//! Gzipped CSV data files: no header row, the columns the manifest's `fileSchema` lists, every field quoted, each key
+//! URL-encoded. Decompressed and parsed as the bytes arrive.
 
 use std::io::Read;
 
 use chrono::{DateTime, Utc};
 use flate2::read::MultiGzDecoder;
-use serde::Deserialize;
 
-use super::BucketKey;
-
-/// The manifest of one inventory report.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Manifest {
-    /// The bucket the report lists.
-    pub source_bucket: String,
-    /// When S3 began scanning the bucket, in milliseconds since the epoch (S3 writes it as a string).
-    pub creation_timestamp: String,
-    /// `CSV`, `ORC` or `Parquet`; only CSV is read.
-    pub file_format: String,
-    /// The CSV columns, comma-separated.
-    pub file_schema: String,
-    /// The data files, keys in the destination bucket.
-    pub files: Vec<ManifestFile>,
-}
-
-/// One data file of a report.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ManifestFile {
-    /// Its key in the destination bucket.
-    pub key: String,
-    /// Its size in bytes, compressed.
-    pub size: u64,
-}
+use super::InventoryError;
+use crate::BucketKey;
 
 /// Where in a row each column this product reads is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,64 +17,6 @@ pub struct Columns {
     last_modified: usize,
     is_latest: Option<usize>,
     is_delete_marker: Option<usize>,
-}
-
-/// What is wrong with a report.
-#[derive(Debug, thiserror::Error)]
-pub enum InventoryError {
-    /// The manifest is not an inventory manifest.
-    #[error("the inventory manifest cannot be read: {0}")]
-    Manifest(String),
-    /// The report is of something this product cannot use.
-    #[error("the inventory report cannot be used: {0}")]
-    Unusable(String),
-    /// A data file holds a row that is not what its schema says.
-    #[error("inventory file {file}, row {row}: {reason}")]
-    Row {
-        /// The data file's key.
-        file: String,
-        /// The row, from 1.
-        row: u64,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A data file could not be read or decompressed.
-    #[error("inventory file {file} cannot be read: {reason}")]
-    File {
-        /// The data file's key.
-        file: String,
-        /// What failed.
-        reason: String,
-    },
-}
-
-impl Manifest {
-    /// Parses `bytes` and checks the report is one this product can read, of `bucket`.
-    pub fn parse(bytes: &[u8], bucket: &str) -> Result<(Manifest, Columns), InventoryError> {
-        let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| InventoryError::Manifest(e.to_string()))?;
-        if manifest.source_bucket != bucket {
-            return Err(InventoryError::Unusable(format!(
-                "it lists bucket {:?}, not the asset bucket {bucket:?}",
-                manifest.source_bucket
-            )));
-        }
-        if !manifest.file_format.eq_ignore_ascii_case("csv") {
-            return Err(InventoryError::Unusable(format!(
-                "its format is {}; configure the inventory to write CSV",
-                manifest.file_format
-            )));
-        }
-        manifest.taken_at()?;
-        let columns = Columns::of(&manifest.file_schema)?;
-        Ok((manifest, columns))
-    }
-
-    /// When S3 began scanning: nothing written later can be expected in the report.
-    pub fn taken_at(&self) -> Result<DateTime<Utc>, InventoryError> {
-        self.creation_timestamp.trim().parse::<i64>().ok().and_then(DateTime::from_timestamp_millis).ok_or_else(|| {
-            InventoryError::Manifest(format!("creationTimestamp {:?} is not a time", self.creation_timestamp))
-        })
-    }
 }
 
 impl Columns {
@@ -135,15 +51,16 @@ pub fn read_file(
     batch_size: usize,
     mut batch: impl FnMut(Vec<BucketKey>) -> Result<(), InventoryError>,
 ) -> Result<u64, InventoryError> {
-    let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(MultiGzDecoder::new(body));
-    let mut record = csv::StringRecord::new();
+    let mut reader =
+        ::csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(MultiGzDecoder::new(body));
+    let mut record = ::csv::StringRecord::new();
     let mut rows = 0;
     let mut keys = Vec::with_capacity(batch_size);
     loop {
         match reader.read_record(&mut record) {
             Ok(true) => {}
             Ok(false) => break,
-            Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => {
+            Err(e) if matches!(e.kind(), ::csv::ErrorKind::Io(_)) => {
                 return Err(InventoryError::File { file: file.to_owned(), reason: e.to_string() });
             }
             Err(e) => return Err(InventoryError::Row { file: file.to_owned(), row: rows + 1, reason: e.to_string() }),
@@ -164,7 +81,7 @@ pub fn read_file(
 }
 
 /// The object a row lists, or `None` for a noncurrent version or a delete marker.
-fn current(record: &csv::StringRecord, columns: Columns) -> Result<Option<BucketKey>, String> {
+fn current(record: &::csv::StringRecord, columns: Columns) -> Result<Option<BucketKey>, String> {
     let field = |at: usize| record.get(at).ok_or_else(|| format!("has {} fields, fewer than its schema", record.len()));
     let flag = |at: Option<usize>| -> Result<bool, String> {
         at.map_or(Ok(false), |at| field(at).map(|v| v.eq_ignore_ascii_case("true")))
@@ -201,20 +118,13 @@ mod tests {
         encoder.finish().expect("gzip")
     }
 
-    const MANIFEST: &str = r#"{
-        "sourceBucket": "assets",
-        "destinationBucket": "arn:aws:s3:::inventory",
-        "version": "2016-11-30",
-        "creationTimestamp": "1764547200000",
-        "fileFormat": "CSV",
-        "fileSchema": "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag",
-        "files": [{ "key": "inv/assets/all/data/a.csv.gz", "size": 120, "MD5checksum": "00" }]
-    }"#;
+    fn columns() -> Columns {
+        Columns::of("Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag").expect("columns")
+    }
 
     #[test]
     fn a_report_of_all_versions_yields_the_current_objects_with_their_keys_decoded() {
-        let (manifest, columns) = Manifest::parse(MANIFEST.as_bytes(), "assets").expect("a manifest");
-        assert_eq!(manifest.taken_at().expect("a time").to_rfc3339(), "2025-12-01T00:00:00+00:00");
+        let columns = columns();
         let rows = "\"assets\",\"ws/a+b%2Bc%C3%BC.png\",\"v2\",\"true\",\"false\",\"12\",\"2025-11-01T10:00:00.000Z\",\"e\"\n\
                     \"assets\",\"ws/old.png\",\"v1\",\"false\",\"false\",\"9\",\"2025-10-01T10:00:00.000Z\",\"e\"\n\
                     \"assets\",\"ws/gone.png\",\"v3\",\"true\",\"true\",\"\",\"2025-10-02T10:00:00.000Z\",\"\"\n";
@@ -233,15 +143,9 @@ mod tests {
 
     #[test]
     fn a_report_this_product_cannot_read_is_refused_by_name() {
-        let other = Manifest::parse(MANIFEST.as_bytes(), "photos").expect_err("another bucket");
-        assert!(other.to_string().contains("lists bucket \"assets\", not the asset bucket \"photos\""), "{other}");
-        let orc = MANIFEST.replace("\"CSV\"", "\"ORC\"");
-        let e = Manifest::parse(orc.as_bytes(), "assets").expect_err("ORC");
-        assert!(e.to_string().contains("configure the inventory to write CSV"), "{e}");
-        let sizeless = MANIFEST.replace(" Size,", "");
-        let e = Manifest::parse(sizeless.as_bytes(), "assets").expect_err("no size");
+        let e = Columns::of("Bucket, Key, VersionId, LastModifiedDate").expect_err("no size");
         assert!(e.to_string().contains("has no Size field"), "{e}");
-        let (_, columns) = Manifest::parse(MANIFEST.as_bytes(), "assets").expect("a manifest");
+        let columns = columns();
         let bad = "\"assets\",\"ws/x.png\",\"v\",\"true\",\"false\",\"many\",\"2025-11-01T10:00:00.000Z\",\"e\"\n";
         let e = read_file("f.csv.gz", &gzipped(bad)[..], columns, 10, |_| Ok(())).expect_err("a bad size");
         assert_eq!(e.to_string(), "inventory file f.csv.gz, row 1: size \"many\" of \"ws/x.png\" is not a number");
