@@ -15,9 +15,9 @@ use bytes::Bytes;
 use platform::aws::AwsFailure;
 
 /// Bytes fetched at once.
-const WINDOW: u64 = 4 << 20;
+pub const WINDOW: u64 = 4 << 20;
 /// Windows kept: one per column being decoded, and the footer.
-const KEPT: usize = 8;
+pub const KEPT: usize = 8;
 
 /// An object of a known length.
 #[derive(Clone)]

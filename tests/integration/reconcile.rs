@@ -3,7 +3,7 @@
 //! per prefix and workspace, a prefix another writer shares refused, and assets whose bytes are gone reported,
 //! confirmed with the bucket, recorded once, and forgotten when their bytes come back.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 
 use chrono::Utc;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use integration_tests::{FAILPOINTS, TestContext};
 use platform::keys::KeyLayout;
 use reconcile::advance::Stop;
 use reconcile::ingest::Ingested;
+use reconcile::ranged;
 use reconcile::read::{self, Report};
 use reconcile::{self, Findings, Listing, ListingSource};
 use sweep_lambda::Sweeper;
@@ -439,4 +440,129 @@ async fn a_report_a_crash_emptied_is_read_again_and_one_stuck_unfinished_is_give
     let left: i64 =
         sqlx::query_scalar("SELECT count(*) FROM reconcile_keys").fetch_one(ctx.pool()).await.expect("keys");
     assert_eq!(left, 0, "a given-up or compared report leaves no keys behind");
+}
+
+#[tokio::test]
+async fn an_object_read_at_any_offset_costs_a_request_a_window_keeps_few_and_refuses_a_length_its_manifest_got_wrong() {
+    let ctx = TestContext::new().await;
+    // More windows than are kept, not a multiple of the window, and every byte telling where it is.
+    let window = ranged::WINDOW as usize;
+    let len = (ranged::KEPT + 1) * window + 12_345;
+    let bytes: Vec<u8> = (0..len).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let key = "inventory/data/big.parquet";
+    put_bytes(&ctx.s3, &ctx.bucket, key, &bytes).await;
+    let (s3, b, runtime) = (ctx.s3.clone(), ctx.bucket.clone(), tokio::runtime::Handle::current());
+    tokio::task::spawn_blocking(move || {
+        let object = ranged::Object::new(s3.clone(), &b, key, len as u64, runtime.clone());
+        // Front to back in small reads, as a page reader asks: a request per window, not per read.
+        let (mut read, mut buffer) = (Vec::new(), vec![0; 64 * 1024]);
+        let mut reader = object.reader(0);
+        loop {
+            let n = reader.read(&mut buffer).expect("a read");
+            if n == 0 {
+                break;
+            }
+            read.extend_from_slice(&buffer[..n]);
+        }
+        assert!(read == bytes, "the bytes as stored");
+        let windows = ranged::KEPT as u64 + 2;
+        assert_eq!(object.requests(), windows, "a request a window");
+        let again = object.bytes((len - 1000) as u64, 1000).expect("kept");
+        assert_eq!((&again[..], object.requests()), (&bytes[len - 1000..], windows), "the last window, kept");
+        // An ask of a window or more is fetched as asked, and not kept.
+        let whole = object.bytes(1, ranged::WINDOW + 1).expect("a large ask");
+        assert!(whole[..] == bytes[1..window + 2]);
+        assert_eq!(object.requests(), windows + 1);
+
+        // Asked a window apart: the oldest window goes once more are held than are kept.
+        let object = ranged::Object::new(s3.clone(), &b, key, len as u64, runtime.clone());
+        for i in 0..=ranged::KEPT {
+            assert!(object.bytes((i * window) as u64, 20).expect("a read")[..] == bytes[i * window..][..20]);
+        }
+        let kept = ranged::KEPT as u64 + 1;
+        assert_eq!(object.requests(), kept);
+        object.bytes((ranged::KEPT * window + 100) as u64, 20).expect("the newest, kept");
+        assert_eq!(object.requests(), kept);
+        object.bytes(100, 20).expect("the oldest, let go");
+        assert_eq!(object.requests(), kept + 1, "the oldest window was let go");
+
+        let past = object.bytes(len as u64 - 5, 10).expect_err("past the end");
+        assert!(past.to_string().contains("run past the end of s3://"), "{past}");
+        // A manifest that got the file's size wrong: the first GET finds out, and says both.
+        let wrong = ranged::Object::new(s3, &b, key, len as u64 + 1, runtime);
+        let e = wrong.bytes(0, 10).expect_err("a wrong length");
+        assert!(e.to_string().contains(&format!("is {len} bytes, not the {} its manifest says", len + 1)), "{e}");
+    })
+    .await
+    .expect("the reads");
+}
+
+#[tokio::test]
+async fn a_parquet_or_orc_report_this_product_cannot_read_is_refused_naming_the_file_and_what_is_wrong() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let b = ctx.bucket.clone();
+    let layout = layout(&ctx, &format!("{ws}/"));
+    let good = vec![Row::current(&key(ws), 10, OLD_MS), Row::current(&key(ws), 20, OLD_MS)];
+    let ingest_error = |manifest_key: String| {
+        let (ctx, layout) = (&ctx, &layout);
+        async move {
+            let location = format!("s3://{}/{manifest_key}", ctx.bucket);
+            let report = Report::open(&ctx.s3, &location, &ctx.bucket).await.expect("the manifest is fine");
+            let mut tx = ctx.pool().begin().await.expect("tx");
+            let listing = reconcile::open(&mut tx, ListingSource::Inventory, &location, report.taken_at(), 1)
+                .await
+                .expect("a listing");
+            let e = report.ingest_file(&mut tx, listing.id, layout, 0).await.expect_err("refused");
+            tx.rollback().await.expect("rollback");
+            e.to_string()
+        }
+    };
+
+    for format in [Format::Parquet, Format::Orc] {
+        let folder = format!("inventory/{b}/{}/", format.name());
+        let data = |scan: &str| format!("{folder}data/{scan}-0.{}", format.extension());
+        // Gzipped CSV under a manifest that says otherwise.
+        let csv = Format::Csv.write(&b, &good, 2);
+        let e = ingest_error(put_files(&ctx, &folder, "2026-11-01T00-00Z", format, &[csv], None).await).await;
+        assert!(e.starts_with(&format!("inventory file {} cannot be read: ", data("2026-11-01T00-00Z"))), "{e}");
+        // Cut short, as an interrupted copy leaves it: its index at the end is gone.
+        let whole = format.write(&b, &good, 1);
+        let cut = whole[..whole.len() / 2].to_vec();
+        let e = ingest_error(put_files(&ctx, &folder, "2026-11-02T00-00Z", format, &[cut], None).await).await;
+        assert!(e.starts_with(&format!("inventory file {} cannot be read: ", data("2026-11-02T00-00Z"))), "{e}");
+        // A current object without its size: named by file, row and key.
+        let sizeless = vec![good[0].clone(), Row { size: None, ..good[1].clone() }];
+        let file = format.write(&b, &sizeless, 2);
+        let e = ingest_error(put_files(&ctx, &folder, "2026-11-03T00-00Z", format, &[file], None).await).await;
+        let expected =
+            format!("inventory file {}, row 2: the size of {:?} is missing", data("2026-11-03T00-00Z"), good[1].key);
+        assert_eq!(e, expected);
+    }
+
+    // A file whose own schema lacks a column its manifest promised.
+    let schema = std::sync::Arc::new(arrow_schema::Schema::new(vec![
+        arrow_schema::Field::new("bucket", arrow_schema::DataType::Utf8, false),
+        arrow_schema::Field::new("key", arrow_schema::DataType::Utf8, false),
+    ]));
+    let mut orc = Vec::new();
+    let mut writer = orc_rust::ArrowWriterBuilder::new(&mut orc, schema.clone()).try_build().expect("a writer");
+    let columns: Vec<arrow_array::ArrayRef> = vec![
+        std::sync::Arc::new(arrow_array::StringArray::from(vec![b.as_str()])),
+        std::sync::Arc::new(arrow_array::StringArray::from(vec![key(ws)])),
+    ];
+    writer.write(&arrow_array::RecordBatch::try_new(schema, columns).expect("a batch")).expect("written");
+    writer.close().expect("a file");
+    let folder = format!("inventory/{b}/narrow/");
+    let e = ingest_error(put_files(&ctx, &folder, "2026-11-04T00-00Z", Format::Orc, &[orc], None).await).await;
+    assert!(e.ends_with("its schema has no size column (it has bucket, key)"), "{e}");
+
+    // A manifest whose schema lacks it is refused before any file is read.
+    let manifest = reports::manifest(&b, Format::Parquet, &[], OLD_MS).replace(" optional int64 size;", "");
+    put_bytes(&ctx.s3, &b, "inventory/sizeless/manifest.json", manifest.as_bytes()).await;
+    let e = Report::open(&ctx.s3, &format!("s3://{b}/inventory/sizeless/manifest.json"), &b)
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains("has no size field; add Size and Last modified to the inventory's fields"), "{e}");
 }

@@ -20,10 +20,10 @@ pub struct Row {
     pub key: String,
     /// Whether this is the object's current version.
     pub latest: bool,
-    /// Whether this is a delete marker (which has no size).
+    /// Whether this is a delete marker.
     pub delete_marker: bool,
-    /// Bytes.
-    pub size: i64,
+    /// Bytes (none for a delete marker).
+    pub size: Option<i64>,
     /// Milliseconds since the epoch.
     pub modified: i64,
 }
@@ -31,7 +31,7 @@ pub struct Row {
 impl Row {
     /// The current version of `key`, `size` bytes, written at `modified` (ms).
     pub fn current(key: &str, size: i64, modified: i64) -> Row {
-        Row { key: key.to_owned(), latest: true, delete_marker: false, size, modified }
+        Row { key: key.to_owned(), latest: true, delete_marker: false, size: Some(size), modified }
     }
 }
 
@@ -99,7 +99,8 @@ fn csv(bucket: &str, rows: &[Row]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     for r in rows {
         let time = chrono::DateTime::from_timestamp_millis(r.modified).expect("a time");
-        let (size, etag) = if r.delete_marker { (String::new(), "") } else { (r.size.to_string(), "etag") };
+        let size = r.size.map(|s| s.to_string()).unwrap_or_default();
+        let etag = if r.delete_marker { "" } else { "etag" };
         writeln!(
             gz,
             "\"{bucket}\",\"{}\",\"v1\",\"{}\",\"{}\",\"{size}\",\"{}\",\"{etag}\"",
@@ -158,10 +159,8 @@ fn parquet(bucket: &str, rows: &[Row], group: usize) -> Vec<u8> {
                     writer.typed::<BoolType>().write_batch(&values, Some(&levels), None).expect("written");
                 }
                 _ => {
-                    let values: Vec<Option<i64>> = chunk
-                        .iter()
-                        .map(|r| if column == 5 { (!r.delete_marker).then_some(r.size) } else { Some(r.modified) })
-                        .collect();
+                    let values: Vec<Option<i64>> =
+                        chunk.iter().map(|r| if column == 5 { r.size } else { Some(r.modified) }).collect();
                     let levels: Vec<i16> = values.iter().map(|v| i16::from(v.is_some())).collect();
                     let values: Vec<i64> = values.into_iter().flatten().collect();
                     writer.typed::<Int64Type>().write_batch(&values, Some(&levels), None).expect("written");
@@ -202,7 +201,7 @@ fn orc(bucket: &str, rows: &[Row], group: usize) -> Vec<u8> {
             Arc::new(StringArray::from(vec!["v1"; chunk.len()])),
             Arc::new(BooleanArray::from_iter(chunk.iter().map(|r| Some(r.latest)))),
             Arc::new(BooleanArray::from_iter(chunk.iter().map(|r| Some(r.delete_marker)))),
-            Arc::new(Int64Array::from_iter(chunk.iter().map(|r| (!r.delete_marker).then_some(r.size)))),
+            Arc::new(Int64Array::from_iter(chunk.iter().map(|r| r.size))),
             Arc::new(TimestampNanosecondArray::from_iter(chunk.iter().map(|r| Some(r.modified * 1_000_000)))),
             Arc::new(StringArray::from_iter(chunk.iter().map(|r| (!r.delete_marker).then_some("etag")))),
         ];

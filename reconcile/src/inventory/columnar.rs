@@ -199,3 +199,51 @@ impl Columns {
         Ok(Some(BucketKey { key, byte_size, last_modified }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schemas in S3's own manifests: Parquet as older and newer reports spell it, and ORC.
+    const PARQUET: &str = "message s3.inventory { required binary bucket (UTF8); required binary key (UTF8); \
+        optional binary version_id (UTF8); optional boolean is_latest; optional boolean is_delete_marker; \
+        optional int64 size; optional int64 last_modified_date (TIMESTAMP_MILLIS); optional binary e_tag (UTF8);}";
+    const PARQUET_NEWER: &str = "message s3.inventory {  required binary bucket (STRING);  required binary key \
+        (STRING);  optional int64 size;  optional int64 last_modified_date (TIMESTAMP(MILLIS,true));  optional \
+        binary e_tag (STRING);}";
+    const ORC: &str = "struct<bucket:string,key:string,version_id:string,is_latest:boolean,is_delete_marker:boolean,\
+        size:bigint,last_modified_date:timestamp,e_tag:string,storage_class:string>";
+
+    #[test]
+    fn the_schemas_s3_writes_hold_what_is_read_and_one_without_a_size_is_refused_by_name() {
+        for (kind, schema) in [(Kind::Parquet, PARQUET), (Kind::Parquet, PARQUET_NEWER), (Kind::Orc, ORC)] {
+            assert_eq!(kind.checked(schema).expect("S3's schema"), kind);
+        }
+        assert_eq!(
+            Kind::Orc.field_names("struct<bucket:string,key:string>"),
+            vec!["bucket".to_owned(), "key".to_owned()]
+        );
+        let e = Kind::Parquet.checked(&PARQUET.replace("optional int64 size;", "")).expect_err("no size");
+        assert!(e.to_string().contains("has no size field"), "{e}");
+        let e = Kind::Orc.checked(&ORC.replace("last_modified_date:timestamp,", "")).expect_err("no time");
+        assert!(e.to_string().contains("has no last_modified_date field"), "{e}");
+        // A field whose name merely contains a column's is not that column.
+        let e = Kind::Orc.checked("struct<bucket:string,key:string,file_size:bigint,last_modified_date:timestamp>");
+        assert!(e.expect_err("no size").to_string().contains("has no size field"));
+    }
+
+    #[test]
+    fn a_file_must_name_the_three_columns_and_the_version_flags_are_read_where_present() {
+        let wanted = wanted("f.parquet", &["bucket", "KEY", "size", "last_modified_date", "is_latest"]).expect("read");
+        assert_eq!(wanted, vec!["KEY", "size", "last_modified_date", "is_latest"]);
+        let e = wanted_error(&["bucket", "key", "last_modified_date"]);
+        assert_eq!(
+            e,
+            "inventory file f.orc cannot be read: its schema has no size column (it has bucket, key, last_modified_date)"
+        );
+    }
+
+    fn wanted_error(names: &[&str]) -> String {
+        wanted("f.orc", names).expect_err("refused").to_string()
+    }
+}
