@@ -1,15 +1,17 @@
 //! Reconciliation's throughput at a real bucket's size, beside the per-key lookup one would write first, in one run:
 //!
-//! - reconciliation as it runs: an S3 Inventory report (manifest and gzipped CSV files, as S3 writes them) read
-//!   from local disk, each file decompressed and parsed as it streams, its keys classified and copied into
-//!   `reconcile_keys` in batches of 10 000 (`COPY`), then both anti-joins: the keys no row knows and the rows
-//!   whose keys the report lacks;
+//! - reconciliation as it runs: an S3 Inventory report (manifest and data files as S3 writes them) read from local
+//!   disk, each file decoded as it streams, its keys classified and copied into `reconcile_keys` in batches of
+//!   10 000 (`COPY`), then both anti-joins: the keys no row knows and the rows whose keys the report lacks. The same
+//!   keys in each of S3's three formats: gzipped CSV, Parquet (Snappy) and ORC (ZLIB), CSV the baseline of the
+//!   other two;
 //! - the baseline: one indexed lookup of `stored_objects` per key, over a sample of the same keys.
 //!
 //! The bucket: 1 000 000 keys in 100 workspaces, in ten files; the rows: 1 000 000 assets with their stored
-//! objects. 10 000 keys have no row and 10 000 rows have no key. Printed: the time to read and ingest, to compare,
-//! and both together (twice, so a slow moment of the machine falls on both), keys per second, the baseline's rate,
-//! the ratio, and how long a billion-key bucket takes at this pace.
+//! objects. 10 000 keys have no row and 10 000 rows have no key. Printed, per format: the report's size, the time to
+//! decode it alone and the process's peak resident memory after, the time to read and ingest, to compare, and both
+//! together (twice, so a slow moment of the machine falls on both), keys per second and the ratio to CSV; then the
+//! per-key baseline's rate, the ratio, and how long a billion-key bucket takes at this pace.
 //!
 //! Run with `scripts/bench-reconcile` (only Postgres). `BENCH_KEYS` (1000000), `BENCH_DRIFT` (10000, keys without
 //! rows and rows without keys each) and `BENCH_SAMPLE` (20000, the baseline's keys) set the sizes.
@@ -17,11 +19,11 @@
 // Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
 #![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
 
-use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use integration_tests::TestDatabase;
+use integration_tests::reports::{Format, Row};
 use platform::keys::KeyLayout;
 use reconcile::inventory::{self, Manifest};
 use reconcile::read::Report;
@@ -65,9 +67,8 @@ async fn rows(pool: &PgPool, rows: usize) {
     exec(pool, "VACUUM ANALYZE").await;
 }
 
-/// The report: every row's key but `drift` of them, and `drift` keys no row knows, in `FILES` gzipped CSV files
-/// with S3's schema, under `dir`. Returns the manifest's path and the keys it lists.
-async fn report(pool: &PgPool, dir: &Path, drift: usize) -> (String, Vec<String>) {
+/// The report's keys: every row's but `drift` of them, and `drift` keys no row knows.
+async fn listed_keys(pool: &PgPool, drift: usize) -> Vec<String> {
     let mut keys: Vec<String> =
         sqlx::query_scalar("SELECT storage_key FROM stored_objects ORDER BY md5(storage_key) OFFSET $1")
             .bind(drift as i64)
@@ -75,38 +76,29 @@ async fn report(pool: &PgPool, dir: &Path, drift: usize) -> (String, Vec<String>
             .await
             .expect("keys");
     keys.extend((0..drift).map(|i| format!("00000000-0000-4000-8000-0000000000{:02}/{}.png", i % 100, Uuid::new_v4())));
-    let prefix = format!("inventory/{BUCKET}/all");
+    keys
+}
+
+/// The report of `keys` in `format`, in `FILES` files with S3's schema, under `dir`: the manifest's path.
+fn report(dir: &Path, format: Format, keys: &[String]) -> String {
+    let prefix = format!("inventory/{BUCKET}/{}", format.name());
+    let modified = chrono::DateTime::parse_from_rfc3339("2025-06-01T10:00:00Z").expect("a time").timestamp_millis();
     let mut files = Vec::new();
     for (i, chunk) in keys.chunks(keys.len().div_ceil(FILES)).enumerate() {
-        let key = format!("{prefix}/data/{i}.csv.gz");
+        let key = format!("{prefix}/data/{i}.{}", format.extension());
         let path = dir.join(&key);
         std::fs::create_dir_all(path.parent().expect("a folder")).expect("dir");
-        let mut gz = flate2::write::GzEncoder::new(
-            std::io::BufWriter::new(std::fs::File::create(&path).expect("a file")),
-            flate2::Compression::fast(),
-        );
-        for k in chunk {
-            writeln!(gz, "\"{BUCKET}\",\"{k}\",\"1000\",\"2025-06-01T10:00:00.000Z\",\"\\\"etag\\\"\",\"STANDARD\"")
-                .expect("a row");
-        }
-        gz.finish().expect("gzip").flush().expect("flush");
-        files.push(
-            serde_json::json!({ "key": key, "size": std::fs::metadata(&path).expect("size").len(), "MD5checksum": "" }),
-        );
+        let rows: Vec<Row> = chunk.iter().map(|k| Row::current(k, 1000, modified)).collect();
+        // Row groups and stripes of a size S3's writers make (about 128 MiB of keys would hold a million).
+        let bytes = format.write(BUCKET, &rows, 100_000);
+        std::fs::write(&path, &bytes).expect("a file");
+        files.push((key, bytes.len()));
     }
-    let manifest = serde_json::json!({
-        "sourceBucket": BUCKET,
-        "destinationBucket": "arn:aws:s3:::bench-inventory",
-        "version": "2016-11-30",
-        "creationTimestamp": chrono::Utc::now().timestamp_millis().to_string(),
-        "fileFormat": "CSV",
-        "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass",
-        "files": files,
-    });
+    let manifest = integration_tests::reports::manifest(BUCKET, format, &files, chrono::Utc::now().timestamp_millis());
     let path = dir.join(format!("{prefix}/2026-12-01T00-00Z/manifest.json"));
     std::fs::create_dir_all(path.parent().expect("a folder")).expect("dir");
-    std::fs::write(&path, manifest.to_string()).expect("manifest");
-    (path.display().to_string(), keys)
+    std::fs::write(&path, manifest).expect("manifest");
+    path.display().to_string()
 }
 
 /// One reconciliation of the report, rolled back: (read and ingest, compare, findings).
@@ -136,6 +128,21 @@ async fn reconcile_once(
     (ingest, compare, findings)
 }
 
+/// One format's figures.
+struct Measured {
+    format: Format,
+    bytes: u64,
+    decode: Duration,
+    peak_kib: u64,
+    runs: [(Duration, Duration); 2],
+}
+
+impl Measured {
+    fn best(&self) -> Duration {
+        self.runs.iter().map(|(ingest, compare)| *ingest + *compare).min().unwrap_or_default()
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let keys = env_number("BENCH_KEYS", 1_000_000);
@@ -144,19 +151,30 @@ async fn main() {
     let db = TestDatabase::new().await;
     eprintln!("reconcile: loading {keys} assets ...");
     rows(&db.pool, keys).await;
+    let listed = listed_keys(&db.pool, drift).await;
     let dir = std::env::temp_dir().join(format!("reconcile-bench-{}", Uuid::new_v4()));
-    let (manifest, listed) = report(&db.pool, &dir, drift).await;
-    let on_disk: u64 = walk_size(&dir);
-    eprintln!("reconcile: report of {} keys written ({on_disk} bytes gzipped)", listed.len());
     let layout = KeyLayout::new("*", r"(?P<workspace>[0-9a-f-]{36})/[0-9a-f-]{36}\.png").expect("a layout");
     // Never called: nothing is confirmed with the bucket in this run.
     let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::Config::builder().behavior_version_latest().build());
 
-    // Where the time of reading goes: decompressing and parsing alone, without Postgres.
-    let parse_only = parse_only(&manifest).await;
-    let first = reconcile_once(&db.pool, &s3, &manifest, &layout).await;
-    let (unknown, _) = first.2.unknown_totals();
-    assert_eq!((unknown as usize, first.2.unconfirmed as usize), (drift, drift), "the drift, both ways");
+    let mut measured = Vec::new();
+    for format in Format::ALL {
+        let manifest = report(&dir, format, &listed);
+        let bytes = walk_size(&dir.join(format!("inventory/{BUCKET}/{}", format.name())));
+        eprintln!("reconcile: report of {} keys written in {} ({bytes} bytes)", listed.len(), format.name());
+        // Where the time of reading goes: decoding alone, without Postgres.
+        let decode = parse_only(&manifest).await;
+        let peak_kib = peak_resident_kib();
+        let mut runs = [(Duration::ZERO, Duration::ZERO); 2];
+        for run in &mut runs {
+            let (ingest, compare, findings) = reconcile_once(&db.pool, &s3, &manifest, &layout).await;
+            let (unknown, _) = findings.unknown_totals();
+            assert_eq!((unknown as usize, findings.unconfirmed as usize), (drift, drift), "the drift, both ways");
+            *run = (ingest, compare);
+        }
+        measured.push(Measured { format, bytes, decode, peak_kib, runs });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 
     // The baseline: one lookup per key, as a loop over the report would ask.
     let mut conn = db.pool.acquire().await.expect("connection");
@@ -173,32 +191,40 @@ async fn main() {
     let naive = started.elapsed();
     drop(conn);
 
-    let second = reconcile_once(&db.pool, &s3, &manifest, &layout).await;
-    let _ = std::fs::remove_dir_all(&dir);
-
-    let total = |r: &(Duration, Duration, Findings)| r.0 + r.1;
-    let best = total(&first).min(total(&second));
-    let rate = listed.len() as f64 / best.as_secs_f64();
-    let naive_rate = sample.min(listed.len()) as f64 / naive.as_secs_f64();
     println!(
-        "reconcile: {} keys in {FILES} files ({on_disk} bytes gzipped) against {keys} rows; {drift} without rows, \
-         {drift} rows without keys",
+        "reconcile: {} keys in {FILES} files against {keys} rows; {drift} without rows, {drift} rows without keys",
         listed.len()
     );
-    println!(
-        "reconcile:  decompressing and parsing alone: {:.2} s ({:.0} keys/s)",
-        parse_only.as_secs_f64(),
-        listed.len() as f64 / parse_only.as_secs_f64()
-    );
-    for (run, r) in [("first", &first), ("second", &second)] {
+    let csv = &measured[0];
+    for m in &measured {
         println!(
-            "reconcile:  {run}: read and ingest {:.2} s, both anti-joins {:.2} s, together {:.2} s ({:.0} keys/s)",
-            r.0.as_secs_f64(),
-            r.1.as_secs_f64(),
-            total(r).as_secs_f64(),
-            listed.len() as f64 / total(r).as_secs_f64()
+            "reconcile: {:<7} {:>10} bytes; decoding alone {:.2} s ({:.0} keys/s, {:.2}x CSV's time), peak resident \
+             memory after {} MiB",
+            m.format.name(),
+            m.bytes,
+            m.decode.as_secs_f64(),
+            listed.len() as f64 / m.decode.as_secs_f64(),
+            m.decode.as_secs_f64() / csv.decode.as_secs_f64(),
+            m.peak_kib / 1024
+        );
+        for (run, (ingest, compare)) in ["first", "second"].iter().zip(&m.runs) {
+            let together = *ingest + *compare;
+            println!(
+                "reconcile:   {run}: read and ingest {:.2} s, both anti-joins {:.2} s, together {:.2} s ({:.0} keys/s)",
+                ingest.as_secs_f64(),
+                compare.as_secs_f64(),
+                together.as_secs_f64(),
+                listed.len() as f64 / together.as_secs_f64()
+            );
+        }
+        println!(
+            "ratio:      {} reconciles in {:.2}x CSV's time (best runs)",
+            m.format.name(),
+            m.best().as_secs_f64() / csv.best().as_secs_f64()
         );
     }
+    let rate = listed.len() as f64 / csv.best().as_secs_f64();
+    let naive_rate = sample.min(listed.len()) as f64 / naive.as_secs_f64();
     println!(
         "baseline:   a lookup per key over {} keys: {:.2} s, {naive_rate:.0} keys/s ({unknown_in_sample} unknown); \
          {:.0} s for the whole report",
@@ -206,22 +232,40 @@ async fn main() {
         naive.as_secs_f64(),
         listed.len() as f64 / naive_rate
     );
-    println!("ratio:      reconciliation is {:.1}x the per-key lookup (best run)", rate / naive_rate);
+    println!("ratio:      reconciliation (CSV) is {:.1}x the per-key lookup (best run)", rate / naive_rate);
     println!(
         "pace:       a bucket of 1 000 000 000 keys takes {:.1} h of ingest and comparison at this rate",
         1e9 / rate / 3600.0
     );
 }
 
-/// Every file of the report decompressed and parsed, the keys dropped.
+/// The process's peak resident memory so far (`VmHWM`), in KiB; 0 where /proc does not say.
+fn peak_resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Every file of the report decoded, the keys dropped.
 async fn parse_only(manifest: &str) -> Duration {
     let bytes = std::fs::read(manifest).expect("the manifest");
-    let (parsed, columns) = Manifest::parse(&bytes, BUCKET).expect("a manifest");
+    let (parsed, format) = Manifest::parse(&bytes, BUCKET).expect("a manifest");
     let root = Path::new(manifest).ancestors().find(|d| d.join(&parsed.files[0].key).is_file()).expect("the root");
     let started = Instant::now();
     for file in &parsed.files {
-        let body = std::io::BufReader::new(std::fs::File::open(root.join(&file.key)).expect("a file"));
-        inventory::read_file(&file.key, body, columns, 10_000, |_| Ok(())).expect("parsed");
+        let opened = std::fs::File::open(root.join(&file.key)).expect("a file");
+        match format {
+            inventory::Format::Csv(columns) => {
+                let body = std::io::BufReader::new(opened);
+                inventory::csv::read_file(&file.key, body, columns, 10_000, |_| Ok(())).expect("parsed")
+            }
+            inventory::Format::Columnar(kind) => {
+                inventory::columnar::read_file(&file.key, kind, opened, 10_000, |_| Ok(())).expect("decoded")
+            }
+        };
     }
     started.elapsed()
 }
