@@ -115,7 +115,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                     // What a settle would decide now, from the judgement the settle itself acts on, read only.
                     let mut read = conn.begin().await?;
                     sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *read).await?;
-                    let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after, undoable };
+                    let terms = Terms {
+                        grace: settings.grace,
+                        abandon_after: settings.abandon_after,
+                        undoable,
+                        quiet: settings.schema_quiet_period,
+                    };
                     let Judged::Judged(judgement) = judgement::judge(&mut read, &map, AssetId(id), terms, None).await?
                     else {
                         bail!("asset {id} was removed while it was being explained");
@@ -124,7 +129,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                     let would = match (r.state, r.due_now, judgement.decision) {
                         (AssetState::Failed, _, _) => "nothing: failed, it waits for an operator (redrive)".to_owned(),
                         (_, false, _) => "nothing: not due".to_owned(),
-                        (_, true, lifecycle::Decision::Defer(why)) => format!("defer ({})", why.as_str()),
+                        (_, true, lifecycle::Decision::Defer(why)) => match &judgement.hold {
+                            Some(lifecycle::holds::Hold::Window(window)) => {
+                                format!("defer ({}: {})", why.as_str(), window.describe())
+                            }
+                            _ => format!("defer ({})", why.as_str()),
+                        },
                         (_, true, decision) => decision.action().to_string(),
                     };
                     text.push_str(&format!("  a settle now would: {would}\n"));

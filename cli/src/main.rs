@@ -7,6 +7,7 @@ mod connect;
 mod discover;
 mod explain;
 mod guards;
+mod hold;
 mod migrate;
 mod plan;
 mod reconcile;
@@ -74,6 +75,12 @@ enum Command {
         #[command(subcommand)]
         command: guards::Command,
     },
+    /// Windows in which nothing is deleted or purged, in any workspace: declare one around a migration, list them,
+    /// release one (needs only DATABASE_URL or DATABASE_SECRET_ARN).
+    Hold {
+        #[command(subcommand)]
+        command: hold::Command,
+    },
 }
 
 /// What a command prints: a line or more for people, and the same facts as JSON; and what, if anything, needs
@@ -115,6 +122,7 @@ async fn main() -> ExitCode {
         Command::Usage(args) => usage::run(args).await,
         Command::Restore(args) => restore::run(args).await,
         Command::Guards { command } => guards::run(command).await,
+        Command::Hold { command } => hold::run(command).await,
     };
     match result {
         Ok(output) => {

@@ -69,7 +69,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for candidate in candidates {
         let (id, workspace) = (candidate.id, candidate.workspace_id);
         let asset = AssetId(id);
-        let terms = Terms { grace: settings.grace, abandon_after: settings.abandon_after, undoable };
+        let terms = Terms {
+            grace: settings.grace,
+            abandon_after: settings.abandon_after,
+            undoable,
+            quiet: settings.schema_quiet_period,
+        };
         let Judged::Judged(judgement) = judgement::judge(&mut tx, &map, asset, terms, None).await? else {
             continue;
         };

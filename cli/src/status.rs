@@ -275,7 +275,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
 
     // What is wrong with how it runs, not with what it does: said, but nothing waits for a person because of it.
     let superuser = last_finished.and_then(|r| r.reason.as_ref()?.get("superuser")?.as_str().map(str::to_owned));
-    let warnings: Vec<String> = superuser
+    let mut warnings: Vec<String> = superuser
         .iter()
         .map(|role| {
             format!(
@@ -283,6 +283,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             )
         })
         .collect();
+    // A window in which nothing is destroyed is meant to be (a migration's, or the quiet after one): said, as it
+    // stands now, with how it ends.
+    let window = lifecycle::holds::window(&mut *pool.acquire().await?, settings.schema_quiet_period).await?;
+    if let Some(window) = &window {
+        warnings.push(format!("deletes and purges wait, in every workspace: {}", window.describe()));
+    }
 
     let mut text = String::new();
     let verdict = if attention.is_empty() { "OK" } else { "NEEDS A PERSON" };

@@ -257,6 +257,7 @@ impl Consumer {
                     verdict: *verdict,
                     grace: self.settings.grace,
                     retention: self.settings.retention,
+                    quiet: self.settings.schema_quiet_period,
                     abandon_after: self.settings.abandon_after,
                     s3_timeout: self.settings.s3_delete_timeout,
                     message_id,

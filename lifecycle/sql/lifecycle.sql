@@ -110,3 +110,44 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_claimable(a asset_sweeper
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_unscheduled(a asset_sweeper.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN a.due_at IS NULL AND a.state IN ('attached', 'released');
+
+-- A migration window (docs/integrating.md, "Migrations"): the application calls this before a migration that
+-- moves, backfills or rewrites references, and nothing is deleted or purged anywhere until `ends_at` or until it
+-- calls `asset_sweeper_release_hold`. Any role it is granted to may declare one, since a hold only keeps; at most
+-- a week ahead, so a window a failed migration forgot ends by itself (declare another if the work takes longer).
+-- SECURITY DEFINER: the caller writes the table through this alone, stamped with its own login.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_hold(ends_at timestamptz, reason text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    declared bigint;
+BEGIN
+    IF reason IS NULL OR btrim(reason) = '' THEN
+        RAISE EXCEPTION 'asset-sweeper: a hold needs a reason (the migration, and who to ask about it)';
+    END IF;
+    IF length(reason) > 500 THEN
+        RAISE EXCEPTION 'asset-sweeper: a hold''s reason is at most 500 characters (it has %)', length(reason);
+    END IF;
+    IF ends_at IS NULL OR ends_at <= now() THEN
+        RAISE EXCEPTION 'asset-sweeper: a hold must end after now, not at %', ends_at;
+    END IF;
+    IF ends_at > now() + interval '7 days' THEN
+        RAISE EXCEPTION 'asset-sweeper: a hold ends within 7 days, not at %: declare another before it ends', ends_at;
+    END IF;
+    INSERT INTO asset_sweeper.destruction_holds (reason, declared_by, ends_at)
+         VALUES (btrim(reason), session_user, ends_at)
+      RETURNING id INTO declared;
+    RETURN declared;
+END
+$$;
+
+-- Ends a window early, as the login that declared it (an operator's CLI releases any: `asset-sweeper hold
+-- release`). True when it was open.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_release_hold(hold bigint) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH released AS (
+        UPDATE asset_sweeper.destruction_holds
+           SET released_by = session_user, released_at = now()
+         WHERE id = hold AND declared_by = session_user AND released_at IS NULL AND ends_at > now()
+        RETURNING 1)
+    SELECT EXISTS (SELECT 1 FROM released)
+$$;

@@ -1,8 +1,13 @@
 //! Why a destruction waits though no source refers to the asset: its id found by the census in a column that is no
 //! source (invariant 21), or adopted bytes whose key a record names, or that the census's key scan has not yet
-//! covered the schema for (invariant 13). Read in the settle's transaction,
-//! after the asset and its object are locked; the plan reads the same.
+//! covered the schema for (invariant 13), or a window in which nothing is destroyed (a migration's, declared, or
+//! the quiet period after a schema change). Read in the settle's transaction, after the asset and its object are
+//! locked; the plan reads the same.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use sqlx::PgConnection;
 
 use crate::rules::{Decision, Deferral};
@@ -10,22 +15,110 @@ use platform::AssetId;
 
 /// `decision` as an adopted asset's holds leave it: a delete or purge waits while [`hold`] says so. What the settle
 /// acts on (with `lock`) and the plan and explain show (without, in a read-only transaction).
+/// A delete or purge that nothing else holds waits while a [`Window`] is open (`quiet`: how long after a schema
+/// change).
 pub async fn weigh(
     conn: &mut PgConnection,
     asset: AssetId,
     storage_key: &str,
     decision: Decision,
+    quiet: Duration,
     lock: bool,
 ) -> Result<(Decision, Option<Hold>), sqlx::Error> {
     let hold = match decision {
         Decision::Retire | Decision::Delete | Decision::Purge => match found(&mut *conn, asset).await? {
             Some(found) => Some(found),
-            None if decision != Decision::Retire => hold(conn, asset, storage_key, lock).await?,
+            None if decision != Decision::Retire => hold(&mut *conn, asset, storage_key, lock).await?,
             None => None,
         },
         _ => None,
     };
-    Ok((held(decision, hold.as_ref()), hold))
+    let decided = held(decision, hold.as_ref());
+    if matches!(decided, Decision::Delete | Decision::Purge)
+        && let Some(window) = window(conn, quiet).await?
+    {
+        return Ok((Decision::Defer(Deferral::Window), Some(Hold::Window(window))));
+    }
+    Ok((decided, hold))
+}
+
+/// A window in which nothing is deleted or purged, anywhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Window {
+    /// Declared around a migration (`asset_sweeper_hold` in SQL, `asset-sweeper hold` by an operator): until it
+    /// ends or is released.
+    Declared {
+        /// Its row in `destruction_holds`.
+        id: i64,
+        /// Why, as declared.
+        reason: String,
+        /// The login that declared it.
+        declared_by: String,
+        /// When it ends.
+        ends_at: DateTime<Utc>,
+    },
+    /// The schema changed at `changed_at`: a migration half done may still fill a column the census has read empty.
+    Quiet {
+        /// The newest change the detector recorded.
+        changed_at: DateTime<Utc>,
+        /// When the quiet period after it ends.
+        ends_at: DateTime<Utc>,
+    },
+}
+
+impl Window {
+    /// When it ends (a declared one, unless released first).
+    pub fn ends_at(&self) -> DateTime<Utc> {
+        match self {
+            Window::Declared { ends_at, .. } | Window::Quiet { ends_at, .. } => *ends_at,
+        }
+    }
+
+    /// One line for a person: what holds, since when or by whom, and until when.
+    pub fn describe(&self) -> String {
+        match self {
+            Window::Declared { id, reason, declared_by, ends_at } => format!(
+                "hold {id} declared by {declared_by} ({reason}) until {}; release it with `asset-sweeper hold \
+                 release {id}`",
+                ends_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+            Window::Quiet { changed_at, ends_at } => format!(
+                "the schema changed at {}: deletes and purges wait until {} (SCHEMA_QUIET_PERIOD)",
+                changed_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                ends_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        }
+    }
+}
+
+/// The window open now, if any: of the declared ones, the one that ends last; else the quiet period after the
+/// schema's newest change, when `quiet` is not zero.
+pub async fn window(conn: &mut PgConnection, quiet: Duration) -> Result<Option<Window>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT h.id AS "id?", h.reason AS "reason?", h.declared_by AS "declared_by?", h.ends_at AS "ends_at?",
+                  asset_sweeper_schema_changed_at() AS changed_at,
+                  asset_sweeper_schema_changed_at() + $1 * interval '1 second' > now() AS "quiet!"
+             FROM (SELECT 1) one
+             LEFT JOIN LATERAL (SELECT id, reason, declared_by, ends_at FROM destruction_holds
+                                 WHERE released_at IS NULL AND ends_at > now()
+                                 ORDER BY ends_at DESC LIMIT 1) h ON true"#,
+        quiet.as_secs_f64(),
+    )
+    .fetch_one(conn)
+    .await?;
+    if let (Some(id), Some(reason), Some(declared_by), Some(ends_at)) =
+        (row.id, row.reason, row.declared_by, row.ends_at)
+    {
+        return Ok(Some(Window::Declared { id, reason, declared_by, ends_at }));
+    }
+    Ok(match row.changed_at {
+        Some(changed_at) if row.quiet && !quiet.is_zero() => {
+            let ends_at = changed_at + chrono::Duration::from_std(quiet).unwrap_or(chrono::Duration::MAX);
+            Some(Window::Quiet { changed_at, ends_at })
+        }
+        _ => None,
+    })
 }
 
 /// Where the census (or the schema check's sample) found `asset`'s id in a column that is no source: the column
@@ -59,6 +152,8 @@ pub enum Hold {
         /// The row's `ctid` when it was seen.
         record: String,
     },
+    /// A window in which nothing is destroyed is open.
+    Window(Window),
 }
 
 /// Whether `asset`, about to be destroyed, was adopted and must wait: read in the settle's transaction, after the

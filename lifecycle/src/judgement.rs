@@ -23,6 +23,8 @@ pub struct Terms {
     /// The asset bucket's versioning, as the caller read it, is `Enabled` (`platform::bucket`): without it deletes
     /// and purges wait (invariant 18).
     pub undoable: bool,
+    /// Deletes and purges wait this long after the schema last changed (`SCHEMA_QUIET_PERIOD`).
+    pub quiet: Duration,
 }
 
 /// The claim a message carries: what a settle checks the locked row against before anything is judged.
@@ -87,7 +89,8 @@ pub async fn judge(
     let proven = Proven { schema: map.proven(), undoable: terms.undoable };
     let decision = rules::decide(found.keeping().is_some(), &facts, proven);
     // Adopted bytes have an id nobody holds: a record can only name them by key.
-    let (decision, hold) = holds::weigh(&mut *conn, asset, &facts.storage_key, decision, claim.is_some()).await?;
+    let (decision, hold) =
+        holds::weigh(&mut *conn, asset, &facts.storage_key, decision, terms.quiet, claim.is_some()).await?;
     let sharers = match decision {
         Decision::Delete | Decision::Purge => Some(rules::sharers(&mut *conn, &facts.storage_key, asset).await?),
         _ => None,

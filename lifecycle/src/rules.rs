@@ -118,6 +118,9 @@ pub enum Deferral {
     /// Retiring, deleting or purging an asset whose id the census found in a column that is no source (a link in a
     /// comment): kept, and looked at again after [`NAMED_HOLD`].
     Found,
+    /// Deleting or purging inside a window in which nothing is destroyed: one declared around a migration, or the
+    /// quiet period after the schema last changed ([`crate::holds::Window`]). Looked at again when it ends.
+    Window,
 }
 
 /// How long adopted bytes a record names wait before they are looked at again: the record is the application's,
@@ -136,6 +139,9 @@ pub const BUCKET_HOLD: Duration = Duration::from_secs(3600);
 /// schema, and then some.
 pub const SCHEMA_HOLD: Duration = Duration::from_secs(20 * 60);
 
+/// The shortest wait of a delete or purge a window holds: a window ends at a time it names, but may be extended.
+pub const WINDOW_RECHECK: Duration = Duration::from_secs(60);
+
 impl Deferral {
     /// The name recorded in a deferral's evidence.
     pub fn as_str(self) -> &'static str {
@@ -149,6 +155,7 @@ impl Deferral {
             Deferral::Bucket => "bucket",
             Deferral::SchemaChanged => "schema_changed",
             Deferral::Found => "found",
+            Deferral::Window => "window",
         }
     }
 }

@@ -127,6 +127,8 @@ pub struct Context<'a> {
     pub grace: Duration,
     /// How long a retired asset stays restorable.
     pub retention: Duration,
+    /// Deletes and purges wait this long after the schema last changed.
+    pub quiet: Duration,
     /// When an unattached upload is abandoned.
     pub abandon_after: Duration,
     /// The timeout of the one S3 call made under the row locks.
@@ -144,7 +146,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
 
     let claim = Claimed { workspace_id: message.workspace_id, token: message.claim_token };
     let undoable = cx.versioning.as_ref().is_ok_and(Versioning::keeps_removed_bytes);
-    let terms = Terms { grace: cx.grace, abandon_after: cx.abandon_after, undoable };
+    let terms = Terms { grace: cx.grace, abandon_after: cx.abandon_after, undoable, quiet: cx.quiet };
     let judgement = match judgement::judge(&mut tx, cx.map, asset, terms, Some(claim)).await? {
         Judged::Judged(judgement) => *judgement,
         // Removed by an earlier settle of the same asset (a duplicate or redelivered message): done.
@@ -203,6 +205,10 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                     evidence["deferred"]["found_in"] = json!(column);
                     evidence["deferred"]["record"] = json!({ "ctid": record });
                 }
+                (Deferral::Window, Some(Hold::Window(window))) => {
+                    evidence["deferred"]["window"] = json!(window);
+                    evidence["deferred"]["because"] = json!(window.describe());
+                }
                 (Deferral::Bucket, _) => {
                     evidence["deferred"]["bucket"] = json!(cx.bucket);
                     evidence["deferred"]["versioning"] = json!(cx.versioning.as_ref().ok());
@@ -218,6 +224,14 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::Named | Deferral::Found => Until::Later(rules::NAMED_HOLD),
                 Deferral::Bucket => Until::Later(rules::BUCKET_HOLD),
                 Deferral::SchemaChanged => Until::Later(rules::SCHEMA_HOLD),
+                // Looked at again when the window ends (a minute at least: a released window is seen sooner by
+                // none, and the sweep's next pass claims it then).
+                Deferral::Window => Until::Later(match &hold {
+                    Some(Hold::Window(window)) => {
+                        (window.ends_at() - chrono::Utc::now()).to_std().unwrap_or_default().max(rules::WINDOW_RECHECK)
+                    }
+                    _ => rules::WINDOW_RECHECK,
+                }),
             };
             assets::defer(&mut tx, asset, until).await?;
             Settled::plain(decision.action())

@@ -106,6 +106,11 @@ BEGIN
         GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_check_upload(uuid, bigint),
                                   asset_sweeper.asset_sweeper_usage(uuid)
             TO asset_sweeper_application;
+        -- A migration window, declared and released through these alone (a hold only keeps); the table of holds
+        -- is not the application's to read or change.
+        GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_hold(timestamptz, text),
+                                  asset_sweeper.asset_sweeper_release_hold(bigint)
+            TO asset_sweeper_application;
     END IF;
 END
 $do$;

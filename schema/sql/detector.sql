@@ -20,13 +20,22 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_schema_generation() RETUR
       FROM asset_sweeper.asset_sweeper_schema_state s
 $$;
 
+-- When the schema last changed, folded or not: deletes and purges wait a quiet period after it
+-- (SCHEMA_QUIET_PERIOD), since a migration half done may still fill a column the census has read empty.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_schema_changed_at() RETURNS timestamptz
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT greatest(s.changed_at, (SELECT max(c.changed_at) FROM asset_sweeper.asset_sweeper_schema_changes c))
+      FROM asset_sweeper.asset_sweeper_schema_state s
+$$;
+
 -- Folds the changes appended since the last fold into the state row, in one statement: a reader sees either the
 -- rows or the count they went into. The sweep, one at a time, calls it before each schema check.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_fold_schema_changes() RETURNS bigint
     LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-    WITH folded AS (DELETE FROM asset_sweeper.asset_sweeper_schema_changes RETURNING 1),
+    WITH folded AS (DELETE FROM asset_sweeper.asset_sweeper_schema_changes RETURNING changed_at),
          moved AS (UPDATE asset_sweeper.asset_sweeper_schema_state
-                      SET generation = generation + (SELECT count(*) FROM folded)
+                      SET generation = generation + (SELECT count(*) FROM folded),
+                          changed_at = greatest(changed_at, (SELECT max(changed_at) FROM folded))
                     WHERE (SELECT count(*) FROM folded) > 0
                    RETURNING 1)
     SELECT count(*) FROM folded

@@ -36,6 +36,9 @@ pub struct Settings {
     pub schema_sample_rows: u32,
     /// The consumer settles only on a schema verdict a sweep pass recorded at most this long ago (invariant 4).
     pub schema_verdict_max_age: Duration,
+    /// Deletes and purges wait this long after the schema last changed: a migration half done may still fill a
+    /// column the census has read empty. Zero turns the quiet period off.
+    pub schema_quiet_period: Duration,
     /// What the schema check does with a reference source that no index serves.
     pub unindexed_sources: UnindexedSources,
     /// How a sweep pass claims and sends.
@@ -279,6 +282,14 @@ impl Settings {
         if reader.problems.is_empty() { Ok(options) } else { Err(SettingsError { problems: reader.problems }) }
     }
 
+    /// The quiet period after a schema change alone (`SCHEMA_QUIET_PERIOD`, optional), for a command that needs
+    /// nothing else of the functions' (`asset-sweeper hold list`).
+    pub fn schema_quiet_period_from_env() -> Result<Duration, SettingsError> {
+        let mut reader = Reader { lookup: &process_env, problems: Vec::new() };
+        let quiet = reader.schema_quiet_period();
+        if reader.problems.is_empty() { Ok(quiet) } else { Err(SettingsError { problems: reader.problems }) }
+    }
+
     /// [`Settings::load`] through `lookup`.
     pub async fn load_from(
         sdk: &aws_config::SdkConfig,
@@ -343,6 +354,7 @@ impl Settings {
         let schema::CheckOptions { sample_rows: schema_sample_rows, unindexed: unindexed_sources } =
             reader.schema_check();
         let schema_verdict_max_age = reader.duration_between("SCHEMA_VERDICT_MAX_AGE", hours(1), secs(60)..=hours(24));
+        let schema_quiet_period = reader.schema_quiet_period();
         let census = CensusSettings {
             time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
             batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
@@ -442,6 +454,7 @@ impl Settings {
                 s3_delete_timeout,
                 schema_sample_rows,
                 schema_verdict_max_age,
+                schema_quiet_period,
                 unindexed_sources,
                 sweep,
                 brake,
@@ -527,6 +540,10 @@ impl Reader<'_> {
     }
 
     /// A duration such as `30d`, `24h` or `90s`, no shorter than `min`.
+    fn schema_quiet_period(&mut self) -> Duration {
+        self.duration_between("SCHEMA_QUIET_PERIOD", hours(6), secs(0)..=days(7))
+    }
+
     fn duration(&mut self, name: &'static str, default: Duration, min: Duration) -> Duration {
         self.duration_between(name, default, min..=Duration::MAX)
     }
@@ -600,6 +617,7 @@ mod tests {
         assert!(!s.s3_force_path_style);
         assert_eq!(s.asset_bucket, "acme-assets");
         assert_eq!(s.sweep.queue_ceiling, 21_600, "two consumers at 10/s clear it in half a lease");
+        assert_eq!(s.schema_quiet_period, hours(6));
         assert_eq!(s.schema_verdict_max_age, hours(1));
         assert_eq!(s.unindexed_sources, UnindexedSources::Refuse);
     }

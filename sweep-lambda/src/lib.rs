@@ -144,6 +144,10 @@ impl Sweeper {
             if let Some(role) = &report.superuser {
                 warn!(%role, "the sweep connects as a superuser: give it a login of its own (docs/security.md)");
             }
+            report.window = lifecycle::holds::window(lock.conn(), self.settings.schema_quiet_period).await?;
+            if let Some(window) = &report.window {
+                info!(because = %window.describe(), "deletes and purges wait for a window to end");
+            }
             self.checked_pass(&mut lock, report, budget_end).await
         }
         .await;
@@ -175,8 +179,17 @@ impl Sweeper {
             time_zone: &self.settings.records.time_zone,
             brake_share_percent: self.settings.records.brake_share_percent,
         };
-        (report.records, report.records_error) =
-            self.step(&records, self.settings.records.time_share_percent, budget_end).await;
+        // A declared window destroys nothing anywhere, the application's records included: the migration may be
+        // moving them. The quiet period after a schema change holds only the assets' deletes and purges.
+        match &report.window {
+            Some(window @ lifecycle::holds::Window::Declared { .. }) => {
+                info!(because = %window.describe(), "the retention rules wait for the window to end");
+            }
+            _ => {
+                (report.records, report.records_error) =
+                    self.step(&records, self.settings.records.time_share_percent, budget_end).await;
+            }
+        }
 
         // The quota's totals take in what the asset writes since the last pass changed; a failure leaves the
         // changes to be read one by one, and folded next pass.

@@ -115,6 +115,10 @@ pub struct SweepReport {
     /// login (docs/security.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub superuser: Option<String>,
+    /// A window in which nothing is destroyed, open when the pass began (`reason.window`): the consumer defers the
+    /// deletes and purges it is sent until the window ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<lifecycle::holds::Window>,
     /// When the pass stalled (`reason.stalled`): each step that had work and did none, and what held it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stalled: Option<Vec<crate::stall::Held>>,
@@ -146,6 +150,7 @@ impl SweepReport {
             discovery_error: None,
             reconcile: None,
             superuser: None,
+            window: None,
             stalled: None,
             reconcile_error: None,
             adopted_due: 0,
@@ -223,6 +228,10 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     }
     if let Some(role) = &report.superuser {
         reason["superuser"] = json!(role);
+    }
+    if let Some(window) = &report.window {
+        reason["window"] = json!(window);
+        reason["window"]["because"] = json!(window.describe());
     }
     if let Some(held) = &report.stalled {
         reason["stalled"] = json!(held);

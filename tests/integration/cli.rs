@@ -40,7 +40,8 @@ fn run_with(db_url: &str, ctx: Option<&TestContext>, env: &[(&str, &str)], args:
         command
             .env("CLEANUP_QUEUE_URL", &ctx.queue.url)
             .env("ASSET_BUCKET", &ctx.bucket)
-            .env("S3_FORCE_PATH_STYLE", "true");
+            .env("S3_FORCE_PATH_STYLE", "true")
+            .env("SCHEMA_QUIET_PERIOD", "0s");
     }
     command.envs(env.iter().copied());
     command.output().expect("the binary runs")

@@ -13,6 +13,7 @@ mod docs;
 mod e2e;
 mod findings;
 mod harness;
+mod holds;
 mod hostile;
 mod infra;
 mod lambda_executor;

@@ -84,6 +84,9 @@ impl TestContext {
             ("S3_FORCE_PATH_STYLE", "true"),
             ("MAX_RECEIVE_COUNT", max_receive_count.as_str()),
             ("QUEUE_VISIBILITY_TIMEOUT", "30s"),
+            // Every test's application creates its tables just before it runs: the quiet period after a schema
+            // change is the holds tests' to turn on.
+            ("SCHEMA_QUIET_PERIOD", "0s"),
         ]);
         vars.extend(overrides.iter().copied());
         Settings::from_lookup(|name| vars.get(name).map(|v| (*v).to_owned()))
