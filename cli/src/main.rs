@@ -9,6 +9,7 @@ mod explain;
 mod guards;
 mod hold;
 mod migrate;
+mod pin;
 mod plan;
 mod reconcile;
 mod redrive;
@@ -81,6 +82,12 @@ enum Command {
         #[command(subcommand)]
         command: hold::Command,
     },
+    /// Keep an asset, a workspace or a key prefix as it is, for a reference the database cannot show: add, list,
+    /// release (needs only DATABASE_URL or DATABASE_SECRET_ARN).
+    Pin {
+        #[command(subcommand)]
+        command: pin::Command,
+    },
 }
 
 /// What a command prints: a line or more for people, and the same facts as JSON; and what, if anything, needs
@@ -123,6 +130,7 @@ async fn main() -> ExitCode {
         Command::Restore(args) => restore::run(args).await,
         Command::Guards { command } => guards::run(command).await,
         Command::Hold { command } => hold::run(command).await,
+        Command::Pin { command } => pin::run(command).await,
     };
     match result {
         Ok(output) => {

@@ -289,6 +289,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     if let Some(window) = &window {
         warnings.push(format!("deletes and purges wait, in every workspace: {}", window.describe()));
     }
+    // A pin that ends soon: whoever relies on it may want it longer.
+    let pins = crate::pin::list(&mut *pool.acquire().await?).await?;
+    let soon = chrono::Utc::now() + chrono::Duration::days(7);
+    for pin in pins.iter().filter(|p| p.ends_at <= soon) {
+        warnings.push(format!("{} ends within a week (asset-sweeper pin list)", pin.describe()));
+    }
 
     let mut text = String::new();
     let verdict = if attention.is_empty() { "OK" } else { "NEEDS A PERSON" };

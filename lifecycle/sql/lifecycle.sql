@@ -151,3 +151,14 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_release_hold(hold bigint)
         RETURNING 1)
     SELECT EXISTS (SELECT 1 FROM released)
 $$;
+
+-- The pin that keeps an asset now, if any: on the asset itself, on its workspace, or on a prefix of its key (of
+-- several, the one that ends last). A few rows at most: read per settle, per adoption candidate and per asset
+-- discovery is about to make due, never per asset a batch looks at.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_pin_of(asset uuid, workspace uuid, storage_key text)
+    RETURNS bigint LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT p.id FROM asset_sweeper.asset_pins p
+     WHERE p.released_at IS NULL AND p.ends_at > now()
+       AND (p.asset_id = asset OR p.workspace_id = workspace OR starts_with(storage_key, p.key_prefix))
+     ORDER BY p.ends_at DESC LIMIT 1
+$$;

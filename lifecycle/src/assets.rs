@@ -347,8 +347,8 @@ pub(crate) struct MadeDue {
     pub due_at: String,
 }
 
-/// Makes `ids` due (`released`, due when their grace floor ends), those still unscheduled and past their grace
-/// floor: the application may have written since discovery asked about them.
+/// Makes `ids` due (`released`, due when their grace floor ends), those still unscheduled, past their grace floor
+/// (the application may have written since discovery asked about them) and not pinned.
 pub(crate) async fn discover(
     conn: &mut PgConnection,
     ids: &[Uuid],
@@ -360,6 +360,7 @@ pub(crate) async fn discover(
              FROM assets was JOIN stored_objects o ON o.storage_key = was.storage_key
             WHERE a.id = ANY ($1) AND was.id = a.id AND asset_sweeper_unscheduled(a)
               AND asset_sweeper_grace_ends(a, o, $2 * interval '1 second') <= now()
+              AND asset_sweeper_pin_of(a.id, a.workspace_id, a.storage_key) IS NULL
         RETURNING a.id AS "asset_id: AssetId", a.workspace_id AS "workspace_id: WorkspaceId", a.storage_key,
                   was.state AS "was!", a.due_at::text AS "due_at!""#,
         ids,
@@ -408,6 +409,7 @@ pub struct Adoption<'a> {
 /// still uncommitted is waited for), the asset only for an object this statement wrote. Dated from the bucket's
 /// LastModified, so its grace floor ran out with the key's. Due never, until [`schedule_adopted`] finds the key
 /// scan has read every text and JSON column since: a record naming the key written before the adoption is seen.
+/// A pinned key (its workspace's pin, or one on a prefix of it) is not adopted while the pin is in force.
 pub async fn adopt(conn: &mut PgConnection, adoption: Adoption<'_>) -> Result<Vec<AdoptedRow>, sqlx::Error> {
     let Adoption { listing, prefixes, grace, max, hash, layout } = adoption;
     sqlx::query_as!(
@@ -418,6 +420,7 @@ pub async fn adopt(conn: &mut PgConnection, adoption: Adoption<'_>) -> Result<Ve
                 WHERE k.listing_id = $1 AND k.workspace_id IS NOT NULL AND k.prefix = ANY ($2)
                   AND k.last_modified <= now() - $3 * interval '1 second'
                   AND NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = k.storage_key)
+                  AND asset_sweeper_pin_of(NULL, k.workspace_id, k.storage_key) IS NULL
                 ORDER BY k.storage_key
                 LIMIT $4
            ),

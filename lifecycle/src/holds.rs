@@ -9,22 +9,29 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
+use uuid::Uuid;
 
 use crate::rules::{Decision, Deferral};
 use platform::AssetId;
 
 /// `decision` as an adopted asset's holds leave it: a delete or purge waits while [`hold`] says so. What the settle
 /// acts on (with `lock`) and the plan and explain show (without, in a read-only transaction).
-/// A delete or purge that nothing else holds waits while a [`Window`] is open (`quiet`: how long after a schema
-/// change).
+/// A pinned asset is neither retired, deleted nor purged, whatever else holds it; a delete or purge that nothing
+/// else holds waits while a [`Window`] is open (`quiet`: how long after a schema change).
 pub async fn weigh(
     conn: &mut PgConnection,
     asset: AssetId,
+    workspace: Uuid,
     storage_key: &str,
     decision: Decision,
     quiet: Duration,
     lock: bool,
 ) -> Result<(Decision, Option<Hold>), sqlx::Error> {
+    if matches!(decision, Decision::Retire | Decision::Delete | Decision::Purge)
+        && let Some(pin) = pin(&mut *conn, asset, workspace, storage_key).await?
+    {
+        return Ok((Decision::Defer(Deferral::Pinned), Some(Hold::Pinned(pin))));
+    }
     let hold = match decision {
         Decision::Retire | Decision::Delete | Decision::Purge => match found(&mut *conn, asset).await? {
             Some(found) => Some(found),
@@ -40,6 +47,57 @@ pub async fn weigh(
         return Ok((Decision::Defer(Deferral::Window), Some(Hold::Window(window))));
     }
     Ok((decided, hold))
+}
+
+/// What a pin keeps, for whom, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pin {
+    /// Its row in `asset_pins`.
+    pub id: i64,
+    /// What it pins: `asset <id>`, `workspace <id>` or `prefix <key prefix>`.
+    pub pins: String,
+    /// Why: the reference the database cannot show.
+    pub reason: String,
+    /// The login that pinned it.
+    pub pinned_by: String,
+    /// When it ends.
+    pub ends_at: DateTime<Utc>,
+}
+
+impl Pin {
+    /// One line for a person.
+    pub fn describe(&self) -> String {
+        format!(
+            "pin {} on {} by {} ({}) until {}",
+            self.id,
+            self.pins,
+            self.pinned_by,
+            self.reason,
+            self.ends_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    }
+}
+
+/// The pin that keeps the asset now, if any: its own, its workspace's, or one on a prefix of its key.
+pub async fn pin(
+    conn: &mut PgConnection,
+    asset: AssetId,
+    workspace: Uuid,
+    storage_key: &str,
+) -> Result<Option<Pin>, sqlx::Error> {
+    sqlx::query_as!(
+        Pin,
+        r#"SELECT p.id, CASE WHEN p.asset_id IS NOT NULL THEN 'asset ' || p.asset_id
+                             WHEN p.workspace_id IS NOT NULL THEN 'workspace ' || p.workspace_id
+                             ELSE 'prefix ' || p.key_prefix END AS "pins!",
+                  p.reason, p.pinned_by, p.ends_at
+             FROM asset_pins p WHERE p.id = asset_sweeper_pin_of($1, $2, $3)"#,
+        asset.0,
+        workspace,
+        storage_key,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// A window in which nothing is deleted or purged, anywhere.
@@ -154,6 +212,8 @@ pub enum Hold {
     },
     /// A window in which nothing is destroyed is open.
     Window(Window),
+    /// A pin keeps it.
+    Pinned(Pin),
 }
 
 /// Whether `asset`, about to be destroyed, was adopted and must wait: read in the settle's transaction, after the

@@ -90,7 +90,8 @@ pub async fn judge(
     let decision = rules::decide(found.keeping().is_some(), &facts, proven);
     // Adopted bytes have an id nobody holds: a record can only name them by key.
     let (decision, hold) =
-        holds::weigh(&mut *conn, asset, &facts.storage_key, decision, terms.quiet, claim.is_some()).await?;
+        holds::weigh(&mut *conn, asset, facts.workspace_id, &facts.storage_key, decision, terms.quiet, claim.is_some())
+            .await?;
     let sharers = match decision {
         Decision::Delete | Decision::Purge => Some(rules::sharers(&mut *conn, &facts.storage_key, asset).await?),
         _ => None,

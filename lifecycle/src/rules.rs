@@ -121,6 +121,9 @@ pub enum Deferral {
     /// Deleting or purging inside a window in which nothing is destroyed: one declared around a migration, or the
     /// quiet period after the schema last changed ([`crate::holds::Window`]). Looked at again when it ends.
     Window,
+    /// Retiring, deleting or purging a pinned asset (its own pin, its workspace's, or its key's prefix's): a
+    /// reference the database cannot show. Looked at again when the pin ends.
+    Pinned,
 }
 
 /// How long adopted bytes a record names wait before they are looked at again: the record is the application's,
@@ -156,6 +159,7 @@ impl Deferral {
             Deferral::SchemaChanged => "schema_changed",
             Deferral::Found => "found",
             Deferral::Window => "window",
+            Deferral::Pinned => "pinned",
         }
     }
 }

@@ -209,6 +209,10 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                     evidence["deferred"]["window"] = json!(window);
                     evidence["deferred"]["because"] = json!(window.describe());
                 }
+                (Deferral::Pinned, Some(Hold::Pinned(pin))) => {
+                    evidence["deferred"]["pin"] = json!(pin);
+                    evidence["deferred"]["because"] = json!(pin.describe());
+                }
                 (Deferral::Bucket, _) => {
                     evidence["deferred"]["bucket"] = json!(cx.bucket);
                     evidence["deferred"]["versioning"] = json!(cx.versioning.as_ref().ok());
@@ -226,12 +230,15 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::SchemaChanged => Until::Later(rules::SCHEMA_HOLD),
                 // Looked at again when the window ends (a minute at least: a released window is seen sooner by
                 // none, and the sweep's next pass claims it then).
-                Deferral::Window => Until::Later(match &hold {
-                    Some(Hold::Window(window)) => {
-                        (window.ends_at() - chrono::Utc::now()).to_std().unwrap_or_default().max(rules::WINDOW_RECHECK)
-                    }
-                    _ => rules::WINDOW_RECHECK,
-                }),
+                Deferral::Window | Deferral::Pinned => {
+                    let ends = match &hold {
+                        Some(Hold::Window(window)) => Some(window.ends_at()),
+                        Some(Hold::Pinned(pin)) => Some(pin.ends_at),
+                        _ => None,
+                    };
+                    let left = ends.and_then(|ends| (ends - chrono::Utc::now()).to_std().ok());
+                    Until::Later(left.unwrap_or_default().max(rules::WINDOW_RECHECK))
+                }
             };
             assets::defer(&mut tx, asset, until).await?;
             Settled::plain(decision.action())

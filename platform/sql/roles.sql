@@ -111,6 +111,11 @@ BEGIN
         GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_hold(timestamptz, text),
                                   asset_sweeper.asset_sweeper_release_hold(bigint)
             TO asset_sweeper_application;
+        -- Pins it writes: what is pinned, why and until when; who and when are stamped. It reads every pin (so it
+        -- sees an operator's), and neither changes nor ends one: each ends by itself, or by an operator.
+        GRANT SELECT, INSERT (asset_id, workspace_id, key_prefix, reason, ends_at)
+            ON asset_sweeper.asset_pins TO asset_sweeper_application;
+        GRANT USAGE ON SEQUENCE asset_sweeper.asset_pins_id_seq TO asset_sweeper_application;
     END IF;
 END
 $do$;

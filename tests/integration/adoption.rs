@@ -563,3 +563,45 @@ async fn the_exclusion_a_refusal_offers_leaves_the_files_its_column_names_by_key
     .expect("named keys");
     assert_eq!(names, 1, "read for keys alone");
 }
+
+#[tokio::test]
+async fn keys_under_a_pinned_prefix_are_not_adopted_until_the_pin_ends() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let (pinned, free) = (format!("{ws}/partner-{}.png", Uuid::new_v4()), key(ws));
+    for k in [&pinned, &free] {
+        put_bytes(&ctx.s3, &ctx.bucket, k, b"bytes no row knows").await;
+    }
+    let b = ctx.bucket.clone();
+    let files = vec![[&pinned, &free].map(|k| row(&b, k, true, false, 18, OLD)).concat()];
+    let folder = format!("inventory/{b}/daily/");
+    let prefixes = format!("{ws}/");
+    put_report(&ctx, &folder, "2026-11-28T00-00Z", &files, None).await;
+    pass(&ctx, &prefixes, &folder).await;
+    approve(&ctx, &prefixes).await;
+    // Another service serves these from the bucket: an operator pins their prefix.
+    sqlx::query(
+        "INSERT INTO asset_pins (key_prefix, reason, ends_at) VALUES ($1, 'the partner export', now() + interval '1 day')",
+    )
+    .bind(format!("{ws}/partner-"))
+    .execute(ctx.pool())
+    .await
+    .expect("a pin");
+    put_report(&ctx, &folder, "2026-11-29T00-00Z", &files, None).await;
+    let first = pass(&ctx, &prefixes, &folder).await.reconcile.expect("reconciled").compared.expect("compared");
+    assert_eq!((first.unknown_keys, first.adopted_keys), (2, 1), "{first:?}");
+    assert!(adopted(&ctx, &free).await.is_some());
+    assert!(adopted(&ctx, &pinned).await.is_none(), "a pinned key is not adopted");
+
+    // The pin over, the next report adopts it.
+    sqlx::query("UPDATE asset_pins SET ends_at = pinned_at + interval '1 second'")
+        .execute(ctx.pool())
+        .await
+        .expect("ended");
+    put_report(&ctx, &folder, "2026-11-30T00-00Z", &files, None).await;
+    let second = pass(&ctx, &prefixes, &folder).await.reconcile.expect("reconciled").compared.expect("compared");
+    assert_eq!(second.adopted_keys, 1, "{second:?}");
+    assert!(adopted(&ctx, &pinned).await.is_some());
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &pinned).await);
+}

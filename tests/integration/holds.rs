@@ -223,3 +223,108 @@ async fn deletes_and_purges_wait_a_quiet_period_after_a_migration_that_backfills
     assert_eq!(state(&ctx, retired[2].0).await, None, "purged once nothing holds it");
     assert!(!object_exists(&ctx.s3, &ctx.bucket, &retired[2].1).await);
 }
+
+#[tokio::test]
+async fn a_pinned_asset_or_workspace_is_not_discovered_retired_deleted_or_purged_until_its_pin_ends() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let (ws, pinned_ws) = (Uuid::new_v4(), Uuid::new_v4());
+    // Referred to only from outside the database: a newsletter already sent, another service's store.
+    let in_newsletter = seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
+    let unpinned = seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
+    let (abandoned_key, retired_key) = (key(pinned_ws), key(pinned_ws));
+    let abandoned = seed(&ctx, pinned_ws, "pending", "8 days", &abandoned_key).await;
+    let retired = seed(&ctx, pinned_ws, "retired", "40 days", &retired_key).await;
+    // Unscheduled, as an application that never releases leaves them: discovery's to find.
+    sqlx::query("UPDATE assets SET due_at = NULL WHERE id = ANY($1)")
+        .bind([in_newsletter, unpinned])
+        .execute(ctx.pool())
+        .await
+        .expect("unscheduled");
+
+    // The application pins the asset, as a login holding only its role; who and when are stamped, not given.
+    let app = TestLogin::new(&ctx.db, "GRANT asset_sweeper_application TO {login};").await;
+    let mut conn = app.connect().await;
+    let forged = sqlx::query(
+        "INSERT INTO asset_sweeper.asset_pins (asset_id, reason, ends_at, pinned_by) \
+         VALUES ($1, 'x', now() + interval '1 day', 'alice')",
+    )
+    .bind(in_newsletter)
+    .execute(&mut conn)
+    .await
+    .expect_err("pinned_by is stamped");
+    assert!(forged.to_string().contains("permission denied"), "{forged}");
+    sqlx::query(
+        "INSERT INTO asset_sweeper.asset_pins (asset_id, reason, ends_at) \
+         VALUES ($1, 'linked from the November newsletter', now() + interval '30 days')",
+    )
+    .bind(in_newsletter)
+    .execute(&mut conn)
+    .await
+    .expect("the application pins its asset");
+    // An operator pins a workspace whose files another service serves.
+    let pinned = run(
+        &ctx.db.url,
+        Some(&ctx),
+        &["pin", "add", "--workspace", &pinned_ws.to_string(), "--for", "3d", "--reason", "served by the CDN export"],
+    );
+    assert!(pinned.status.success(), "{}", String::from_utf8_lossy(&pinned.stderr));
+    let none = run(&ctx.db.url, Some(&ctx), &["pin", "add", "--prefix", "", "--for", "1d", "--reason", "all"]);
+    assert!(String::from_utf8_lossy(&none.stderr).contains("--prefix is empty"), "{none:?}");
+
+    let report = pass(&ctx, &[]).await;
+    assert_eq!(report.discovery.as_ref().map(|d| d.found), Some(1), "only the unpinned one is made due");
+    assert!(deliver_all(&ctx).await.is_empty());
+    assert_eq!(state(&ctx, unpinned).await.as_deref(), Some("retired"));
+    assert_eq!(state(&ctx, in_newsletter).await.as_deref(), Some("attached"), "not discovered");
+    assert!(actions(&ctx, in_newsletter).await.is_empty());
+    for (asset, key) in [(abandoned, &abandoned_key), (retired, &retired_key)] {
+        let (action, evidence) = last_event(&ctx, asset).await;
+        assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &"pinned".into()), "{evidence}");
+        assert_eq!(evidence["deferred"]["pin"]["pins"], format!("workspace {pinned_ws}"), "{evidence}");
+        assert!(object_exists(&ctx.s3, &ctx.bucket, key).await);
+    }
+    // Released (three days ago, past its grace period), the asset is kept by its pin too.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "SELECT set_config('asset_sweeper.actor', 'sweeper', true);
+         UPDATE assets SET state = 'released', due_at = now() WHERE id = '{in_newsletter}';"
+    )))
+    .execute(ctx.pool())
+    .await
+    .expect("released");
+    pass(&ctx, &[]).await;
+    assert!(deliver_all(&ctx).await.is_empty());
+    let (_, evidence) = last_event(&ctx, in_newsletter).await;
+    assert!(
+        evidence["deferred"]["because"].as_str().is_some_and(|b| b.contains("linked from the November newsletter")),
+        "{evidence}"
+    );
+    let explained = run(&ctx.db.url, Some(&ctx), &["explain", &in_newsletter.to_string()]);
+    assert!(String::from_utf8_lossy(&explained.stdout).contains("deferred: pinned"), "{explained:?}");
+    let status = run(&ctx.db.url, Some(&ctx), &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains(&format!("on workspace {pinned_ws}")) && text.contains("ends within a week"), "{text}");
+    assert!(!text.contains("November newsletter"), "a pin a month away is not near its end: {text}");
+
+    // The pins end (one released, one past its time): everything settles as usual.
+    let listed = run(&ctx.db.url, Some(&ctx), &["pin", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    let workspace_pin = listed["pins"][0]["id"].as_i64().expect("the soonest-ending pin").to_string();
+    let released = run(&ctx.db.url, Some(&ctx), &["pin", "release", &workspace_pin]);
+    assert!(released.status.success(), "{}", String::from_utf8_lossy(&released.stderr));
+    sqlx::query("UPDATE asset_pins SET ends_at = pinned_at + interval '1 second' WHERE asset_id = $1")
+        .bind(in_newsletter)
+        .execute(ctx.pool())
+        .await
+        .expect("the pin ended");
+    due_now(&ctx, &[in_newsletter, abandoned, retired]).await;
+    pass(&ctx, &[]).await;
+    assert!(deliver_all(&ctx).await.is_empty());
+    assert_eq!(
+        state(&ctx, in_newsletter).await.as_deref(),
+        Some("retired"),
+        "{:?}",
+        last_event(&ctx, in_newsletter).await
+    );
+    assert_eq!((state(&ctx, abandoned).await, state(&ctx, retired).await), (None, None));
+}
