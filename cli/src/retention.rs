@@ -57,6 +57,12 @@ pub(crate) async fn last_pass(pool: &PgPool) -> anyhow::Result<(String, Value, V
                 ));
                 format!("HELD by the brake: more than {} of {} record(s)", weight["threshold"], weight["table_rows"])
             }
+            Some("waiting") => format!(
+                "WAITING, new or changed, until {}: it will then delete {} of {} record(s)",
+                rule["waits_until"].as_str().unwrap_or("-"),
+                rule["weight"]["expired"],
+                rule["weight"]["table_rows"]
+            ),
             Some("finished") => "finished".to_owned(),
             Some("time_share") => "not finished: the step's time ran out (continues next pass)".to_owned(),
             _ => "not reached: the step's time ran out first".to_owned(),
@@ -84,7 +90,7 @@ pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Resul
         .with_context(|| format!("RECORDS_TIME_ZONE {:?} is not a time zone Postgres knows", records.time_zone))?;
     let mut text = String::new();
     let mut rules = Vec::new();
-    let mut all = Rule::all(&mut conn, day).await?;
+    let mut all = Rule::all(&mut conn, day, records.new_rule_delay).await?;
     all.sort_by_key(|r| r.id);
     for rule in all {
         let filter = rule.filter.as_deref().map_or(String::new(), |f| format!(" where {f}"));
@@ -103,11 +109,23 @@ pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Resul
                 records.brake_share_percent, weight.table_rows, rule.id
             ),
         };
-        let _ = writeln!(text, "  {line} (before {}): would delete {}{brake}", rule.cutoff, weight.expired);
+        match rule.waits_until {
+            Some(until) => {
+                let _ = writeln!(
+                    text,
+                    "  {line} (before {}): new or changed, deletes nothing until {until}; would then delete {}{brake}",
+                    rule.cutoff, weight.expired
+                );
+            }
+            None => {
+                let _ = writeln!(text, "  {line} (before {}): would delete {}{brake}", rule.cutoff, weight.expired);
+            }
+        }
         rules.push(json!({
             "rule_id": rule.id, "table": rule.table, "column": rule.column, "keep": rule.keep, "filter": rule.filter,
             "cutoff": rule.cutoff.to_string(), "would_delete": weight.expired, "table_rows": weight.table_rows,
             "held": weight.braked() && rule.approved_by.is_none(), "approved_by": rule.approved_by,
+            "waits_until": rule.waits_until,
         }));
     }
     conn.rollback().await?;

@@ -37,3 +37,9 @@ CREATE TABLE asset_pins (
     CHECK ((released_by IS NULL) = (released_at IS NULL))
 );
 CREATE INDEX asset_pins_open ON asset_pins (ends_at) WHERE released_at IS NULL;
+
+-- A new or changed retention rule waits RECORDS_NEW_RULE_DELAY before its first delete (docs/design.md, "Record
+-- retention"). Stamped by the owner's trigger when a rule is declared or its table, column, period or filter
+-- change (records/sql/retention.sql); the rules already declared have applied for a while, and do not wait.
+ALTER TABLE retention_rules ADD COLUMN changed_at timestamptz NOT NULL DEFAULT '-infinity';
+ALTER TABLE retention_rules ALTER COLUMN changed_at SET DEFAULT now();

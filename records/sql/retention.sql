@@ -338,6 +338,12 @@ BEGIN
         NEW.approved_by := NULL;
         NEW.approval_reason := NULL;
     END IF;
+    -- A new rule, or one whose table, column, period or filter changed, waits RECORDS_NEW_RULE_DELAY before its
+    -- first delete: a mistyped rule shows in `plan` and `status` a day before it acts.
+    IF TG_OP = 'INSERT' OR (OLD.table_name, OLD.timestamp_column, OLD.keep, OLD.filter)
+                           IS DISTINCT FROM (NEW.table_name, NEW.timestamp_column, NEW.keep, NEW.filter) THEN
+        NEW.changed_at := now();
+    END IF;
     RETURN NEW;
 END
 $$;

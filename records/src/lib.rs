@@ -34,6 +34,8 @@ pub(crate) struct Pace<'a> {
     pub until: Instant,
     /// A rule that would delete more than this share of its table, in percent, waits for an approval.
     pub brake_share_percent: u32,
+    /// A new or changed rule deletes nothing until this long after it was declared or changed.
+    pub new_rule_delay: Duration,
 }
 
 /// Why a rule stopped in a pass.
@@ -48,6 +50,8 @@ pub enum RuleStop {
     Failed,
     /// The brake holds it until an operator approves it.
     Held,
+    /// New or changed: it deletes nothing until its delay ends (`waits_until`), what it would delete weighed.
+    Waiting,
     /// The step's time ran out before its turn.
     NotReached,
     /// Its batches were under way when the run row was last written: a pass that says so at its end died there
@@ -88,6 +92,9 @@ pub struct RuleRun {
     /// Who released it from the brake, when the brake would have held it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// When a new or changed rule may first delete, while it waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_until: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// What the records step did in one pass: the run record's `records`.
@@ -141,7 +148,7 @@ pub(crate) async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Resu
         }
         Err(e) => return Err(e.into()),
     };
-    let rules = Rule::all(&mut conn, day).await?;
+    let rules = Rule::all(&mut conn, day, pace.new_rule_delay).await?;
     let progress = Progress { day, time_zone: pace.time_zone.to_owned(), deleted: 0, rules: Vec::new() };
     let mut step = Step { run_id, pace, progress, longest: Duration::ZERO };
     let mut out_of_time = false;
@@ -160,6 +167,7 @@ pub(crate) async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Resu
             error: None,
             weight: None,
             approved_by: None,
+            waits_until: rule.waits_until,
         };
         if !out_of_time && Instant::now() + step.longest >= pace.until {
             out_of_time = true;
@@ -198,6 +206,11 @@ impl Step<'_> {
             return RuleStop::Failed;
         }
         match weigh(conn, rule, pace).await {
+            // What it will delete when its delay ends, weighed as the brake would: `plan` and `status` show it.
+            Ok(weight) if rule.waits_until.is_some() => {
+                run.weight = Some(weight);
+                return RuleStop::Waiting;
+            }
             Ok(weight) => {
                 run.weight = Some(weight);
                 if weight.braked() {
@@ -313,6 +326,8 @@ pub struct Records<'a> {
     pub time_zone: &'a str,
     /// A rule that would delete more than this share of its table, in percent, waits for an approval.
     pub brake_share_percent: u32,
+    /// A new or changed rule deletes nothing until this long after it was declared or changed.
+    pub new_rule_delay: Duration,
 }
 
 /// Where the records step stands: the rules declared, and what the newest pass that applied them recorded.
@@ -356,8 +371,12 @@ impl step::Step for Records<'_> {
     const ON_FAILURE: &'static str = "the records step could not run: expired records wait for the next pass";
 
     async fn advance(&self, pool: &PgPool, share: Share) -> Result<Progress, RecordsError> {
-        let pace =
-            Pace { time_zone: self.time_zone, until: share.until, brake_share_percent: self.brake_share_percent };
+        let pace = Pace {
+            time_zone: self.time_zone,
+            until: share.until,
+            brake_share_percent: self.brake_share_percent,
+            new_rule_delay: self.new_rule_delay,
+        };
         advance(pool, self.run_id, pace).await
     }
 

@@ -1,6 +1,8 @@
 //! One retention rule as the catalog resolves it now, and the statements it becomes: the batch `DELETE` and the
 //! count its brake and `plan` read. The condition is the rule's, so no application code runs.
 
+use std::time::Duration;
+
 use chrono::{NaiveDate, NaiveDateTime};
 use serde::Serialize;
 use sqlx::{AssertSqlSafe, PgConnection};
@@ -25,6 +27,8 @@ pub struct Rule {
     pub cutoff: NaiveDateTime,
     /// Whether an operator's release from the rule brake is in force, and whose.
     pub approved_by: Option<String>,
+    /// When a new or changed rule may first delete, while that is still ahead.
+    pub waits_until: Option<chrono::DateTime<chrono::Utc>>,
     resolved: Result<Resolved, String>,
 }
 
@@ -62,8 +66,9 @@ impl Weight {
 const EXACT_COUNT_BELOW: f64 = 100_000.0;
 
 impl Rule {
-    /// Every declared rule resolved for `day`, the one that waited longest for its turn first.
-    pub async fn all(conn: &mut PgConnection, day: NaiveDate) -> Result<Vec<Rule>, sqlx::Error> {
+    /// Every declared rule resolved for `day`, the one that waited longest for its turn first; a rule declared or
+    /// changed less than `delay` ago waits.
+    pub async fn all(conn: &mut PgConnection, day: NaiveDate, delay: Duration) -> Result<Vec<Rule>, sqlx::Error> {
         let rows = sqlx::query!(
             r#"SELECT r.id, r.table_name, r.timestamp_column, r.keep::text AS "keep!", r.filter,
                       ($1::date - r.keep) AS "cutoff!",
@@ -73,7 +78,9 @@ impl Rule {
                       c.reltuples::float8 AS "reltuples?",
                       (SELECT format('%I.%I', p.pronamespace::regnamespace, p.proname) FROM pg_proc p
                         WHERE p.oid = to_regprocedure(r.filter_function)) AS filter_function,
-                      ($1::date - r.keep) > $1::date::timestamp AS "future!"
+                      ($1::date - r.keep) > $1::date::timestamp AS "future!",
+                      CASE WHEN r.changed_at + $2 * interval '1 second' > now()
+                           THEN r.changed_at + $2 * interval '1 second' END AS waits_until
                  FROM retention_rules r
                  LEFT JOIN pg_class c ON c.oid = to_regclass(r.table_name)
                  LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -81,6 +88,7 @@ impl Rule {
                         ON a.attrelid = c.oid AND a.attname = r.timestamp_column AND a.attnum > 0 AND NOT a.attisdropped
                 ORDER BY r.last_turn_at NULLS FIRST, r.id"#,
             day,
+            delay.as_secs_f64(),
         )
         .fetch_all(&mut *conn)
         .await?;
@@ -123,6 +131,7 @@ impl Rule {
                     filter: r.filter,
                     cutoff: r.cutoff,
                     approved_by: r.approved_by,
+                    waits_until: r.waits_until,
                     resolved,
                 }
             })

@@ -72,6 +72,8 @@ pub struct RecordsSettings {
     pub time_share_percent: u32,
     /// A rule that would delete more than this share of its table, in percent, waits for an operator's approval.
     pub brake_share_percent: u32,
+    /// A new or changed rule deletes nothing until this long after it was declared or changed.
+    pub new_rule_delay: Duration,
 }
 
 /// Reconciliation: which keys of the bucket are this product's, compared with the rows both ways.
@@ -424,6 +426,7 @@ impl Settings {
             time_zone: reader.get("RECORDS_TIME_ZONE").unwrap_or_else(|| "UTC".to_owned()),
             time_share_percent: reader.parsed("RECORDS_TIME_SHARE_PERCENT", 20, 1..=90u32),
             brake_share_percent: reader.parsed("RECORDS_BRAKE_SHARE_PERCENT", 50, 1..=100u32),
+            new_rule_delay: reader.duration_between("RECORDS_NEW_RULE_DELAY", hours(24), secs(0)..=days(30)),
         };
         let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
         // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.

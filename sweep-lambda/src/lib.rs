@@ -178,6 +178,7 @@ impl Sweeper {
             run_id: report.run_id,
             time_zone: &self.settings.records.time_zone,
             brake_share_percent: self.settings.records.brake_share_percent,
+            new_rule_delay: self.settings.records.new_rule_delay,
         };
         // A declared window destroys nothing anywhere, the application's records included: the migration may be
         // moving them. The quiet period after a schema change holds only the assets' deletes and purges.

@@ -33,7 +33,7 @@ pub(crate) fn run(db_url: &str, ctx: Option<&TestContext>, args: &[&str]) -> Out
 }
 
 /// [`run`] with some settings overridden.
-fn run_with(db_url: &str, ctx: Option<&TestContext>, env: &[(&str, &str)], args: &[&str]) -> Output {
+pub(crate) fn run_with(db_url: &str, ctx: Option<&TestContext>, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut command = std::process::Command::new(binary());
     command.args(args).env("DATABASE_URL", db_url).env_remove("DATABASE_SECRET_ARN");
     if let Some(ctx) = ctx {
@@ -41,7 +41,8 @@ fn run_with(db_url: &str, ctx: Option<&TestContext>, env: &[(&str, &str)], args:
             .env("CLEANUP_QUEUE_URL", &ctx.queue.url)
             .env("ASSET_BUCKET", &ctx.bucket)
             .env("S3_FORCE_PATH_STYLE", "true")
-            .env("SCHEMA_QUIET_PERIOD", "0s");
+            .env("SCHEMA_QUIET_PERIOD", "0s")
+            .env("RECORDS_NEW_RULE_DELAY", "0s");
     }
     command.envs(env.iter().copied());
     command.output().expect("the binary runs")

@@ -490,3 +490,48 @@ async fn a_rule_the_sweep_may_not_carry_out_stops_naming_the_privilege_it_lacks_
     let finished = pass_as_sweep().await;
     assert_eq!((finished.deleted, finished.stopped), (10, RuleStop::Finished), "{finished:?}");
 }
+
+#[tokio::test]
+async fn a_new_or_changed_rule_deletes_nothing_until_its_delay_ends_and_plan_and_status_show_what_it_will() {
+    let ctx = TestContext::new().await;
+    sqlx::raw_sql(SESSIONS).execute(ctx.pool()).await.expect("sessions");
+    records(&ctx, "sessions", 10, "40 days", "guest").await;
+    records(&ctx, "sessions", 30, "1 day", "member").await;
+    let delay = [("RECORDS_NEW_RULE_DELAY", "1d")];
+    let id = declare(&ctx, "sessions", "at", "30 days", None).await;
+
+    let waiting = pass(&ctx, &delay).await;
+    let ran = rule(&waiting, id);
+    assert_eq!((ran.deleted, ran.stopped), (0, RuleStop::Waiting), "{ran:?}");
+    assert_eq!(ran.weight.map(|w| w.expired), Some(10), "weighed: what it will delete");
+    let until = ran.waits_until.expect("when it may first delete");
+    assert!(until > chrono::Utc::now() + chrono::Duration::hours(23), "{until}");
+    assert_eq!(count(&ctx, "SELECT count(*) FROM sessions").await, 40, "nothing deleted");
+    let url = ctx.db.url.as_str();
+    let plan = crate::cli::run_with(url, Some(&ctx), &delay, &["plan"]);
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert!(text.contains("new or changed, deletes nothing until") && text.contains("would then delete 10"), "{text}");
+    let status = crate::cli::run(url, Some(&ctx), &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("WAITING, new or changed, until") && text.contains("it will then delete 10 of 40"), "{text}");
+
+    // The delay over, it applies; a change to its period makes it wait again, a description does not.
+    sqlx::query(
+        "UPDATE retention_rules SET changed_at = now() - interval '2 days', description = 'guests' WHERE id = $1",
+    )
+    .bind(id)
+    .execute(ctx.pool())
+    .await
+    .expect("the delay over");
+    let applied = pass(&ctx, &delay).await;
+    assert_eq!((rule(&applied, id).deleted, rule(&applied, id).stopped), (10, RuleStop::Finished));
+    records(&ctx, "sessions", 5, "20 days", "guest").await;
+    sqlx::query("UPDATE retention_rules SET keep = '10 days' WHERE id = $1")
+        .bind(id)
+        .execute(ctx.pool())
+        .await
+        .expect("changed");
+    let changed = pass(&ctx, &delay).await;
+    assert_eq!((rule(&changed, id).deleted, rule(&changed, id).stopped), (0, RuleStop::Waiting));
+    assert_eq!(count(&ctx, "SELECT count(*) FROM sessions").await, 35);
+}

@@ -87,6 +87,9 @@ impl TestContext {
             // Every test's application creates its tables just before it runs: the quiet period after a schema
             // change is the holds tests' to turn on.
             ("SCHEMA_QUIET_PERIOD", "0s"),
+            // Likewise its retention rules, declared just before the pass that applies them: the delay a new rule
+            // waits is the records tests' to turn on.
+            ("RECORDS_NEW_RULE_DELAY", "0s"),
         ]);
         vars.extend(overrides.iter().copied());
         Settings::from_lookup(|name| vars.get(name).map(|v| (*v).to_owned()))

@@ -9,13 +9,14 @@ use serde::Deserialize;
 /// Template parameters for the demo stack. A poison message must fail every delivery before SQS moves it to the
 /// dead-letter queue; with the production values (5 deliveries, 360 s visibility) that takes half an hour, with
 /// these two minutes. The ratio the template asks for (visibility ≥ 6 × consumer timeout) still holds.
-/// The quiet period after a schema change is off: the demo's application creates its tables just before the first
-/// pass, and would otherwise wait six hours for its first delete.
+/// The quiet period after a schema change and a new retention rule's delay are off: the demo's application creates
+/// its tables and declares its rule just before the first pass, and would otherwise wait hours for its first delete.
 pub const DEMO_PARAMETERS: &[(&str, &str)] = &[
     ("MaxReceiveCount", "2"),
     ("QueueVisibilityTimeout", "60"),
     ("ConsumerTimeout", "10"),
     ("SchemaQuietPeriod", "0s"),
+    ("RecordsNewRuleDelay", "0s"),
 ];
 
 /// The stack's outputs the demo needs.
