@@ -400,8 +400,18 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     .fetch_all(&mut app)
     .await
     .expect("what the application may call");
-    // And the one a composite source's index runs on every write, which reads nothing and is no definer.
-    assert_eq!(callable, ["asset_sweeper_check_upload", "asset_sweeper_nested_ids", "asset_sweeper_usage"]);
+    // And the one a composite source's index runs on every write, which reads nothing and is no definer; and a
+    // migration window's two, which only keep.
+    assert_eq!(
+        callable,
+        [
+            "asset_sweeper_check_upload",
+            "asset_sweeper_hold",
+            "asset_sweeper_nested_ids",
+            "asset_sweeper_release_hold",
+            "asset_sweeper_usage"
+        ]
+    );
     for login in [&hostile.app, &hostile.sweep, &hostile.consumer, &hostile.operator] {
         let creates: bool = sqlx::query_scalar("SELECT has_schema_privilege($1, 'asset_sweeper', 'CREATE')")
             .bind(login)
@@ -484,6 +494,24 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     .await;
     exec(&mut app, "SELECT asset_sweeper.asset_sweeper_check_upload(gen_random_uuid(), 10)").await;
     exec(&mut app, "SELECT * FROM asset_sweeper.asset_sweeper_usage(gen_random_uuid())").await;
+    // A migration window and a pin, the application's to write: the owner's code on the owner's path, and the
+    // window's row and the pin's stamps are not the application's to change.
+    exec(
+        &mut app,
+        "SELECT asset_sweeper.asset_sweeper_release_hold(
+                    asset_sweeper.asset_sweeper_hold(now() + interval '1 hour', 'a hostile migration'))",
+    )
+    .await;
+    exec(
+        &mut app,
+        &format!(
+            "INSERT INTO asset_sweeper.asset_pins (asset_id, reason, ends_at) \
+             VALUES ('{kept}', 'hostile', now() + interval '1 minute')"
+        ),
+    )
+    .await;
+    refused(&mut app, "UPDATE asset_sweeper.asset_pins SET pinned_by = 'alice'", "permission denied").await;
+    refused(&mut app, "DELETE FROM asset_sweeper.destruction_holds", "permission denied").await;
 
     // Door 4: a held generation row. The application holds its DDL open; the owner's DDL in another session does
     // not wait for it (the detector only appends).
