@@ -312,7 +312,7 @@ async fn a_pinned_asset_or_workspace_is_not_discovered_retired_deleted_or_purged
     let workspace_pin = listed["pins"][0]["id"].as_i64().expect("the soonest-ending pin").to_string();
     let released = run(&ctx.db.url, Some(&ctx), &["pin", "release", &workspace_pin]);
     assert!(released.status.success(), "{}", String::from_utf8_lossy(&released.stderr));
-    sqlx::query("UPDATE asset_pins SET ends_at = pinned_at + interval '1 second' WHERE asset_id = $1")
+    sqlx::query("UPDATE asset_pins SET pinned_at = now() - interval '1 day', ends_at = now() - interval '1 second' WHERE asset_id = $1")
         .bind(in_newsletter)
         .execute(ctx.pool())
         .await
