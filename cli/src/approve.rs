@@ -1,11 +1,20 @@
 //! `approve`: an operator's release of a braked workspace (invariant 11) or retention rule, or of a managed prefix
-//! for adoption (invariant 14), recorded with who and why.
+//! for adoption (invariant 14), recorded with who and why, an expiry, and the plan it was granted on (invariant 24):
+//! the figures it prints are the ones it records, read in the transaction that records them, and a plan that later
+//! outgrows them is held again. `--dry-run` prints the same and records nothing.
+
+use std::fmt::Write as _;
 
 use anyhow::{Context, bail};
+use lifecycle::brake;
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::retention::RuleApproval;
 use crate::{Output, connect};
+
+/// Due assets an approval prints and records by name.
+const SAMPLE: i64 = 10;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -13,11 +22,13 @@ pub(crate) struct Args {
     #[arg(required_unless_present_any = ["prefix", "rule"], conflicts_with_all = ["prefix", "rule"])]
     workspace: Option<String>,
     /// A retention rule (its id, as `plan` lists it) the rule brake holds: it may delete more than its share of
-    /// its table in the passes of the next hours. Changing the rule drops the approval.
+    /// its table in the passes of the next hours, up to what it would delete now. Changing the rule drops the
+    /// approval.
     #[arg(long, conflicts_with = "prefix")]
     rule: Option<i64>,
-    /// A managed prefix (`*` for the whole bucket) whose bytes no row knows may be adopted from now on, read with
-    /// `reconcile --dry-run` first. Lasts until a reconciliation meets the prefix with another layout.
+    /// A managed prefix (`*` for the whole bucket) whose bytes no row knows may be adopted, as many as the newest
+    /// recorded reconciliation found there (read it with `status` or `reconcile --dry-run` first). A report whose
+    /// count jumps beyond that and the previous report's withdraws it; so does another layout.
     #[arg(long)]
     prefix: Option<String>,
     /// Who approves (recorded).
@@ -29,61 +40,103 @@ pub(crate) struct Args {
     /// How many hours the approval lasts.
     #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=168))]
     hours: u32,
+    /// Print what would be approved, and record nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
-    if args.by.trim().is_empty() || args.reason.trim().is_empty() {
+    let (by, reason) = (args.by.trim(), args.reason.trim());
+    if by.is_empty() || reason.is_empty() {
         bail!("--by and --reason must say who approves and why");
     }
-    if let Some(rule) = args.rule {
-        let pool = connect::database().await?;
-        return crate::retention::approve(&pool, rule, args.by.trim(), args.reason.trim(), args.hours).await;
+    if let Some(id) = args.rule {
+        let (settings, pool, _) = connect::everything().await?;
+        let approval = RuleApproval { id, by, reason, hours: args.hours, dry_run: args.dry_run };
+        return crate::retention::approve(&pool, &settings, approval).await;
     }
     if let Some(prefix) = &args.prefix {
-        return prefix_approval(prefix, args.by.trim(), args.reason.trim()).await;
+        return prefix_approval(prefix, by, reason, args.hours, args.dry_run).await;
     }
     let workspace = args.workspace.unwrap_or_default();
     let workspace: Uuid = workspace.parse().with_context(|| format!("{workspace:?} is not a workspace id (a uuid)"))?;
+    let tolerance = settings::Settings::approval_tolerance_from_env()?;
     let pool = connect::database().await?;
-    let known =
-        sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM assets WHERE workspace_id = $1) AS "known!""#, workspace)
-            .fetch_one(&pool)
-            .await?;
-    if !known {
+    let mut tx = pool.begin().await?;
+    let due = brake::due_of(&mut tx, workspace).await?;
+    if due.live_assets == 0 {
         bail!("workspace {workspace} has no assets: nothing to approve");
     }
+    let candidates = brake::candidates(&mut tx, workspace, SAMPLE).await?;
+    let (assets, bytes) = (platform::approval::count(due.due_assets), platform::approval::count(due.due_bytes));
+    let mut plan = format!(
+        "workspace {workspace}: {assets} asset(s), {bytes} bytes due, of {} asset(s), {} bytes it holds",
+        due.live_assets, due.live_bytes
+    );
+    for c in &candidates {
+        let _ = write!(plan, "\n  {} {} ({} bytes)", c.asset_id, c.storage_key, c.byte_size);
+    }
+    if due.due_assets > SAMPLE {
+        let _ = write!(plan, "\n  … and {} more", due.due_assets - SAMPLE);
+    }
+    let covers = format!(
+        "while at most {} asset(s) and {} bytes are due (APPROVAL_TOLERANCE_PERCENT {})",
+        tolerance.ceiling(assets),
+        tolerance.ceiling(bytes),
+        tolerance.0
+    );
+    let mut json = json!({
+        "workspace_id": workspace,
+        "approved_by": by,
+        "reason": reason,
+        "due_assets": due.due_assets,
+        "due_bytes": due.due_bytes,
+        "sample": candidates,
+        "dry_run": args.dry_run,
+    });
+    if args.dry_run {
+        tx.rollback().await?;
+        return Ok(Output {
+            text: format!(
+                "{plan}\nnothing recorded (--dry-run): approving would release it from the brake for {} h {covers}",
+                args.hours
+            ),
+            json,
+            attention: Vec::new(),
+        });
+    }
     let approval = sqlx::query!(
-        r#"INSERT INTO brake_approvals (workspace_id, approved_by, reason, expires_at)
-           VALUES ($1, $2, $3, now() + $4 * interval '1 hour')
+        r#"INSERT INTO brake_approvals (workspace_id, approved_by, reason, expires_at, due_assets, due_bytes, sample)
+           VALUES ($1, $2, $3, now() + $4 * interval '1 hour', $5, $6, $7)
            RETURNING id, to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "expires_at!""#,
         workspace,
-        args.by.trim(),
-        args.reason.trim(),
+        by,
+        reason,
         f64::from(args.hours),
+        due.due_assets,
+        due.due_bytes,
+        json["sample"].clone(),
     )
-    .fetch_one(&pool)
+    .fetch_one(&mut *tx)
     .await?;
+    tx.commit().await?;
     let (id, expires_at) = (approval.id, approval.expires_at);
+    json["approval_id"] = json!(id);
+    json["expires_at"] = json!(expires_at);
     Ok(Output {
         text: format!(
-            "approval {id}: workspace {workspace} is released from the brake until {expires_at} (by {}: {})",
-            args.by.trim(),
-            args.reason.trim()
+            "{plan}\napproval {id}: workspace {workspace} is released from the brake until {expires_at} (by {by}: \
+             {reason}) {covers}; a pass that finds more due holds it again"
         ),
-        json: json!({
-            "approval_id": id,
-            "workspace_id": workspace,
-            "approved_by": args.by.trim(),
-            "reason": args.reason.trim(),
-            "expires_at": expires_at,
-        }),
+        json,
         attention: Vec::new(),
     })
 }
 
-/// Approves adoption under `prefix`, a managed prefix of the layout configured now: the layout the operator's
-/// dry run read with. A reconciliation with another layout later meets the prefix anew and needs a new approval.
-async fn prefix_approval(prefix: &str, by: &str, reason: &str) -> anyhow::Result<Output> {
+/// Approves adoption under `prefix`, a managed prefix of the layout configured now (the layout the operator's dry
+/// run read with; a reconciliation with another layout meets the prefix anew), for as many adoptable keys as the
+/// newest recorded reconciliation found there: the figure it prints and records.
+async fn prefix_approval(prefix: &str, by: &str, reason: &str, hours: u32, dry_run: bool) -> anyhow::Result<Output> {
     let (settings, pool, _) = connect::everything().await?;
     let layout = settings.reconcile.layout.as_ref().context(
         "nothing to approve: set RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN as the sweep has them (docs/operating.md)",
@@ -95,53 +148,99 @@ async fn prefix_approval(prefix: &str, by: &str, reason: &str) -> anyhow::Result
             names
         });
     }
+    let mut tx = pool.begin().await?;
+    // What the newest recorded reconciliation found there: what the approval lets be adopted, and what a later
+    // report is measured against.
+    let found = sqlx::query!(
+        r#"SELECT l.id, l.compared_at::text AS "compared_at!",
+                  coalesce(sum((u->>'keys')::bigint - (u->>'young')::bigint), 0)::bigint AS "adoptable!",
+                  coalesce(sum((u->>'young')::bigint), 0)::bigint AS "young!",
+                  coalesce(sum((u->>'bytes')::bigint), 0)::bigint AS "bytes!",
+                  ARRAY(SELECT k FROM jsonb_array_elements(l.findings->'unknown') s,
+                                      jsonb_array_elements_text(s->'sample') k
+                         WHERE s->>'prefix' = $1 ORDER BY k LIMIT 10) AS "sample!"
+             FROM reconcile_listings l
+             LEFT JOIN LATERAL jsonb_array_elements(l.findings->'unknown') u ON u->>'prefix' = $1
+            WHERE l.id = (SELECT id FROM reconcile_listings WHERE compared_at IS NOT NULL
+                           ORDER BY compared_at DESC, id DESC LIMIT 1)
+            GROUP BY l.id"#,
+        stored,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(found) = found else {
+        bail!(
+            "no recorded reconciliation has reported on {prefix:?}, so there is nothing an approval could be bound \
+             to: run `asset-sweeper reconcile` (it adopts nothing under a prefix nobody approved), read what it \
+             found, then approve"
+        );
+    };
+    let tolerance = settings.approval_tolerance;
+    let mut plan = format!(
+        "prefix {prefix:?}: the reconciliation recorded {} found {} key(s) no row knows written before the grace \
+         period, {} bytes with {} younger key(s)",
+        found.compared_at, found.adoptable, found.bytes, found.young
+    );
+    for key in &found.sample {
+        let _ = write!(plan, "\n  {key}");
+    }
+    let covers = format!(
+        "as long as no report finds more than {} such key(s) there, or more than that over the report before it \
+         (APPROVAL_TOLERANCE_PERCENT {})",
+        tolerance.ceiling(platform::approval::count(found.adoptable)),
+        tolerance.0
+    );
+    let mut json = json!({
+        "prefix": stored,
+        "approved_by": by,
+        "reason": reason,
+        "listing_id": found.id,
+        "unknown_keys": found.adoptable,
+        "young_keys": found.young,
+        "unknown_bytes": found.bytes,
+        "sample": found.sample,
+        "dry_run": dry_run,
+    });
+    if dry_run {
+        tx.rollback().await?;
+        return Ok(Output {
+            text: format!(
+                "{plan}\nnothing recorded (--dry-run): approving would let reconciliation adopt them for {hours} h \
+                 {covers}"
+            ),
+            json,
+            attention: Vec::new(),
+        });
+    }
     let approved = sqlx::query!(
-        r#"INSERT INTO reconcile_prefixes AS r (prefix, layout, approved_at, approved_by, reason)
-           VALUES ($1, $2, now(), $3, $4)
+        r#"INSERT INTO reconcile_prefixes AS r (prefix, layout, approved_at, approved_by, reason, approved_until,
+                                                approved_keys, approved_bytes, withdrawn)
+           VALUES ($1, $2, now(), $3, $4, now() + $5 * interval '1 hour', $6, $7, NULL)
            ON CONFLICT (prefix) DO UPDATE
               SET layout = EXCLUDED.layout, approved_at = now(), approved_by = EXCLUDED.approved_by,
-                  reason = EXCLUDED.reason,
+                  reason = EXCLUDED.reason, approved_until = EXCLUDED.approved_until,
+                  approved_keys = EXCLUDED.approved_keys, approved_bytes = EXCLUDED.approved_bytes, withdrawn = NULL,
                   first_seen_at = CASE WHEN r.layout = EXCLUDED.layout THEN r.first_seen_at ELSE now() END
-           RETURNING to_char(approved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "approved_at!""#,
+           RETURNING to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
         stored,
         layout.signature(),
         by,
         reason,
+        f64::from(hours),
+        found.adoptable,
+        found.bytes,
     )
-    .fetch_one(&pool)
+    .fetch_one(&mut *tx)
     .await?;
-    // What the newest recorded reconciliation found there, if one has: what the approval lets be adopted.
-    let found = sqlx::query!(
-        r#"SELECT coalesce(sum((u->>'keys')::bigint), 0)::bigint AS "keys!",
-                  coalesce(sum((u->>'bytes')::bigint), 0)::bigint AS "bytes!",
-                  (SELECT max(compared_at) FROM reconcile_listings)::text AS compared_at
-             FROM reconcile_listings l, jsonb_array_elements(l.findings->'unknown') u
-            WHERE l.id = (SELECT max(id) FROM reconcile_listings WHERE compared_at IS NOT NULL)
-              AND u->>'prefix' = $1"#,
-        stored,
-    )
-    .fetch_one(&pool)
-    .await?;
-    let last = match &found.compared_at {
-        Some(at) => format!(
-            "the reconciliation recorded {at} found {} key(s), {} bytes no row knows there",
-            found.keys, found.bytes
-        ),
-        None => "no recorded reconciliation has reported on it yet: what your dry run showed".to_owned(),
-    };
+    tx.commit().await?;
+    json["expires_at"] = json!(approved.until);
     Ok(Output {
         text: format!(
-            "prefix {prefix:?} is approved for adoption (by {by}: {reason}); {last}; the next reconciliation adopts \
-             those written before the grace period"
+            "{plan}\nprefix {prefix:?} is approved for adoption until {} (by {by}: {reason}) {covers}; the next \
+             reconciliation adopts those written before the grace period",
+            approved.until
         ),
-        json: json!({
-            "prefix": stored,
-            "approved_by": by,
-            "reason": reason,
-            "approved_at": approved.approved_at,
-            "unknown_keys": found.keys,
-            "unknown_bytes": found.bytes,
-        }),
+        json,
         attention: Vec::new(),
     })
 }

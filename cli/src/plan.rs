@@ -45,11 +45,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
     };
 
-    let held: Vec<(Uuid, String)> = brake::weigh(&pool, &settings.brake)
+    let held: Vec<(Uuid, String)> = brake::weigh(&pool, &settings.brake, settings.approval_tolerance)
         .await?
         .into_iter()
-        .filter(|w| w.held())
-        .map(|w| (w.due.workspace_id.0, w.tripped.unwrap_or_default()))
+        .filter_map(|w| Some((w.due.workspace_id.0, w.held_because()?)))
         .collect();
     let held_ids: Vec<Uuid> = held.iter().map(|(id, _)| *id).collect();
     let candidates = sqlx::query!(

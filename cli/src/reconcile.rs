@@ -47,6 +47,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         grace: settings.grace,
         confirm: usize::try_from(settings.reconcile.confirm_lost).unwrap_or(usize::MAX),
         adopt_max: settings.reconcile.adopt_max,
+        tolerance: settings.approval_tolerance,
     };
     // A dry run adopts too, in the transaction it rolls back: it shows what would be adopted.
     let (listing, read_from, findings) = reconcile(&mut tx, &s3, bucket, layout, source, limits).await?;

@@ -48,6 +48,17 @@ pub(crate) async fn last_pass(pool: &PgPool) -> anyhow::Result<(String, Value, V
                 ));
                 format!("FAILED: {error}")
             }
+            Some("held") if rule["outgrown"].is_object() => {
+                // Counted only past what the approval covers: "at least".
+                let (approved, now) = (&rule["outgrown"]["approved"], &rule["outgrown"]["now"]);
+                attention.push(format!(
+                    "retention rule {id} on {table} is held by the brake again: its approval was granted on {approved} \
+                     record(s) and it would now delete at least {now}, beyond the {}% tolerance (read `asset-sweeper \
+                     plan`, then asset-sweeper approve --rule {id})",
+                    rule["outgrown"]["tolerance_percent"]
+                ));
+                format!("HELD by the brake again: at least {now} record(s) against the {approved} approved")
+            }
             Some("held") => {
                 let weight = &rule["weight"];
                 attention.push(format!(
@@ -82,6 +93,7 @@ pub(crate) async fn last_pass(pool: &PgPool) -> anyhow::Result<(String, Value, V
 /// What each rule would delete if a pass started now: every expired record counted, and whether the brake would
 /// hold it. In a read-only transaction, rolled back.
 pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Result<(String, Value)> {
+    let tolerance = settings.approval_tolerance;
     let records = &settings.records;
     let mut conn = pool.begin().await?;
     sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *conn).await?;
@@ -100,11 +112,20 @@ pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Resul
             rules.push(json!({ "rule_id": rule.id, "table": rule.table, "error": problem }));
             continue;
         }
-        let weight = rule.weigh(&mut conn, &records.time_zone, records.brake_share_percent, true).await?;
-        let brake = match (weight.braked(), &rule.approved_by) {
-            (false, _) => String::new(),
-            (true, Some(by)) => format!(" (over the brake's {}%, approved by {by})", records.brake_share_percent),
-            (true, None) => format!(
+        let weight = rule.weigh(&mut conn, &records.time_zone, records.brake_share_percent, None).await?;
+        let outgrown = rule
+            .approved_rows
+            .and_then(|approved| tolerance.outgrown("records", platform::approval::count(approved), weight.expired))
+            .filter(|_| weight.braked());
+        let approved_by = rule.approved_by.as_ref().filter(|_| outgrown.is_none());
+        let brake = match (weight.braked(), approved_by, &outgrown) {
+            (false, ..) => String::new(),
+            (true, Some(by), _) => format!(" (over the brake's {}%, approved by {by})", records.brake_share_percent),
+            (true, None, Some(outgrown)) => format!(
+                " — HELD by the brake again: its approval was granted on fewer, {outgrown} (asset-sweeper approve --rule {})",
+                rule.id
+            ),
+            (true, None, None) => format!(
                 " — HELD by the brake: over {}% of its {} record(s) (asset-sweeper approve --rule {})",
                 records.brake_share_percent, weight.table_rows, rule.id
             ),
@@ -124,7 +145,7 @@ pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Resul
         rules.push(json!({
             "rule_id": rule.id, "table": rule.table, "column": rule.column, "keep": rule.keep, "filter": rule.filter,
             "cutoff": rule.cutoff.to_string(), "would_delete": weight.expired, "table_rows": weight.table_rows,
-            "held": weight.braked() && rule.approved_by.is_none(), "approved_by": rule.approved_by,
+            "held": weight.braked() && approved_by.is_none(), "approved_by": approved_by, "outgrown": outgrown,
             "waits_until": rule.waits_until,
         }));
     }
@@ -133,31 +154,77 @@ pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Resul
     Ok((format!("{head}{text}"), json!({ "day": day, "time_zone": records.time_zone, "rules": rules })))
 }
 
-/// Releases rule `id` from the brake for `hours`, recorded with who and why; a change to the rule drops it.
-pub(crate) async fn approve(pool: &PgPool, id: i64, by: &str, reason: &str, hours: u32) -> anyhow::Result<Output> {
-    let approved = sqlx::query!(
+/// What `approve --rule` grants: rule `id` released from the brake for `hours`, recorded with who and why and with
+/// what the rule would delete now, counted in the same transaction that records it (a change to the rule drops it;
+/// a pass that finds it would delete more than that, beyond the approval tolerance, holds it again).
+pub(crate) struct RuleApproval<'a> {
+    pub(crate) id: i64,
+    pub(crate) by: &'a str,
+    pub(crate) reason: &'a str,
+    pub(crate) hours: u32,
+    /// Shows what would be approved and records nothing.
+    pub(crate) dry_run: bool,
+}
+
+/// Records (or with `dry_run` only shows) `approval`, after counting what the rule would delete now.
+pub(crate) async fn approve(pool: &PgPool, settings: &Settings, approval: RuleApproval<'_>) -> anyhow::Result<Output> {
+    let RuleApproval { id, by, reason, hours, dry_run } = approval;
+    let records = &settings.records;
+    let mut tx = pool.begin().await?;
+    let day = pass_day(&mut tx, &records.time_zone, None)
+        .await
+        .with_context(|| format!("RECORDS_TIME_ZONE {:?} is not a time zone Postgres knows", records.time_zone))?;
+    let rule = Rule::all(&mut tx, day, records.new_rule_delay).await?.into_iter().find(|r| r.id == id);
+    let Some(rule) = rule else { bail!("no retention rule {id} (asset-sweeper plan lists them)") };
+    if let Some(problem) = rule.unusable() {
+        bail!("retention rule {id} cannot run as declared, so there is nothing to approve: {problem}");
+    }
+    let weight = rule.weigh(&mut tx, &records.time_zone, records.brake_share_percent, None).await?;
+    let filter = rule.filter.as_deref().map_or(String::new(), |f| format!(" where {f}"));
+    let plan = format!(
+        "retention rule {id} on {}.{} older than {}{filter} (before {}): it would delete {} of {} record(s) now",
+        rule.table, rule.column, rule.keep, rule.cutoff, weight.expired, weight.table_rows
+    );
+    let covers = settings.approval_tolerance.ceiling(weight.expired);
+    let mut json = json!({
+        "rule_id": id, "table": rule.table, "approved_by": by, "reason": reason, "would_delete": weight.expired,
+        "table_rows": weight.table_rows, "covers_up_to": covers, "dry_run": dry_run,
+    });
+    if dry_run {
+        tx.rollback().await?;
+        return Ok(Output {
+            text: format!(
+                "{plan}\nnothing recorded (--dry-run): approving would release it for {hours} h while it \
+                           would delete at most {covers} record(s)"
+            ),
+            json,
+            attention: Vec::new(),
+        });
+    }
+    let (rows, table_rows) = (i64::try_from(weight.expired)?, i64::try_from(weight.table_rows)?);
+    let until = sqlx::query_scalar!(
         r#"UPDATE retention_rules
-              SET approved_until = now() + $2 * interval '1 hour', approved_by = $3, approval_reason = $4
+              SET approved_until = now() + $2 * interval '1 hour', approved_by = $3, approval_reason = $4,
+                  approved_rows = $5, approved_table_rows = $6
             WHERE id = $1
-        RETURNING table_name, keep::text AS "keep!",
-                  to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
+        RETURNING to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
         id,
         f64::from(hours),
         by,
         reason,
+        rows,
+        table_rows,
     )
-    .fetch_optional(pool)
+    .fetch_one(&mut *tx)
     .await?;
-    let Some(approved) = approved else { bail!("no retention rule {id} (asset-sweeper plan lists them)") };
+    tx.commit().await?;
+    json["expires_at"] = json!(until);
     Ok(Output {
         text: format!(
-            "retention rule {id} on {} (older than {}) is released from the brake until {} (by {by}: {reason})",
-            approved.table_name, approved.keep, approved.until
+            "{plan}\nreleased from the brake until {until} (by {by}: {reason}) while it would delete at most {covers} \
+             record(s); a pass that finds more holds it again"
         ),
-        json: json!({
-            "rule_id": id, "table": approved.table_name, "approved_by": by, "reason": reason,
-            "expires_at": approved.until,
-        }),
+        json,
         attention: Vec::new(),
     })
 }

@@ -134,15 +134,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     )
     .fetch_all(&pool)
     .await?;
-    let approvals: Vec<(Uuid, String, String, String)> = sqlx::query!(
-        r#"SELECT workspace_id, approved_by, reason, expires_at::text AS "expires_at!" FROM brake_approvals
-            WHERE expires_at > now() ORDER BY expires_at"#
+    let approvals = sqlx::query!(
+        r#"SELECT workspace_id, approved_by, reason, expires_at::text AS "expires_at!", due_assets, due_bytes
+             FROM brake_approvals WHERE expires_at > now() ORDER BY expires_at"#
     )
     .fetch_all(&pool)
-    .await?
-    .into_iter()
-    .map(|a| (a.workspace_id, a.approved_by, a.reason, a.expires_at))
-    .collect();
+    .await?;
     let freed = sqlx::query_as!(
         Freed,
         r#"SELECT action AS "action: AuditAction", count(*) AS "assets!",
@@ -244,7 +241,23 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for prefix in reconciliation.last.iter().flat_map(|l| &l.shared_prefixes) {
         attention.push(format!("prefix {prefix:?} is shared with another writer (the last reconciliation)"));
     }
+    for w in &reconciliation.withdrawn {
+        let previous = w["previous_keys"].as_i64().map_or(String::new(), |n| format!(" and {n} in the report before"));
+        attention.push(format!(
+            "prefix {} had its approval withdrawn: a report found {} adoptable key(s) there against the {} approved \
+             (by {}){previous}, beyond the {}% tolerance; nothing is adopted there until a person reads the report \
+             (asset-sweeper reconcile --dry-run) and approves again (asset-sweeper approve --prefix)",
+            w["prefix"],
+            w["keys"],
+            w["approved_keys"],
+            w["approved_by"].as_str().unwrap_or("-"),
+            w["tolerance_percent"]
+        ));
+    }
     for prefix in reconciliation.last.iter().flat_map(|l| &l.awaiting_approval) {
+        if reconciliation.withdrawn.iter().any(|w| w["prefix"].as_str() == Some(prefix.as_str())) {
+            continue;
+        }
         attention.push(format!(
             "prefix {prefix:?} holds bytes no row knows and adopts nothing until approved (asset-sweeper approve --prefix)"
         ));
@@ -378,8 +391,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for (ws, why) in &braked {
         let _ = writeln!(text, "  held: {ws}: {why}");
     }
-    for (ws, by, reason, until) in &approvals {
-        let _ = writeln!(text, "  approved: {ws} by {by} until {until}: {reason}");
+    for a in &approvals {
+        let _ = writeln!(
+            text,
+            "  approved: {} by {} until {}: {} (granted on {} asset(s), {} bytes due)",
+            a.workspace_id, a.approved_by, a.expires_at, a.reason, a.due_assets, a.due_bytes
+        );
     }
     match bucket {
         Some((run, checked)) => {
@@ -543,7 +560,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "queue_error": queues.as_ref().err(),
         "brake": {
             "held": braked.iter().map(|(ws, why)| json!({ "workspace_id": ws, "why": why })).collect::<Vec<_>>(),
-            "approvals": approvals.iter().map(|(ws, by, reason, until)| json!({ "workspace_id": ws, "approved_by": by, "reason": reason, "expires_at": until })).collect::<Vec<_>>(),
+            "approvals": approvals.iter().map(|a| json!({ "workspace_id": a.workspace_id, "approved_by": a.approved_by, "reason": a.reason, "expires_at": a.expires_at, "due_assets": a.due_assets, "due_bytes": a.due_bytes })).collect::<Vec<_>>(),
         },
         "bucket": bucket.map(|(run, checked)| json!({ "sweep_run_id": run.id, "started_at": run.started_at, "found": checked })),
         "schema": match &schema { Ok(n) => json!({ "verdict": "valid", "sources": n }), Err(r) => json!({ "verdict": "refused", "reason": r }) },

@@ -1,5 +1,6 @@
 //! The blast-radius brake (invariant 11): a workspace whose due assets are too large a share of what it holds,
-//! or too many in absolute terms, gets nothing enqueued until an operator approves it.
+//! or too many in absolute terms, gets nothing enqueued until an operator approves it. An approval covers the plan
+//! the operator read when granting it (its due assets and bytes) and no plan that outgrew it (invariant 24).
 
 use std::collections::HashMap;
 
@@ -8,6 +9,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use platform::WorkspaceId;
+use platform::approval::{Outgrown, Tolerance, count, first_outgrown};
 
 /// The blast-radius brake (invariant 11), applied per workspace to what is due against what it holds.
 #[derive(Debug, Clone)]
@@ -50,6 +52,23 @@ pub struct Approval {
     pub approved_by: String,
     /// Why, as they wrote it.
     pub reason: String,
+    /// The workspace's due assets when it was granted: what the operator read.
+    pub approved_assets: i64,
+    /// Their bytes.
+    pub approved_bytes: i64,
+}
+
+impl Approval {
+    /// Where `due` outgrew what this approval was granted on, if it did: then it covers nothing.
+    pub fn outgrown_by(&self, due: &WorkspaceDue, tolerance: Tolerance) -> Option<Outgrown> {
+        first_outgrown(
+            tolerance,
+            &[
+                ("assets", count(self.approved_assets), count(due.due_assets)),
+                ("bytes", count(self.approved_bytes), count(due.due_bytes)),
+            ],
+        )
+    }
 }
 
 /// Every workspace with due assets, the one whose oldest claimable asset is oldest first. Due counts include assets
@@ -77,11 +96,55 @@ pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Er
     .await
 }
 
+/// What `workspace` has due now against what it holds: the plan an approval is granted on.
+pub async fn due_of(conn: &mut sqlx::PgConnection, workspace: Uuid) -> Result<WorkspaceDue, sqlx::Error> {
+    sqlx::query_as!(
+        WorkspaceDue,
+        r#"SELECT $1::uuid AS "workspace_id!: WorkspaceId",
+                  count(*) FILTER (WHERE asset_sweeper_due(a)) AS "due_assets!",
+                  coalesce(sum(a.byte_size) FILTER (WHERE asset_sweeper_due(a)), 0)::bigint AS "due_bytes!",
+                  count(*) AS "live_assets!", coalesce(sum(a.byte_size), 0)::bigint AS "live_bytes!"
+             FROM assets a WHERE a.workspace_id = $1"#,
+        workspace,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// One due asset as an approval shows and records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    /// The asset.
+    pub asset_id: Uuid,
+    /// Its key.
+    pub storage_key: String,
+    /// Its bytes.
+    pub byte_size: i64,
+}
+
+/// The first `limit` of `workspace`'s due assets, the longest due first: what `approve` prints and records.
+pub async fn candidates(
+    conn: &mut sqlx::PgConnection,
+    workspace: Uuid,
+    limit: i64,
+) -> Result<Vec<Candidate>, sqlx::Error> {
+    sqlx::query_as!(
+        Candidate,
+        "SELECT a.id AS asset_id, a.storage_key, a.byte_size FROM assets a
+          WHERE a.workspace_id = $1 AND asset_sweeper_due(a) ORDER BY a.due_at, a.id LIMIT $2",
+        workspace,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// The newest unexpired approval of each of `workspaces` that has one.
 pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<WorkspaceId, Approval>, sqlx::Error> {
     let rows = sqlx::query_as!(
         Approval,
-        r#"SELECT DISTINCT ON (workspace_id) workspace_id AS "workspace_id: WorkspaceId", id, approved_by, reason
+        r#"SELECT DISTINCT ON (workspace_id) workspace_id AS "workspace_id: WorkspaceId", id, approved_by, reason,
+                  due_assets AS approved_assets, due_bytes AS approved_bytes
              FROM brake_approvals
             WHERE workspace_id = ANY ($1) AND expires_at > now()
             ORDER BY workspace_id, approved_at DESC"#,
@@ -94,8 +157,6 @@ pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<Wor
 
 /// Why the brake trips for `due`, or `None` when the workspace may proceed.
 pub fn verdict(due: &WorkspaceDue, limits: &BrakeSettings) -> Option<String> {
-    // Counts and sums from the database: never negative, and a negative one would count as nothing.
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
     let (due_assets, due_bytes) = (count(due.due_assets), count(due.due_bytes));
     let (live_assets, live_bytes) = (count(due.live_assets), count(due.live_bytes));
     if due_assets > limits.max_assets {
@@ -123,20 +184,43 @@ pub struct Weighed {
     pub due: WorkspaceDue,
     /// Why the brake trips for it, if it does.
     pub tripped: Option<String>,
-    /// An operator's unexpired approval, if there is one.
+    /// An operator's unexpired approval that covers what is due now, if there is one.
     pub approval: Option<Approval>,
+    /// An unexpired approval the plan outgrew since it was granted: it covers nothing now.
+    pub outgrown: Option<OutgrownApproval>,
+}
+
+/// An approval and the figure of the plan that grew beyond it: the run record's `outgrown`.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutgrownApproval {
+    /// The approval, with the figures it was granted on.
+    pub approval: Approval,
+    /// The figure now beyond it.
+    pub figure: Outgrown,
 }
 
 impl Weighed {
-    /// Whether nothing of this workspace may be enqueued: the brake tripped and nobody approved.
+    /// Whether nothing of this workspace may be enqueued: the brake tripped and no approval covers what is due.
     pub fn held(&self) -> bool {
         self.tripped.is_some() && self.approval.is_none()
     }
+
+    /// Why nothing of this workspace may be enqueued, with the approval it outgrew, when it is held.
+    pub fn held_because(&self) -> Option<String> {
+        let tripped = self.tripped.as_ref().filter(|_| self.held())?;
+        Some(match &self.outgrown {
+            None => tripped.clone(),
+            Some(o) => format!(
+                "{tripped}; approval {} (by {}) was granted on {} assets and {} bytes: {}, so it is asked for again",
+                o.approval.id, o.approval.approved_by, o.approval.approved_assets, o.approval.approved_bytes, o.figure
+            ),
+        })
+    }
 }
 
-/// Every workspace with due assets, oldest first, each with the brake's verdict and its approval: the one home
-/// of who may proceed, for the sweep and for `plan`.
-pub async fn weigh(pool: &PgPool, limits: &BrakeSettings) -> Result<Vec<Weighed>, sqlx::Error> {
+/// Every workspace with due assets, oldest first, each with the brake's verdict and its approval (one that covers
+/// the plan within `tolerance`): the one home of who may proceed, for the sweep and for `plan`.
+pub async fn weigh(pool: &PgPool, limits: &BrakeSettings, tolerance: Tolerance) -> Result<Vec<Weighed>, sqlx::Error> {
     let due = due_workspaces(pool).await?;
     let ids: Vec<Uuid> = due.iter().map(|d| d.workspace_id.0).collect();
     let mut approved = approvals(pool, &ids).await?;
@@ -144,8 +228,15 @@ pub async fn weigh(pool: &PgPool, limits: &BrakeSettings) -> Result<Vec<Weighed>
         .into_iter()
         .map(|due| {
             let tripped = verdict(&due, limits);
-            let approval = approved.remove(&due.workspace_id);
-            Weighed { due, tripped, approval }
+            let (approval, outgrown) = match approved.remove(&due.workspace_id) {
+                // Not tripped: nothing to approve, and the approval is kept for when it is.
+                Some(approval) if tripped.is_some() => match approval.outgrown_by(&due, tolerance) {
+                    Some(figure) => (None, Some(OutgrownApproval { approval, figure })),
+                    None => (Some(approval), None),
+                },
+                approval => (approval, None),
+            };
+            Weighed { due, tripped, approval, outgrown }
         })
         .collect())
 }
@@ -194,15 +285,44 @@ mod tests {
             id: 1,
             approved_by: "ops".into(),
             reason: "a migration".into(),
+            approved_assets: 200,
+            approved_bytes: 1,
         };
         let weighed = |tripped: Option<&str>, approval: Option<Approval>| Weighed {
             due: due(200, 400, 1, 1),
             tripped: tripped.map(str::to_owned),
             approval,
+            outgrown: None,
         };
         assert!(weighed(Some("too much"), None).held());
         assert!(!weighed(Some("too much"), Some(approval.clone())).held());
         assert!(!weighed(None, None).held());
         assert!(!weighed(None, Some(approval)).held());
+    }
+
+    #[test]
+    fn an_approval_covers_the_plan_it_was_granted_on_and_not_one_that_outgrew_it() {
+        let approval = Approval {
+            workspace_id: WorkspaceId(Uuid::nil()),
+            id: 7,
+            approved_by: "ops".into(),
+            reason: "a catalogue migration".into(),
+            approved_assets: 100,
+            approved_bytes: 10_000,
+        };
+        let ten = Tolerance(10);
+        assert_eq!(approval.outgrown_by(&due(105, 200, 10_500, 20_000), ten), None);
+        let grown = approval.outgrown_by(&due(1_000, 2_000, 10_000, 20_000), ten).expect("tenfold");
+        assert_eq!((grown.what, grown.approved, grown.now), ("assets", 100, 1_000));
+        let grown = approval.outgrown_by(&due(100, 200, 90_000, 100_000), ten).expect("bytes");
+        assert_eq!(grown.what, "bytes");
+        let weighed = Weighed {
+            due: due(1_000, 2_000, 10_000, 20_000),
+            tripped: Some("1000 of 2000 assets due, above 25%".into()),
+            approval: None,
+            outgrown: Some(OutgrownApproval { approval, figure: grown }),
+        };
+        let why = weighed.held_because().expect("held");
+        assert!(why.starts_with("1000 of 2000 assets due, above 25%; approval 7 (by ops) was granted on 100"), "{why}");
     }
 }

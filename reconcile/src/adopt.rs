@@ -4,10 +4,16 @@
 //! over a stored object a row already has: an upload that got there first keeps it, and one that comes later
 //! reuses the adopted object like any existing bytes.
 //!
+//! An approval covers as many adoptable keys as the report the operator read showed there (invariant 24): a report
+//! whose count for the prefix jumps beyond the tolerance over both that and the previous report's withdraws it, and
+//! nothing is adopted there until a person reads the new report and approves again. A database restored from an
+//! older backup, or a migration that dropped a table of references, orphans bytes in bulk: that is the jump.
+//!
 //! An adopted asset's id is one nobody could hold, so a record can only name it by key: the consumer destroys one
 //! only once the census's key scan has covered the schema and no record names its key
 //! ([`lifecycle::holds::hold`]).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -17,6 +23,7 @@ use uuid::Uuid;
 
 use super::{Findings, Listing};
 use lifecycle::assets::{self, Adoption};
+use platform::approval::{Tolerance, count};
 use platform::audit::{AuditAction, Event};
 use platform::keys::KeyLayout;
 use platform::{AssetId, WorkspaceId};
@@ -34,21 +41,51 @@ pub struct Adopted {
     pub bytes: i64,
 }
 
+/// An approved prefix whose adoptable keys jumped: its approval is withdrawn until a person approves again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Withdrawn {
+    /// The managed prefix.
+    pub prefix: String,
+    /// Who had approved it.
+    pub approved_by: String,
+    /// The adoptable keys the approval was granted on.
+    pub approved_keys: i64,
+    /// The previous report's, if one was compared since the prefix was met.
+    pub previous_keys: Option<i64>,
+    /// This report's.
+    pub keys: i64,
+    /// The tolerance it jumped beyond, in percent.
+    pub tolerance_percent: u32,
+}
+
+/// How one comparison adopts.
+#[derive(Debug, Clone, Copy)]
+pub struct Terms {
+    /// Keys written within this are not adopted.
+    pub grace: Duration,
+    /// The most keys adopted.
+    pub max: u32,
+    /// How far a prefix's adoptable keys may grow over its approval and the previous report.
+    pub tolerance: Tolerance,
+}
+
 /// The content hash of an adopted object: its bytes were never hashed by the application.
 pub const ADOPTED_HASH: &str = "adopted";
 
-/// Adopts what `listing` holds that no row knows, in the caller's transaction: keys under an approved prefix
-/// that no other writer shares, last written before `grace` ago, at most `max`. Notes each managed prefix met for
-/// the first time (awaiting approval), and fills `findings.adopted` and `findings.awaiting_approval`. A dry run
-/// calls this too and rolls it back: it shows what would be adopted.
+/// Adopts what `listing` holds that no row knows, in the caller's transaction: keys under a prefix whose approval
+/// is unexpired and covers this report's count, that no other writer shares, last written before the grace period,
+/// at most `max`. Notes each managed prefix met for the first time (awaiting approval) and each prefix's count (the
+/// next report's previous one), withdraws an approval its prefix's count outgrew, and fills `findings.adopted`,
+/// `findings.awaiting_approval` and `findings.withdrawn`. A dry run calls this too and rolls it back: it shows what
+/// would be adopted.
 pub async fn adopt(
     conn: &mut PgConnection,
     listing: Listing,
     layout: &KeyLayout,
     findings: &mut Findings,
-    grace: Duration,
-    max: u32,
+    terms: Terms,
 ) -> Result<(), sqlx::Error> {
+    let Terms { grace, max, tolerance } = terms;
     let prefixes: Vec<String> = layout.prefixes().into_iter().map(str::to_owned).collect();
     let signature = layout.signature();
     // A prefix met with another layout (a wider pattern adopts more) is met anew: its approval is gone. Read after
@@ -56,19 +93,74 @@ pub async fn adopt(
     sqlx::query!(
         "INSERT INTO reconcile_prefixes (prefix, layout) SELECT unnest($1::text[]), $2
          ON CONFLICT (prefix) DO UPDATE
-            SET layout = EXCLUDED.layout, first_seen_at = now(), approved_at = NULL, approved_by = NULL, reason = NULL
+            SET layout = EXCLUDED.layout, first_seen_at = now(), approved_at = NULL, approved_by = NULL, reason = NULL,
+                approved_until = NULL, approved_keys = NULL, approved_bytes = NULL, reported_keys = NULL,
+                withdrawn = NULL
           WHERE reconcile_prefixes.layout IS DISTINCT FROM EXCLUDED.layout",
         &prefixes,
         signature,
     )
     .execute(&mut *conn)
     .await?;
-    let approved = sqlx::query_scalar!(
-        "SELECT prefix FROM reconcile_prefixes WHERE approved_at IS NOT NULL AND prefix = ANY ($1) AND layout = $2",
+    // Keys adoptable now (written before the grace period), per prefix.
+    let mut adoptable: HashMap<&str, i64> = prefixes.iter().map(|p| (p.as_str(), 0)).collect();
+    for u in &findings.unknown {
+        *adoptable.entry(u.prefix.as_str()).or_default() += u.keys - u.young;
+    }
+    let standing = sqlx::query!(
+        r#"SELECT prefix, approved_by AS "approved_by!", approved_keys AS "approved_keys!", reported_keys
+             FROM reconcile_prefixes
+            WHERE approved_at IS NOT NULL AND approved_until > now() AND prefix = ANY ($1) AND layout = $2
+            ORDER BY prefix
+              FOR UPDATE"#,
         &prefixes,
         signature,
     )
     .fetch_all(&mut *conn)
+    .await?;
+    let mut approved = Vec::with_capacity(standing.len());
+    for p in standing {
+        let keys = adoptable.get(p.prefix.as_str()).copied().unwrap_or(0);
+        let baseline = p.approved_keys.max(p.reported_keys.unwrap_or(0));
+        if tolerance.outgrown("keys", count(baseline), count(keys)).is_none() {
+            approved.push(p.prefix);
+            continue;
+        }
+        let withdrawn = Withdrawn {
+            prefix: p.prefix,
+            approved_by: p.approved_by,
+            approved_keys: p.approved_keys,
+            previous_keys: p.reported_keys,
+            keys,
+            tolerance_percent: tolerance.0,
+        };
+        tracing::warn!(prefix = %withdrawn.prefix, approved = withdrawn.approved_keys, previous = ?withdrawn.previous_keys,
+                       keys, "adoptable keys jumped under an approved prefix: its approval is withdrawn");
+        sqlx::query!(
+            "UPDATE reconcile_prefixes
+                SET approved_at = NULL, approved_by = NULL, reason = NULL, approved_until = NULL,
+                    approved_keys = NULL, approved_bytes = NULL,
+                    withdrawn = jsonb_build_object('listing', $2::bigint, 'at', now()) || $3::jsonb
+              WHERE prefix = $1",
+            withdrawn.prefix,
+            listing.id,
+            serde_json::to_value(&withdrawn).unwrap_or_default(),
+        )
+        .execute(&mut *conn)
+        .await?;
+        findings.withdrawn.push(withdrawn);
+    }
+    // This report's count is the next one's previous count.
+    let (names, counts): (Vec<String>, Vec<i64>) = adoptable.iter().map(|(p, k)| ((*p).to_owned(), *k)).unzip();
+    sqlx::query!(
+        "UPDATE reconcile_prefixes r SET reported_keys = x.keys
+           FROM unnest($1::text[], $2::bigint[]) AS x(prefix, keys)
+          WHERE r.prefix = x.prefix AND r.layout = $3",
+        &names,
+        &counts,
+        signature,
+    )
+    .execute(&mut *conn)
     .await?;
     let refused = |prefix: &str| findings.off_pattern.iter().any(|o| o.prefix == prefix);
     let eligible: Vec<String> = approved.iter().filter(|p| !refused(p)).cloned().collect();

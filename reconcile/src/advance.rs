@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use sqlx::PgPool;
 
+use super::adopt::Terms;
 use super::read::Report;
 use super::{Listing, ListingSource, ReconcileError};
+use platform::approval::Tolerance;
 use platform::aws::AwsFailure;
 use platform::keys::KeyLayout;
 use platform::location::InventoryLocation;
@@ -74,6 +76,9 @@ pub struct Compared {
     pub adopted_bytes: i64,
     /// Prefixes whose keys no row knows wait for an operator's approval.
     pub awaiting_approval: Vec<String>,
+    /// Approved prefixes whose adoptable keys jumped: their approvals are withdrawn.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub withdrawn: Vec<super::adopt::Withdrawn>,
 }
 
 /// Everything one pass's reconciliation needs.
@@ -91,6 +96,8 @@ pub(crate) struct Pace<'a> {
     pub confirm: usize,
     /// The most keys adopted per comparison.
     pub adopt_max: u32,
+    /// How far a prefix's adoptable keys may grow over its approval and the previous report.
+    pub tolerance: Tolerance,
     /// No new file is started after this.
     pub until: Instant,
     /// The pass's own deadline: no statement runs past it.
@@ -206,7 +213,8 @@ pub(crate) async fn advance(
     let mut tx = pool.begin().await?;
     allow_until(&mut tx, pace.deadline).await?;
     let mut findings = super::compare(&mut tx, s3, pace.bucket, pace.layout, listing, pace.grace, pace.confirm).await?;
-    super::adopt::adopt(&mut tx, listing, pace.layout, &mut findings, pace.grace, pace.adopt_max).await?;
+    let terms = Terms { grace: pace.grace, max: pace.adopt_max, tolerance: pace.tolerance };
+    super::adopt::adopt(&mut tx, listing, pace.layout, &mut findings, terms).await?;
     let newly_lost = super::record(&mut tx, listing, &findings).await?;
     tx.commit().await?;
     let (unknown_keys, unknown_bytes) = findings.unknown_totals();
@@ -221,6 +229,7 @@ pub(crate) async fn advance(
         adopted_keys: findings.adopted_totals().0,
         adopted_bytes: findings.adopted_totals().1,
         awaiting_approval: findings.awaiting_approval.clone(),
+        withdrawn: findings.withdrawn.clone(),
     });
     Ok(progress)
 }
@@ -294,6 +303,8 @@ pub struct Reconciliation<'a> {
     pub confirm: usize,
     /// The most keys adopted per comparison.
     pub adopt_max: u32,
+    /// How far a prefix's adoptable keys may grow over its approval and the previous report.
+    pub tolerance: Tolerance,
     /// The client of the inventory and asset buckets.
     pub s3: &'a aws_sdk_s3::Client,
 }
@@ -313,6 +324,7 @@ impl Step for Reconciliation<'_> {
             grace: self.grace,
             confirm: self.confirm,
             adopt_max: self.adopt_max,
+            tolerance: self.tolerance,
             until: share.until,
             deadline: share.deadline,
         };

@@ -195,6 +195,9 @@ pub struct Findings {
     /// Prefixes holding keys no row knows (older than the grace period) that nothing is adopted from until an
     /// operator approves them.
     pub awaiting_approval: Vec<String>,
+    /// Approved prefixes whose adoptable keys jumped beyond their approval and the previous report: withdrawn.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub withdrawn: Vec<adopt::Withdrawn>,
 }
 
 impl Findings {
@@ -426,6 +429,9 @@ pub struct Standing {
     pub named_without_row: i64,
     /// The first few of those: (key, `schema.table.column` naming it).
     pub named_sample: Vec<(String, String)>,
+    /// Prefixes whose approval a jump in their adoptable keys withdrew, not approved since: what the withdrawal
+    /// recorded (`adopt::Withdrawn`, with the listing and when).
+    pub withdrawn: Vec<serde_json::Value>,
 }
 
 /// Where reconciliation stands now.
@@ -441,7 +447,7 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
                   ARRAY(SELECT o->>'prefix' FROM jsonb_array_elements(findings->'off_pattern') o) AS "shared_prefixes!",
                   ARRAY(SELECT p FROM jsonb_array_elements_text(coalesce(findings->'awaiting_approval', '[]')) p
                          WHERE NOT EXISTS (SELECT 1 FROM reconcile_prefixes r
-                                            WHERE r.prefix = p AND r.approved_at IS NOT NULL))
+                                            WHERE r.prefix = p AND r.approved_until > now()))
                       AS "awaiting_approval!"
              FROM reconcile_listings WHERE compared_at IS NOT NULL
             ORDER BY compared_at DESC, id DESC LIMIT 1"#
@@ -456,6 +462,12 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
     .fetch_all(&mut *conn)
     .await?;
     let adopted = <AdoptedDue as Step>::standing(&mut *conn).await?;
+    let withdrawn = sqlx::query_scalar!(
+        r#"SELECT withdrawn AS "withdrawn!" FROM reconcile_prefixes
+            WHERE withdrawn IS NOT NULL AND approved_at IS NULL ORDER BY prefix"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     Ok(Standing {
         last,
         lost: lost.first().map_or(0, |l| l.total),
@@ -463,5 +475,6 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
         adopted: adopted.adopted,
         named_without_row: adopted.named_without_row,
         named_sample: adopted.named_sample,
+        withdrawn,
     })
 }

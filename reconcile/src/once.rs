@@ -30,6 +30,8 @@ pub struct Limits {
     pub confirm: usize,
     /// The most keys adopted.
     pub adopt_max: u32,
+    /// How far a prefix's adoptable keys may grow over its approval and the previous report.
+    pub tolerance: platform::approval::Tolerance,
 }
 
 /// Reads `source` into a new listing, compares it with the rows, and adopts what an approved prefix holds; answers
@@ -59,6 +61,7 @@ pub async fn reconcile(
         }
     };
     let mut findings = super::compare(conn, s3, bucket, layout, listing, limits.grace, limits.confirm).await?;
-    super::adopt::adopt(conn, listing, layout, &mut findings, limits.grace, limits.adopt_max).await?;
+    let terms = super::adopt::Terms { grace: limits.grace, max: limits.adopt_max, tolerance: limits.tolerance };
+    super::adopt::adopt(conn, listing, layout, &mut findings, terms).await?;
     Ok((listing, read_from, findings))
 }

@@ -17,6 +17,7 @@ pub mod rule;
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;
+use platform::approval::{Outgrown, Tolerance, count};
 use platform::step::{self, Share};
 use serde::Serialize;
 use serde_json::json;
@@ -36,6 +37,8 @@ pub(crate) struct Pace<'a> {
     pub brake_share_percent: u32,
     /// A new or changed rule deletes nothing until this long after it was declared or changed.
     pub new_rule_delay: Duration,
+    /// How far what a rule would delete may grow over what its approval was granted on.
+    pub approval_tolerance: Tolerance,
 }
 
 /// Why a rule stopped in a pass.
@@ -48,7 +51,7 @@ pub enum RuleStop {
     TimeShare,
     /// The database refused a batch, or the rule no longer fits the schema: the error says which.
     Failed,
-    /// The brake holds it until an operator approves it.
+    /// The brake holds it until an operator approves it (again, when `outgrown` says what outgrew the approval).
     Held,
     /// New or changed: it deletes nothing until its delay ends (`waits_until`), what it would delete weighed.
     Waiting,
@@ -92,6 +95,9 @@ pub struct RuleRun {
     /// Who released it from the brake, when the brake would have held it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// Where what it would delete grew beyond what its approval was granted on: held again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outgrown: Option<Outgrown>,
     /// When a new or changed rule may first delete, while it waits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waits_until: Option<chrono::DateTime<chrono::Utc>>,
@@ -167,6 +173,7 @@ pub(crate) async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Resu
             error: None,
             weight: None,
             approved_by: None,
+            outgrown: None,
             waits_until: rule.waits_until,
         };
         if !out_of_time && Instant::now() + step.longest >= pace.until {
@@ -214,9 +221,15 @@ impl Step<'_> {
             Ok(weight) => {
                 run.weight = Some(weight);
                 if weight.braked() {
-                    match &rule.approved_by {
-                        Some(by) => run.approved_by = Some(by.clone()),
-                        None => return RuleStop::Held,
+                    match (&rule.approved_by, rule.approved_rows) {
+                        (Some(by), Some(approved)) => {
+                            run.outgrown = pace.approval_tolerance.outgrown("records", count(approved), weight.expired);
+                            if run.outgrown.is_some() {
+                                return RuleStop::Held;
+                            }
+                            run.approved_by = Some(by.clone());
+                        }
+                        _ => return RuleStop::Held,
                     }
                 }
                 if weight.expired == 0 {
@@ -301,7 +314,9 @@ async fn weigh(conn: &mut sqlx::PgConnection, rule: &Rule, pace: Pace<'_>) -> Re
     let mut tx = conn.begin().await?;
     sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
     within_share(&mut tx, pace).await?;
-    let weight = rule.weigh(&mut tx, pace.time_zone, pace.brake_share_percent, false).await?;
+    // Counted past what an approval covers, so a rule that outgrew its approval is seen to.
+    let covered = rule.approved_rows.map_or(0, |n| pace.approval_tolerance.ceiling(count(n)));
+    let weight = rule.weigh(&mut tx, pace.time_zone, pace.brake_share_percent, Some(covered)).await?;
     tx.commit().await?;
     Ok(weight)
 }
@@ -328,6 +343,8 @@ pub struct Records<'a> {
     pub brake_share_percent: u32,
     /// A new or changed rule deletes nothing until this long after it was declared or changed.
     pub new_rule_delay: Duration,
+    /// How far what a rule would delete may grow over what its approval was granted on.
+    pub approval_tolerance: Tolerance,
 }
 
 /// Where the records step stands: the rules declared, and what the newest pass that applied them recorded.
@@ -376,6 +393,7 @@ impl step::Step for Records<'_> {
             until: share.until,
             brake_share_percent: self.brake_share_percent,
             new_rule_delay: self.new_rule_delay,
+            approval_tolerance: self.approval_tolerance,
         };
         advance(pool, self.run_id, pace).await
     }

@@ -27,6 +27,9 @@ pub struct Rule {
     pub cutoff: NaiveDateTime,
     /// Whether an operator's release from the rule brake is in force, and whose.
     pub approved_by: Option<String>,
+    /// The expired records the operator read when releasing it (with `approved_by`): it covers no more, within the
+    /// approval tolerance.
+    pub approved_rows: Option<i64>,
     /// When a new or changed rule may first delete, while that is still ahead.
     pub waits_until: Option<chrono::DateTime<chrono::Utc>>,
     resolved: Result<Resolved, String>,
@@ -73,6 +76,7 @@ impl Rule {
             r#"SELECT r.id, r.table_name, r.timestamp_column, r.keep::text AS "keep!", r.filter,
                       ($1::date - r.keep) AS "cutoff!",
                       CASE WHEN r.approved_until > now() THEN r.approved_by END AS approved_by,
+                      CASE WHEN r.approved_until > now() THEN r.approved_rows END AS approved_rows,
                       format('%I.%I', n.nspname, c.relname) AS qualified, c.relkind AS "relkind?",
                       quote_ident(a.attname) AS column_sql, a.atttypid::regtype::text AS column_type,
                       c.reltuples::float8 AS "reltuples?",
@@ -131,6 +135,7 @@ impl Rule {
                     filter: r.filter,
                     cutoff: r.cutoff,
                     approved_by: r.approved_by,
+                    approved_rows: r.approved_rows,
                     waits_until: r.waits_until,
                     resolved,
                 }
@@ -183,14 +188,15 @@ impl Rule {
         Ok(query.execute(conn).await?.rows_affected())
     }
 
-    /// What the rule would delete now against its table's size; counting stops past the brake's threshold unless
-    /// `exact` (the operator's `plan` counts them all).
+    /// What the rule would delete now against its table's size. With `Some(at_least)` counting stops past the
+    /// brake's threshold or `at_least` (what its approval covers), whichever is more; `None` counts them all (the
+    /// operator's `plan` and `approve`).
     pub async fn weigh(
         &self,
         conn: &mut PgConnection,
         time_zone: &str,
         share_percent: u32,
-        exact: bool,
+        at_least: Option<u64>,
     ) -> Result<Weight, sqlx::Error> {
         let resolved = self.resolved()?;
         let table = &resolved.qualified;
@@ -205,7 +211,10 @@ impl Rule {
             estimate
         };
         let threshold = table_rows.saturating_mul(u64::from(share_percent)) / 100;
-        let limit = if exact { String::new() } else { format!(" LIMIT {}", threshold.saturating_add(1)) };
+        let limit = match at_least {
+            None => String::new(),
+            Some(at_least) => format!(" LIMIT {}", threshold.max(at_least).saturating_add(1)),
+        };
         let statement = format!("SELECT count(*) FROM (SELECT {}{limit}) expired", self.expired(resolved));
         let query = sqlx::query_scalar(AssertSqlSafe(statement)).bind(self.cutoff);
         let query = if resolved.zoned { query.bind(time_zone) } else { query };

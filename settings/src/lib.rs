@@ -41,6 +41,9 @@ pub struct Settings {
     pub schema_quiet_period: Duration,
     /// What the schema check does with a reference source that no index serves.
     pub unindexed_sources: UnindexedSources,
+    /// How far a plan may grow over the one an operator approved (a braked workspace's due assets and bytes, a
+    /// rule's expired records, a prefix's unknown keys) before the approval stops covering it.
+    pub approval_tolerance: platform::approval::Tolerance,
     /// How a sweep pass claims and sends.
     pub sweep: SweepSettings,
     /// The blast-radius brake's limits (invariant 11).
@@ -292,6 +295,14 @@ impl Settings {
         if reader.problems.is_empty() { Ok(quiet) } else { Err(SettingsError { problems: reader.problems }) }
     }
 
+    /// The approval tolerance alone (`APPROVAL_TOLERANCE_PERCENT`, optional), for `asset-sweeper approve`, which
+    /// says what a plan may grow to before the approval it records stops covering it.
+    pub fn approval_tolerance_from_env() -> Result<platform::approval::Tolerance, SettingsError> {
+        let mut reader = Reader { lookup: &process_env, problems: Vec::new() };
+        let tolerance = reader.approval_tolerance();
+        if reader.problems.is_empty() { Ok(tolerance) } else { Err(SettingsError { problems: reader.problems }) }
+    }
+
     /// [`Settings::load`] through `lookup`.
     pub async fn load_from(
         sdk: &aws_config::SdkConfig,
@@ -357,6 +368,7 @@ impl Settings {
             reader.schema_check();
         let schema_verdict_max_age = reader.duration_between("SCHEMA_VERDICT_MAX_AGE", hours(1), secs(60)..=hours(24));
         let schema_quiet_period = reader.schema_quiet_period();
+        let approval_tolerance = reader.approval_tolerance();
         let census = CensusSettings {
             time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
             batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
@@ -459,6 +471,7 @@ impl Settings {
                 schema_verdict_max_age,
                 schema_quiet_period,
                 unindexed_sources,
+                approval_tolerance,
                 sweep,
                 brake,
                 census,
@@ -542,11 +555,15 @@ impl Reader<'_> {
         }
     }
 
-    /// A duration such as `30d`, `24h` or `90s`, no shorter than `min`.
+    fn approval_tolerance(&mut self) -> platform::approval::Tolerance {
+        platform::approval::Tolerance(self.parsed("APPROVAL_TOLERANCE_PERCENT", 10, 0..=1_000u32))
+    }
+
     fn schema_quiet_period(&mut self) -> Duration {
         self.duration_between("SCHEMA_QUIET_PERIOD", hours(6), secs(0)..=days(7))
     }
 
+    /// A duration such as `30d`, `24h` or `90s`, no shorter than `min`.
     fn duration(&mut self, name: &'static str, default: Duration, min: Duration) -> Duration {
         self.duration_between(name, default, min..=Duration::MAX)
     }
@@ -621,6 +638,7 @@ mod tests {
         assert_eq!(s.asset_bucket, "acme-assets");
         assert_eq!(s.sweep.queue_ceiling, 21_600, "two consumers at 10/s clear it in half a lease");
         assert_eq!(s.schema_quiet_period, hours(6));
+        assert_eq!(s.approval_tolerance, platform::approval::Tolerance(10));
         assert_eq!(s.schema_verdict_max_age, hours(1));
         assert_eq!(s.unindexed_sources, UnindexedSources::Refuse);
     }

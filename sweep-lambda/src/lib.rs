@@ -179,6 +179,7 @@ impl Sweeper {
             time_zone: &self.settings.records.time_zone,
             brake_share_percent: self.settings.records.brake_share_percent,
             new_rule_delay: self.settings.records.new_rule_delay,
+            approval_tolerance: self.settings.approval_tolerance,
         };
         // A declared window destroys nothing anywhere, the application's records included: the migration may be
         // moving them. The quiet period after a schema change holds only the assets' deletes and purges.
@@ -270,11 +271,14 @@ impl Sweeper {
         }
 
         let mut eligible = Vec::new();
-        for weighed in brake::weigh(&self.pool, &self.settings.brake).await? {
+        for weighed in brake::weigh(&self.pool, &self.settings.brake, self.settings.approval_tolerance).await? {
             let id = weighed.due.workspace_id;
             let mut counts = WorkspaceCounts::default();
+            let held_because = weighed.held_because();
+            counts.outgrown = weighed.outgrown;
             match (weighed.tripped, weighed.approval) {
-                (Some(reason), None) => {
+                (Some(_), None) => {
+                    let reason = held_because.unwrap_or_default();
                     warn!(workspace_id = %id, %reason, "blast-radius brake: enqueueing nothing for this workspace");
                     report.braked_workspaces += 1;
                     counts.braked = Some(reason);
@@ -343,6 +347,7 @@ impl Sweeper {
             grace: self.settings.grace,
             confirm: usize::try_from(settings.confirm_lost).unwrap_or(usize::MAX),
             adopt_max: settings.adopt_max,
+            tolerance: self.settings.approval_tolerance,
             s3,
         })
     }

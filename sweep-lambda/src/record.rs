@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use lifecycle::brake::{Approval, WorkspaceDue};
+use lifecycle::brake::{Approval, OutgrownApproval, WorkspaceDue};
 use lifecycle::runs::RunOutcome;
 use platform::WorkspaceId;
 use serde::Serialize;
@@ -27,6 +27,9 @@ pub struct WorkspaceCounts {
     /// The approval that let it through the brake, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<Approval>,
+    /// An approval what is due outgrew: both figures, and the approval asked for again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outgrown: Option<OutgrownApproval>,
 }
 
 /// Why a pass stopped claiming.

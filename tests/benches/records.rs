@@ -176,7 +176,13 @@ async fn main() {
         .execute(pool)
         .await
         .expect("run");
-    let records = Records { run_id, time_zone: "UTC", brake_share_percent: 50, new_rule_delay: Duration::ZERO };
+    let records = Records {
+        run_id,
+        time_zone: "UTC",
+        brake_share_percent: 50,
+        new_rule_delay: Duration::ZERO,
+        approval_tolerance: platform::approval::Tolerance(10),
+    };
     let started = Instant::now();
     let progress = records.advance(pool, Share::of(100, started + Duration::from_secs(3600))).await.expect("the step");
     let step = started.elapsed();

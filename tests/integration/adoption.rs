@@ -35,10 +35,14 @@ async fn pass(ctx: &TestContext, prefixes: &str, folder: &str) -> SweepReport {
         .expect("sweep pass")
 }
 
-/// What an operator's `asset-sweeper approve --prefix` records (the CLI's own test runs the command).
+/// What an operator's `asset-sweeper approve --prefix` records after reading the newest report (the CLI's own test
+/// runs the command): as many adoptable keys as that report found there.
 async fn approve(ctx: &TestContext, prefix: &str) {
     let approved = sqlx::query(
-        "UPDATE reconcile_prefixes SET approved_at = now(), approved_by = 'test', reason = 'read' WHERE prefix = $1",
+        "UPDATE reconcile_prefixes
+            SET approved_at = now(), approved_by = 'test', reason = 'read', approved_until = now() + interval '1 day',
+                approved_keys = coalesce(reported_keys, 0), approved_bytes = 0
+          WHERE prefix = $1",
     )
     .bind(prefix)
     .execute(ctx.pool())
@@ -198,7 +202,8 @@ async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
     let prefix = format!("{ws}/");
     let signature = platform::keys::KeyLayout::new(&prefix, PATTERN).expect("a layout").signature();
     sqlx::query(
-        "INSERT INTO reconcile_prefixes (prefix, layout, approved_at, approved_by) VALUES ($1, $2, now(), 'test')",
+        "INSERT INTO reconcile_prefixes (prefix, layout, approved_at, approved_by, approved_until, approved_keys)
+         VALUES ($1, $2, now(), 'test', now() + interval '1 day', 2)",
     )
     .bind(&prefix)
     .bind(signature)
@@ -595,7 +600,7 @@ async fn keys_under_a_pinned_prefix_are_not_adopted_until_the_pin_ends() {
     assert!(adopted(&ctx, &pinned).await.is_none(), "a pinned key is not adopted");
 
     // The pin over, the next report adopts it.
-    sqlx::query("UPDATE asset_pins SET ends_at = pinned_at + interval '1 second'")
+    sqlx::query("UPDATE asset_pins SET pinned_at = now() - interval '1 day', ends_at = now() - interval '1 second'")
         .execute(ctx.pool())
         .await
         .expect("ended");
@@ -604,4 +609,67 @@ async fn keys_under_a_pinned_prefix_are_not_adopted_until_the_pin_ends() {
     assert_eq!(second.adopted_keys, 1, "{second:?}");
     assert!(adopted(&ctx, &pinned).await.is_some());
     assert!(object_exists(&ctx.s3, &ctx.bucket, &pinned).await);
+}
+
+#[tokio::test]
+async fn an_approved_prefix_whose_next_report_has_fifty_times_the_unknown_keys_adopts_nothing_until_approved_again() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.as_str();
+    let ws = Uuid::new_v4();
+    let prefix = format!("{ws}/");
+    let folder = format!("inventory/{}/daily/", ctx.bucket);
+    let layout = [("RECONCILE_PREFIXES", prefix.as_str()), ("RECONCILE_KEY_PATTERN", PATTERN)];
+    let report = |keys: &[String]| keys.iter().map(|k| row(&ctx.bucket, k, true, false, 18, OLD)).collect::<String>();
+    let approve = || {
+        let args = ["approve", "--prefix", prefix.as_str(), "--by", "ops@example.com", "--reason", "read the report"];
+        crate::cli::stdout(&crate::cli::run_with(url, Some(&ctx), &layout, &args))
+    };
+    let adopted_count = || async {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM adopted_assets").fetch_one(ctx.pool()).await.expect("count");
+        n
+    };
+
+    // Two legacy files no row knows: reported, read by a person, approved for two.
+    let legacy: Vec<String> = (0..2).map(|_| key(ws)).collect();
+    put_report(&ctx, &folder, "2026-11-28T00-00Z", &[report(&legacy)], None).await;
+    let first = pass(&ctx, &prefix, &folder).await.reconcile.expect("reconciled").compared.expect("compared");
+    assert_eq!(first.awaiting_approval, vec![prefix.clone()]);
+    let approved = approve();
+    assert!(approved.contains("found 2 key(s)") && approved.contains("no report finds more than 2"), "{approved}");
+
+    // Before the next report the database is restored from an older backup: a hundred files lose their rows at once.
+    let orphaned: Vec<String> = legacy.iter().cloned().chain((0..98).map(|_| key(ws))).collect();
+    put_report(&ctx, &folder, "2026-11-29T00-00Z", &[report(&orphaned)], None).await;
+    let jumped = pass(&ctx, &prefix, &folder).await.reconcile.expect("reconciled").compared.expect("compared");
+    assert_eq!((jumped.unknown_keys, jumped.adopted_keys), (100, 0), "{jumped:?}");
+    assert_eq!(adopted_count().await, 0, "nothing adopted: not even the two that were approved");
+    let withdrawn = jumped.withdrawn.first().expect("the approval withdrawn");
+    assert_eq!(
+        (withdrawn.approved_keys, withdrawn.previous_keys, withdrawn.keys, withdrawn.approved_by.as_str()),
+        (2, Some(2), 100, "ops@example.com")
+    );
+    assert_eq!(jumped.awaiting_approval, vec![prefix.clone()], "{jumped:?}");
+
+    let status = crate::cli::run_with(url, Some(&ctx), &layout, &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!("prefix {prefix:?} had its approval withdrawn: a report found 100 adoptable key(s)")),
+        "{text}"
+    );
+    assert!(text.contains("against the 2 approved (by ops@example.com) and 2 in the report before"), "{text}");
+    assert_eq!(status.status.code(), Some(1), "a withdrawn approval needs a person");
+
+    // The same report again adopts nothing: the approval is gone, not merely skipped once.
+    put_report(&ctx, &folder, "2026-11-30T00-00Z", &[report(&orphaned)], None).await;
+    let again = pass(&ctx, &prefix, &folder).await.reconcile.expect("reconciled").compared.expect("compared");
+    assert_eq!((again.adopted_keys, again.awaiting_approval.clone()), (0, vec![prefix.clone()]), "{again:?}");
+
+    // A person reads the new report and approves what it shows: the next one adopts them all.
+    let approved = approve();
+    assert!(approved.contains("found 100 key(s)"), "{approved}");
+    put_report(&ctx, &folder, "2026-12-01T00-00Z", &[report(&orphaned)], None).await;
+    let adopting = pass(&ctx, &prefix, &folder).await.reconcile.expect("reconciled").compared.expect("compared");
+    assert_eq!(adopting.adopted_keys, 100, "{adopting:?}");
+    assert!(adopting.withdrawn.is_empty());
 }

@@ -67,7 +67,7 @@ async fn dead_letter(ctx: &TestContext, body: &str) {
 }
 
 /// Exit code and parsed JSON of a command that may report that a person is needed.
-fn json_with_code(output: &Output) -> (Option<i32>, Value) {
+pub(crate) fn json_with_code(output: &Output) -> (Option<i32>, Value) {
     let parsed = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("JSON on stdout ({e}): {}", String::from_utf8_lossy(&output.stderr)));
     (output.status.code(), parsed)
@@ -83,17 +83,17 @@ const LEGAL_HOLD: &str = "
     CREATE TRIGGER legal_hold BEFORE DELETE ON assets FOR EACH ROW
         WHEN (OLD.storage_key LIKE '%/held/%') EXECUTE FUNCTION legal_hold();";
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout.clone()).expect("utf-8")
 }
 
-fn json(output: &Output) -> Value {
+pub(crate) fn json(output: &Output) -> Value {
     serde_json::from_str(&stdout(output)).expect("JSON on stdout")
 }
 
 /// A refusal: exit code 2, nothing on stdout, one line on stderr.
-fn refusal(output: &Output) -> String {
+pub(crate) fn refusal(output: &Output) -> String {
     assert_eq!(output.status.code(), Some(2), "stdout: {}", String::from_utf8_lossy(&output.stdout));
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8(output.stderr.clone()).expect("utf-8");
@@ -994,6 +994,11 @@ async fn a_prefix_is_approved_only_if_managed_and_nothing_is_adopted_before_then
     )
     .into_owned();
     assert!(text.contains(&format!("AWAITING APPROVAL prefix {prefix:?}")), "{text}");
+    let unread = refusal(&run_with(&url, Some(&ctx), &layout, &approve));
+    assert!(
+        unread.contains("no recorded reconciliation has reported"),
+        "a dry run records nothing to bind to: {unread}"
+    );
 
     let (code, recorded) = reconcile(false);
     assert_eq!(code, Some(1), "a prefix awaiting approval needs a person: {recorded}");
@@ -1001,7 +1006,8 @@ async fn a_prefix_is_approved_only_if_managed_and_nothing_is_adopted_before_then
     assert_eq!(adopted().await, 0, "nothing is adopted on a prefix before its approval");
 
     let approved = stdout(&run_with(&url, Some(&ctx), &layout, &approve));
-    assert!(approved.contains("approved for adoption") && approved.contains("1 key(s), 12 bytes"), "{approved}");
+    assert!(approved.contains("approved for adoption") && approved.contains("found 1 key(s)"), "{approved}");
+    assert!(approved.contains("12 bytes") && approved.contains(&orphan), "the keys it approves: {approved}");
     let (_, dry) = reconcile(true);
     assert_eq!(dry["findings"]["adopted"][0]["keys"], 1, "{dry}");
     assert_eq!(adopted().await, 0, "a dry run shows what it would adopt and writes nothing");

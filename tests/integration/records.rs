@@ -358,7 +358,7 @@ async fn a_restricting_foreign_key_stops_one_rule_with_its_error_and_count_and_t
 }
 
 #[tokio::test]
-async fn the_rule_brake_holds_a_rule_that_would_empty_its_table_until_an_operator_approves_it() {
+async fn the_rule_brake_holds_a_rule_until_an_operator_approves_what_it_would_delete_and_again_once_that_outgrew_it() {
     let ctx = TestContext::new().await;
     sqlx::raw_sql(SESSIONS).execute(ctx.pool()).await.expect("sessions");
     records(&ctx, "sessions", 40, "3 days", "guest").await;
@@ -383,20 +383,55 @@ async fn the_rule_brake_holds_a_rule_that_would_empty_its_table_until_an_operato
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains(&format!("retention rule {mistyped} on public.sessions is held by the brake")), "{text}");
     assert_eq!(status.status.code(), Some(1), "a held rule needs a person");
-    let approve = crate::cli::run(
-        url,
-        None,
-        &["approve", "--rule", &mistyped.to_string(), "--by", "ops@example.com", "--reason", "old guest sessions go"],
-    );
-    assert!(approve.status.success(), "{}", String::from_utf8_lossy(&approve.stderr));
-    let unknown = crate::cli::run(url, None, &["approve", "--rule", "999", "--by", "ops", "--reason", "typo"]);
+    let rule_id = mistyped.to_string();
+    let approve = |by: &'static str, dry: bool| {
+        let mut args = vec!["--json", "approve", "--rule", rule_id.as_str(), "--by", by, "--reason", "old guests go"];
+        if dry {
+            args.push("--dry-run");
+        }
+        let output = crate::cli::run(url, Some(&ctx), &args);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<Value>(&output.stdout).expect("approve prints JSON")
+    };
+    let approved = approve("ops@example.com", false);
+    assert_eq!((approved["would_delete"].as_u64(), approved["covers_up_to"].as_u64()), (Some(40), Some(44)));
+    let unknown = crate::cli::run(url, Some(&ctx), &["approve", "--rule", "999", "--by", "ops", "--reason", "typo"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no retention rule 999"));
 
+    // Within the tolerance of what was read (40, and 10% more): it goes through.
+    records(&ctx, "sessions", 4, "3 days", "guest").await;
     let released = pass(&ctx, &[]).await;
     let ran = rule(&released, mistyped);
-    assert_eq!((ran.deleted, ran.finished, ran.approved_by.as_deref()), (40, true, Some("ops@example.com")), "{ran:?}");
+    assert_eq!((ran.deleted, ran.finished, ran.approved_by.as_deref()), (44, true, Some("ops@example.com")), "{ran:?}");
     assert_eq!(count(&ctx, "SELECT count(*) FROM sessions").await, 0);
+
+    // The same approval, still unexpired, against a plan that grew beyond it: held again with both figures.
+    records(&ctx, "sessions", 100, "3 days", "guest").await;
+    let grown = pass(&ctx, &[]).await;
+    let ran = rule(&grown, mistyped);
+    assert_eq!((ran.deleted, ran.stopped, ran.approved_by.as_deref()), (0, RuleStop::Held, None), "{ran:?}");
+    let outgrown = ran.outgrown.as_ref().expect("what outgrew the approval");
+    assert_eq!((outgrown.what, outgrown.approved, outgrown.now), ("records", 40, 51), "counted past what it covers");
+    assert_eq!(recorded(&ctx, grown.run_id, mistyped).await["outgrown"]["approved"], 40);
+    let status = crate::cli::run(url, Some(&ctx), &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("is held by the brake again: its approval was granted on 40 record(s)"), "{text}");
+    assert_eq!(status.status.code(), Some(1), "a plan that outgrew its approval needs a person");
+
+    // A dry run shows the plan now and records nothing; the approval that follows is bound to it.
+    let dry = approve("ana@example.com", true);
+    assert_eq!((dry["would_delete"].as_u64(), dry["dry_run"].as_bool()), (Some(100), Some(true)), "{dry}");
+    let on_record: (String, i64) =
+        sqlx::query_as("SELECT approved_by, approved_rows FROM retention_rules WHERE id = $1")
+            .bind(mistyped)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("the rule's approval");
+    assert_eq!(on_record, ("ops@example.com".to_owned(), 40), "a dry run records nothing");
+    approve("ana@example.com", false);
+    let ran = rule(&pass(&ctx, &[]).await, mistyped);
+    assert_eq!((ran.deleted, ran.approved_by.as_deref()), (100, Some("ana@example.com")), "{ran:?}");
 
     // Changing the rule drops its approval: the brake weighs the new one afresh.
     records(&ctx, "sessions", 10, "3 days", "guest").await;

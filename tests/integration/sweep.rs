@@ -433,8 +433,10 @@ async fn the_brake_holds_back_a_mass_release_and_an_approval_lets_the_next_pass_
         (&serde_json::json!(150), &serde_json::json!(150), &serde_json::json!(150_000))
     );
 
+    // What `asset-sweeper approve` records, with the plan it read (its own test runs the command).
     sqlx::query(
-        "INSERT INTO brake_approvals (workspace_id, approved_by, reason) VALUES ($1, 'ops@example.com', 'migration')",
+        "INSERT INTO brake_approvals (workspace_id, approved_by, reason, due_assets, due_bytes)
+         VALUES ($1, 'ops@example.com', 'migration', 150, 150000)",
     )
     .bind(mass)
     .execute(ctx.pool())
@@ -444,6 +446,100 @@ async fn the_brake_holds_back_a_mass_release_and_an_approval_lets_the_next_pass_
     assert_eq!((report.outcome, report.enqueued), (Outcome::Ok, 150));
     let approval = report.per_workspace[&platform::WorkspaceId(mass)].approval.as_ref().expect("approval recorded");
     assert_eq!(approval.approved_by, "ops@example.com");
+}
+
+/// `n` more assets of `workspace` in `state`, of 1 000 bytes each, due now when `due` (keys `{workspace}/{tag}-{i}`).
+async fn more_assets(ctx: &TestContext, workspace: Uuid, tag: &str, n: i64, state: &str, due: bool) -> Vec<Uuid> {
+    sqlx::query_scalar(
+        "WITH objects AS (
+             INSERT INTO stored_objects (storage_key, content_hash, byte_size)
+             SELECT $1::text || '/' || $2 || '-' || i, 'sha256:' || $2 || i, 1000 FROM generate_series(1, $3) AS i
+             RETURNING storage_key
+         )
+         INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, due_at)
+         SELECT $1, storage_key, 'sha256:test', 1000, $4, CASE WHEN $5 THEN now() END
+           FROM objects RETURNING id",
+    )
+    .bind(workspace)
+    .bind(tag)
+    .bind(n)
+    .bind(state)
+    .bind(due)
+    .fetch_all(ctx.pool())
+    .await
+    .expect("more assets")
+}
+
+#[tokio::test]
+async fn a_brake_approval_covers_the_plan_the_operator_read_and_one_that_grew_beyond_it_is_held_again_with_both_counts()
+{
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.as_str();
+    let (grown, steady) = (Uuid::new_v4(), Uuid::new_v4());
+    for ws in [grown, steady] {
+        insert_released(ctx.pool(), ws, 100, "1 hour", 1_000).await;
+        more_assets(&ctx, ws, "kept", 20, "attached", false).await;
+    }
+    assert_eq!(pass(&ctx, &[]).await.braked_workspaces, 2, "100 of 120 due: both braked");
+    ctx.drain_queue().await;
+
+    // The operator reads what the approval would cover, and nothing is recorded.
+    let approvals = || async {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM brake_approvals").fetch_one(ctx.pool()).await.expect("count");
+        n
+    };
+    let grown_id = grown.to_string();
+    let approve = |ws: &str, dry: bool| {
+        let mut args = vec!["approve", ws, "--by", "ops@example.com", "--reason", "catalogue migration"];
+        if dry {
+            args.push("--dry-run");
+        }
+        crate::cli::stdout(&crate::cli::run(url, None, &args))
+    };
+    let shown = approve(&grown_id, true);
+    assert!(shown.contains(&format!("workspace {grown}: 100 asset(s), 100000 bytes due, of 120 asset(s)")), "{shown}");
+    assert!(shown.contains(&format!("{grown}/1 ")) && shown.contains("… and 90 more"), "the first candidates: {shown}");
+    assert!(shown.contains("nothing recorded (--dry-run)"), "{shown}");
+    assert_eq!(approvals().await, 0, "a dry run records nothing");
+    let granted = approve(&grown_id, false);
+    assert!(granted.contains("while at most 110 asset(s) and 110000 bytes are due"), "{granted}");
+    approve(&steady.to_string(), false);
+    let recorded: (i64, i64, i64) = sqlx::query_as(
+        "SELECT due_assets, due_bytes, jsonb_array_length(sample)::bigint FROM brake_approvals WHERE workspace_id = $1",
+    )
+    .bind(grown)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("the approval's plan");
+    assert_eq!(recorded, (100, 100_000, 10), "the plan it printed is the plan it recorded");
+
+    // Before the next pass: tenfold due in one workspace (a restored backup, a dropped table), 5% more in the other.
+    more_assets(&ctx, grown, "orphaned", 900, "released", true).await;
+    let steady_more = more_assets(&ctx, steady, "more", 5, "released", true).await;
+    let report = pass(&ctx, &[]).await;
+
+    assert_eq!((report.outcome, report.braked_workspaces), (Outcome::Braked, 1));
+    let held = &report.per_workspace[&platform::WorkspaceId(grown)];
+    assert_eq!(held.claimed, 0);
+    let outgrown = held.outgrown.as_ref().expect("the approval it outgrew");
+    assert_eq!((outgrown.figure.what, outgrown.figure.approved, outgrown.figure.now), ("assets", 100, 1_000));
+    let why = held.braked.as_deref().unwrap_or_default();
+    assert!(why.starts_with("1000 of 1020 assets due, above 25%; approval"), "{why}");
+    assert!(why.contains("was granted on 100 assets and 100000 bytes: 1000 assets now against 100 approved"), "{why}");
+    let passed = &report.per_workspace[&platform::WorkspaceId(steady)];
+    assert_eq!((passed.claimed, passed.braked.as_deref()), (105, None), "within the tolerance it goes through");
+    assert!(passed.approval.is_some());
+    let sent = set(enqueued(&ctx).await);
+    assert_eq!(sent.len(), 105);
+    assert!(steady_more.iter().all(|id| sent.contains(id)), "only the steady workspace is enqueued");
+
+    let status = crate::cli::run(url, Some(&ctx), &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains(&format!("held: {grown}: 1000 of 1020 assets due")), "{text}");
+    assert!(text.contains("1000 assets now against 100 approved, beyond the 10% tolerance"), "{text}");
+    assert!(text.contains("(granted on 100 asset(s), 100000 bytes due)"), "the approvals in force: {text}");
+    assert_eq!(status.status.code(), Some(1), "a held workspace needs a person");
 }
 
 #[tokio::test]

@@ -207,7 +207,12 @@ pub async fn reconcile_and_approve(
     manifest: &str,
 ) -> anyhow::Result<FirstLook> {
     let layout = KeyLayout::new("*", KEY_PATTERN)?;
-    let limits = Limits { grace: std::time::Duration::from_secs(24 * 3600), confirm: 1_000, adopt_max: 100_000 };
+    let limits = Limits {
+        grace: std::time::Duration::from_secs(24 * 3600),
+        confirm: 1_000,
+        adopt_max: 100_000,
+        tolerance: platform::approval::Tolerance(10),
+    };
     let mut conn = crate::sweeper_session(pool).await?;
     let mut tx = conn.begin().await?;
     let (listing, _, findings) =
@@ -217,7 +222,8 @@ pub async fn reconcile_and_approve(
     conn.close().await?;
     sqlx::query(
         "UPDATE asset_sweeper.reconcile_prefixes
-            SET approved_at = now(), approved_by = 'the demo', reason = 'read the first report'
+            SET approved_at = now(), approved_by = 'the demo', reason = 'read the first report',
+                approved_until = now() + interval '1 day', approved_keys = reported_keys, approved_bytes = 0
           WHERE prefix = ''",
     )
     .execute(pool)
