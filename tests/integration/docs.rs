@@ -321,6 +321,36 @@ fn the_consumer_links_no_inventory_reader_no_reconciliation_no_retention_and_no_
     assert!(sqs.is_empty(), "the consumer sends no message: {sqs:?}");
 }
 
+/// Every crate `function`'s release build for Lambda compiles, with its features, as `cargo tree` resolves them (a
+/// crate built for the build machine too, under a build script or a macro, may appear twice, with other features).
+fn resolved_features(function: &str) -> BTreeSet<String> {
+    let output = std::process::Command::new(env!("CARGO"))
+        .current_dir(workspace_root())
+        .args(["tree", "--locked", "--offline", "-q", "-p", function, "-e", "normal,build", "--prefix", "none"])
+        .args(["--target", "aarch64-unknown-linux-gnu", "-f", "{p} [{f}]"])
+        .output()
+        .expect("cargo tree runs");
+    assert!(output.status.success(), "cargo tree: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.trim_end_matches(" (*)").replace(" (proc-macro)", ""))
+        .collect()
+}
+
+/// `sam build` builds one function at a time: a crate both share, compiled with other features for the consumer,
+/// is compiled twice, with everything over it (tokio-util's, under the AWS SDK, was most of CI's longest step).
+#[test]
+fn the_consumer_compiles_every_crate_it_shares_with_the_sweep_with_the_sweeps_features() {
+    let (sweep, consumer) = (resolved_features("sweep-lambda"), resolved_features("consumer-lambda"));
+    let differing: Vec<&String> =
+        consumer.difference(&sweep).filter(|line| !line.starts_with("consumer-lambda ")).collect();
+    assert!(
+        differing.is_empty(),
+        "crates the consumer's build compiles with features the sweep's does not: add the sweep's to \
+         consumer-lambda/Cargo.toml (see its comment):\n{differing:#?}"
+    );
+}
+
 #[test]
 fn only_reconciliation_reads_inventory_files_and_neither_schema_nor_records_can_call_s3() {
     let manifests = manifests();

@@ -204,8 +204,13 @@ impl Hostile {
                          INSERT INTO app.pwned (who, what) VALUES (current_user, what);
                          BEGIN EXECUTE 'ALTER ROLE {app_role} SUPERUSER'; EXCEPTION WHEN OTHERS THEN NULL; END;
                          BEGIN DELETE FROM asset_sweeper.settlement_events; EXCEPTION WHEN OTHERS THEN NULL; END;
-                         BEGIN INSERT INTO asset_sweeper.brake_approvals (workspace_id, approved_by, reason)
-                               VALUES (pg_catalog.gen_random_uuid(), 'forged', 'forged');
+                         BEGIN INSERT INTO asset_sweeper.brake_approvals
+                                   (workspace_id, approved_by, reason, due_assets, due_bytes)
+                               VALUES (pg_catalog.gen_random_uuid(), 'forged', 'forged', 1000000000, 1000000000000);
+                         EXCEPTION WHEN OTHERS THEN NULL; END;
+                         BEGIN UPDATE asset_sweeper.retention_rules
+                                  SET approved_until = pg_catalog.now() OPERATOR(pg_catalog.+) interval '7 days',
+                                      approved_by = 'forged', approved_rows = 1000000000;
                          EXCEPTION WHEN OTHERS THEN NULL; END;
                      END IF;
                  END $f$;
@@ -429,6 +434,12 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     )
     .await;
     refused(&mut app, "UPDATE asset_sweeper.assets SET lease_token = gen_random_uuid()", "permission denied").await;
+    // An approval is an operator's, bound to the plan the operator read: the application may neither grant one nor
+    // widen what one covers.
+    refused(&mut app, "UPDATE asset_sweeper.retention_rules SET approved_rows = 1000000000", "permission denied").await;
+    refused(&mut app, "UPDATE asset_sweeper.reconcile_prefixes SET approved_keys = 1000000000", "permission denied")
+        .await;
+    refused(&mut app, "UPDATE asset_sweeper.brake_approvals SET due_assets = 1000000000", "permission denied").await;
     refused(
         &mut app,
         "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state, purge_after)
@@ -656,13 +667,15 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
         .await
         .expect("gone");
     assert_eq!(gone_row, None);
-    let (events, approvals): (i64, i64) =
-        sqlx::query_as("SELECT (SELECT count(*) FROM settlement_events), (SELECT count(*) FROM brake_approvals)")
-            .fetch_one(&owner)
-            .await
-            .expect("records");
+    let (events, approvals): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM settlement_events),
+                (SELECT count(*) FROM brake_approvals) + (SELECT count(*) FROM retention_rules WHERE approved_by IS NOT NULL)",
+    )
+    .fetch_one(&owner)
+    .await
+    .expect("records");
     assert!(events >= 2, "the audit trail holds the settles ({events})");
-    assert_eq!(approvals, 0, "no approval was forged");
+    assert_eq!(approvals, 0, "no approval was forged, of a workspace or of a rule");
     let (guests, members, audit): (i64, i64, i64) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE kind = 'guest'), count(*) FILTER (WHERE kind = 'member'),
                 (SELECT count(*) FROM app_private.audit) FROM app.sessions",
