@@ -252,6 +252,18 @@ mod tests {
         WorkspaceDue { workspace_id: WorkspaceId(Uuid::nil()), due_assets, due_bytes, live_assets, live_bytes }
     }
 
+    /// Approval `id`, by ops, granted on `assets` due assets of `bytes` bytes.
+    fn approval(id: i64, assets: i64, bytes: i64) -> Approval {
+        Approval {
+            workspace_id: WorkspaceId(Uuid::nil()),
+            id,
+            approved_by: "ops".into(),
+            reason: "a catalogue migration".into(),
+            approved_assets: assets,
+            approved_bytes: bytes,
+        }
+    }
+
     #[test]
     fn a_normal_release_passes() {
         assert_eq!(verdict(&due(200, 10_000, 2_000, 100_000), &LIMITS), None);
@@ -280,14 +292,7 @@ mod tests {
 
     #[test]
     fn a_workspace_is_held_only_when_the_brake_trips_and_nobody_approved() {
-        let approval = Approval {
-            workspace_id: WorkspaceId(Uuid::nil()),
-            id: 1,
-            approved_by: "ops".into(),
-            reason: "a migration".into(),
-            approved_assets: 200,
-            approved_bytes: 1,
-        };
+        let approval = approval(1, 200, 1);
         let weighed = |tripped: Option<&str>, approval: Option<Approval>| Weighed {
             due: due(200, 400, 1, 1),
             tripped: tripped.map(str::to_owned),
@@ -302,14 +307,7 @@ mod tests {
 
     #[test]
     fn an_approval_covers_the_plan_it_was_granted_on_and_not_one_that_outgrew_it() {
-        let approval = Approval {
-            workspace_id: WorkspaceId(Uuid::nil()),
-            id: 7,
-            approved_by: "ops".into(),
-            reason: "a catalogue migration".into(),
-            approved_assets: 100,
-            approved_bytes: 10_000,
-        };
+        let approval = approval(7, 100, 10_000);
         let ten = Tolerance(10);
         assert_eq!(approval.outgrown_by(&due(105, 200, 10_500, 20_000), ten), None);
         let grown = approval.outgrown_by(&due(1_000, 2_000, 10_000, 20_000), ten).expect("tenfold");
