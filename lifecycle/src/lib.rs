@@ -9,6 +9,7 @@
 pub mod adopted;
 pub mod assets;
 pub mod brake;
+pub mod costs;
 pub mod discovery;
 pub mod holds;
 pub mod judgement;

@@ -59,6 +59,7 @@ pub const OWN_TABLES: &[&str] = &[
     "census_unread",
     "destruction_holds",
     "asset_pins",
+    "bucket_measurements",
 ];
 
 /// A hyphenated uuid's shape as a POSIX regular expression, over the hex digit class `$hex`.

@@ -16,6 +16,7 @@
 //! be two days old), and never deleted.
 
 pub mod adopt;
+pub mod drift;
 pub mod advance;
 pub mod ingest;
 pub mod inventory;

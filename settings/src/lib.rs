@@ -44,6 +44,12 @@ pub struct Settings {
     /// How far a plan may grow over the one an operator approved (a braked workspace's due assets and bytes, a
     /// rule's expired records, a prefix's unknown keys) before the approval stops covering it.
     pub approval_tolerance: platform::approval::Tolerance,
+    /// What stored bytes cost (`STORAGE_PRICES` over S3's US East prices) and the class the sweeper's own figures
+    /// are priced at (`STORAGE_CLASS`).
+    pub prices: platform::money::Prices,
+    /// How far, in percent of the larger side, the bytes the bucket reports may differ from what the sweeper
+    /// believes it holds before the drift alarm fires (`DRIFT_ALARM_PERCENT`).
+    pub drift_alarm_percent: u32,
     /// How a sweep pass claims and sends.
     pub sweep: SweepSettings,
     /// The blast-radius brake's limits (invariant 11).
@@ -303,6 +309,13 @@ impl Settings {
         if reader.problems.is_empty() { Ok(tolerance) } else { Err(SettingsError { problems: reader.problems }) }
     }
 
+    /// The price table alone (`STORAGE_PRICES`, `STORAGE_CLASS`, both optional), for the commands that show money.
+    pub fn prices_from_env() -> Result<platform::money::Prices, SettingsError> {
+        let mut reader = Reader { lookup: &process_env, problems: Vec::new() };
+        let prices = reader.prices();
+        if reader.problems.is_empty() { Ok(prices) } else { Err(SettingsError { problems: reader.problems }) }
+    }
+
     /// [`Settings::load`] through `lookup`.
     pub async fn load_from(
         sdk: &aws_config::SdkConfig,
@@ -369,6 +382,8 @@ impl Settings {
         let schema_verdict_max_age = reader.duration_between("SCHEMA_VERDICT_MAX_AGE", hours(1), secs(60)..=hours(24));
         let schema_quiet_period = reader.schema_quiet_period();
         let approval_tolerance = reader.approval_tolerance();
+        let prices = reader.prices();
+        let drift_alarm_percent = reader.parsed("DRIFT_ALARM_PERCENT", 20, 1..=99u32);
         let census = CensusSettings {
             time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
             batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
@@ -472,6 +487,8 @@ impl Settings {
                 schema_quiet_period,
                 unindexed_sources,
                 approval_tolerance,
+                prices,
+                drift_alarm_percent,
                 sweep,
                 brake,
                 census,
@@ -559,6 +576,21 @@ impl Reader<'_> {
         platform::approval::Tolerance(self.parsed("APPROVAL_TOLERANCE_PERCENT", 10, 0..=1_000u32))
     }
 
+    fn prices(&mut self) -> platform::money::Prices {
+        let class = self.get("STORAGE_CLASS").unwrap_or_else(|| platform::money::DEFAULT_CLASS.to_owned());
+        match platform::money::Prices::parse(&self.get("STORAGE_PRICES").unwrap_or_default(), &class) {
+            Ok(prices) => prices,
+            Err(e @ platform::money::PriceError::UnknownClass { .. }) => {
+                self.invalid("STORAGE_CLASS", e.to_string());
+                platform::money::Prices::default()
+            }
+            Err(e) => {
+                self.invalid("STORAGE_PRICES", e.to_string());
+                platform::money::Prices::default()
+            }
+        }
+    }
+
     fn schema_quiet_period(&mut self) -> Duration {
         self.duration_between("SCHEMA_QUIET_PERIOD", hours(6), secs(0)..=days(7))
     }
@@ -641,6 +673,26 @@ mod tests {
         assert_eq!(s.approval_tolerance, platform::approval::Tolerance(10));
         assert_eq!(s.schema_verdict_max_age, hours(1));
         assert_eq!(s.unindexed_sources, UnindexedSources::Refuse);
+        assert_eq!(s.prices, platform::money::Prices::default());
+        assert_eq!(s.drift_alarm_percent, 20);
+    }
+
+    #[test]
+    fn prices_and_the_storage_class_are_read_and_a_bad_one_is_named() {
+        let mut vars = COMPLETE.to_vec();
+        vars.extend([("STORAGE_PRICES", "STANDARD=0.025"), ("STORAGE_CLASS", "standard"), ("DRIFT_ALARM_PERCENT", "5")]);
+        let s = read(&vars).expect("valid prices");
+        assert_eq!((s.prices.per_gb_month("STANDARD"), s.drift_alarm_percent), (Some(25_000), 5));
+        for (name, value, says) in [
+            ("STORAGE_PRICES", "STANDARD=cheap", "STORAGE_PRICES"),
+            ("STORAGE_CLASS", "GOLD", "STORAGE_CLASS"),
+            ("DRIFT_ALARM_PERCENT", "0", "DRIFT_ALARM_PERCENT"),
+        ] {
+            let mut vars = COMPLETE.to_vec();
+            vars.push((name, value));
+            let e = read(&vars).expect_err(name).to_string();
+            assert!(e.contains(says), "{name}={value}: {e}");
+        }
     }
 
     #[test]

@@ -80,6 +80,15 @@ impl BucketCheck {
     }
 
     /// Deletes and purges are held: the metric `BucketUnprotected`.
+    /// How long noncurrent versions are kept, as read; `None` when the bucket could not be read.
+    pub fn window(&self) -> Option<lifecycle::costs::Window> {
+        self.versioning.as_ref()?;
+        Some(match &self.noncurrent_expiry {
+            Some(expiry) => lifecycle::costs::Window::Days(expiry.days),
+            None => lifecycle::costs::Window::Forever,
+        })
+    }
+
     pub fn unprotected(&self) -> bool {
         self.destruction == Destruction::Held
     }

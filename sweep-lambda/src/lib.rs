@@ -12,10 +12,12 @@
 //! while SQS is called.
 
 pub mod bucket;
+pub mod effect;
 pub mod enqueue;
 pub mod lock;
 pub mod record;
 pub mod stall;
+pub mod storage_metrics;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -60,12 +62,13 @@ pub struct Sweeper {
     pool: PgPool,
     sqs: aws_sdk_sqs::Client,
     s3: Option<aws_sdk_s3::Client>,
+    cloudwatch: Option<aws_sdk_cloudwatch::Client>,
     settings: Settings,
 }
 
 impl Sweeper {
     pub fn new(pool: PgPool, sqs: aws_sdk_sqs::Client, settings: Settings) -> Self {
-        Sweeper { pool, sqs, s3: None, settings }
+        Sweeper { pool, sqs, s3: None, cloudwatch: None, settings }
     }
 
     /// With S3: the asset bucket's versioning and lifecycle, read every pass (without, the pass records them as not
@@ -73,6 +76,14 @@ impl Sweeper {
     #[must_use]
     pub fn with_storage(mut self, s3: aws_sdk_s3::Client) -> Self {
         self.s3 = Some(s3);
+        self
+    }
+
+    /// With CloudWatch: S3's daily storage metrics of the asset bucket, compared once a day with what the rows
+    /// account for (without, the comparison is not made and `status` says so).
+    #[must_use]
+    pub fn with_storage_metrics(mut self, cloudwatch: aws_sdk_cloudwatch::Client) -> Self {
+        self.cloudwatch = Some(cloudwatch);
         self
     }
 
@@ -148,11 +159,76 @@ impl Sweeper {
             if let Some(window) = &report.window {
                 info!(because = %window.describe(), "deletes and purges wait for a window to end");
             }
-            self.checked_pass(&mut lock, report, budget_end).await
+            let checked = self.checked_pass(&mut lock, report, budget_end).await;
+            // Also after a refusal: an overdue asset grows older while nothing is claimed.
+            self.account(lock.conn(), report).await;
+            checked
         }
         .await;
         lock.release().await;
         result
+    }
+
+    /// The pass's effect and money, and once a day the bucket's size as S3 reports it against the rows. A failure
+    /// is recorded in the run row and logged; it never fails the pass.
+    async fn account(&self, conn: &mut sqlx::PgConnection, report: &mut SweepReport) {
+        let window = match report.bucket.as_ref().and_then(BucketCheck::window) {
+            Some(window) => Ok(window),
+            None => lifecycle::costs::window(&mut *conn).await,
+        };
+        let result = async {
+            let window = window?;
+            report.effect = Some(effect::effect(&mut *conn, report.run_id, self.settings.queue.lease()).await?);
+            report.money = Some(effect::money(&mut *conn, report.run_id, window, &self.settings.prices).await?);
+            report.drift = Some(self.drift(&mut *conn, report, window).await?);
+            Ok::<_, sqlx::Error>(())
+        }
+        .await;
+        if let Err(e) = result {
+            warn!(error = %e, "the pass's effect could not be read: its alarms see no figure this time");
+            report.effect_error = Some(e.to_string());
+        }
+    }
+
+    /// The newest comparison of the bucket's reported size with the rows, made first when S3 may have published a
+    /// newer day.
+    async fn drift(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        report: &SweepReport,
+        window: lifecycle::costs::Window,
+    ) -> Result<record::DriftSeen, sqlx::Error> {
+        use reconcile::drift;
+        let bucket = &self.settings.asset_bucket;
+        let today = chrono::Utc::now().date_naive();
+        let newest = drift::newest(&mut *conn, bucket).await?;
+        let read = match &self.cloudwatch {
+            None => "this sweep has no CloudWatch client: the bucket's size is not compared".to_owned(),
+            Some(_) if !drift::worth_asking(newest.as_ref().map(|m| m.metric_day), today) => {
+                "compared already for the newest day S3 publishes".to_owned()
+            }
+            Some(cloudwatch) => match storage_metrics::read(cloudwatch, bucket, today).await {
+                Ok(None) => format!("S3 has published no storage metrics for bucket {bucket} in the last four days"),
+                Ok(Some(reported)) => {
+                    let day = reported.metric_day;
+                    let (believed, expired) = drift::believed(&mut *conn, window, day).await?;
+                    let expiry_missing = report.bucket.as_ref().is_some_and(BucketCheck::expiry_missing);
+                    let alarm = self.settings.drift_alarm_percent;
+                    let compared = drift::compare(bucket, reported, believed, expired, alarm, expiry_missing);
+                    if let Some(cause) = &compared.cause {
+                        warn!(%cause, drift_percent = compared.drift_percent, "the bucket's size drifted from the rows");
+                    }
+                    if drift::record(&mut *conn, &compared).await? {
+                        format!("compared S3's figures for {day}")
+                    } else {
+                        format!("S3's figures for {day} were compared already")
+                    }
+                }
+                Err(e) => format!("S3's storage metrics could not be read: {e}"),
+            },
+        };
+        let newest = drift::newest(&mut *conn, bucket).await?;
+        Ok(record::DriftSeen { read, newest })
     }
 
     async fn checked_pass(

@@ -125,9 +125,30 @@ pub struct SweepReport {
     /// When the pass stalled (`reason.stalled`): each step that had work and did none, and what held it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stalled: Option<Vec<crate::stall::Held>>,
+    /// The money freed since the previous pass and still waiting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub money: Option<crate::effect::Money>,
+    /// What the effect alarms read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect: Option<crate::effect::Effect>,
+    /// The bucket's size as S3 reports it against the rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftSeen>,
+    /// Why the effect or the money could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
+}
+
+/// The bucket's drift as a pass saw it: whether it read S3's figures, and the newest comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftSeen {
+    /// What the pass did about S3's figures, for a person.
+    pub read: String,
+    /// The newest comparison recorded.
+    pub newest: Option<reconcile::drift::Measurement>,
 }
 
 impl SweepReport {
@@ -157,6 +178,10 @@ impl SweepReport {
             stalled: None,
             reconcile_error: None,
             adopted_due: 0,
+            money: None,
+            effect: None,
+            drift: None,
+            effect_error: None,
             bucket: None,
             backlog: None,
             error: None,
@@ -244,7 +269,7 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
         "UPDATE sweep_runs
             SET finished_at = now(), outcome = $2, claimed = $3, enqueued = $4, released = $5, per_workspace = $6,
                 duration_ms = $7, reason = $8, error = $9, census = $10, discovery = $11, reconcile = $12,
-                records = coalesce(records || $13, $13, records)
+                records = coalesce(records || $13, $13, records), money = $14, effect = $15
           WHERE id = $1",
         report.run_id,
         report.outcome as RunOutcome,
@@ -275,10 +300,28 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
             (None, Some(error)) => Some(json!({ "error": error })),
             (None, None) => None,
         },
+        report.money.as_ref().and_then(|m| serde_json::to_value(m).ok()),
+        effect_json(report),
     )
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// The effect the alarms read, with the drift and any failure to read them: `sweep_runs.effect`.
+fn effect_json(report: &SweepReport) -> Option<Value> {
+    let mut effect = match &report.effect {
+        Some(effect) => serde_json::to_value(effect).ok()?,
+        None if report.effect_error.is_some() || report.drift.is_some() => json!({}),
+        None => return None,
+    };
+    if let Some(drift) = &report.drift {
+        effect["drift"] = json!(drift);
+    }
+    if let Some(error) = &report.effect_error {
+        effect["error"] = json!(error);
+    }
+    Some(effect)
 }
 
 fn compared(report: &SweepReport) -> Option<&reconcile::advance::Compared> {
@@ -342,6 +385,25 @@ pub fn metrics_line(report: &SweepReport) -> String {
         counts.push(("BucketUnprotected", u64::from(bucket.unprotected())));
         // What deletes leave behind is kept, and paid for, for ever.
         counts.push(("NoncurrentExpiryMissing", u64::from(bucket.expiry_missing())));
+    }
+    // What the sweeper achieved, not whether it ran: money, and the effect alarms' figures. Only from a pass that
+    // read them, so a skipped pass does not report an empty backlog.
+    if let Some(money) = &report.money {
+        counts.push(("FreedBytes", money.freed.total.bytes));
+        counts.push(("FreedCentsPerMonth", money.freed.total.money.cents()));
+        counts.push(("WaitingBytes", money.waiting.bytes));
+        counts.push(("WaitingCentsPerMonth", money.waiting.money.cents()));
+    }
+    if let Some(effect) = &report.effect {
+        counts.push(("OldestOverdueSeconds", effect.oldest_overdue.as_ref().map_or(0, |o| o.seconds)));
+        counts.push(("DueBytes", effect.due_bytes));
+        counts.push(("GrowingUnsettledPasses", u64::from(effect.growing_unsettled_passes)));
+        counts.push(("UnsettledClaims", effect.unsettled_claims()));
+    }
+    if let Some(newest) = report.drift.as_ref().and_then(|d| d.newest.as_ref()) {
+        counts.push(("BucketDriftPercent", whole_percent(newest.drift_percent)));
+        counts.push(("BucketDrifted", u64::from(newest.drifted())));
+        counts.push(("FreedNotShownBytes", newest.freed_not_shown.max(0).unsigned_abs()));
     }
     platform::metrics::emf_line(
         &[("Function", "sweep")],

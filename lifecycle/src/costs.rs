@@ -1,0 +1,349 @@
+//! What the bucket's bytes cost, per workspace, by what the sweeper knows of them: held (in use), released and
+//! waiting, retired (restorable), noncurrent versions that deletes and purges left for undelete, and bytes no row
+//! knows. The figures are the rows' own; `drift` compares their sum with what the bucket reports.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, DurationRound, NaiveDate, Utc};
+use platform::money::{Monthly, Prices};
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// How long the bucket keeps what a delete leaves behind, as the newest pass that read the bucket found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kept", content = "days")]
+pub enum Window {
+    /// A lifecycle rule expires noncurrent versions this many days after they became noncurrent.
+    Days(i32),
+    /// No rule expires them: they are kept, and paid for, for ever.
+    Forever,
+    /// No pass has read the bucket yet: every version a delete left is counted, as if kept for ever.
+    Unknown,
+}
+
+impl Window {
+    /// When the version a delete made noncurrent at `at` is expired for good, by S3's rule: the window's days added
+    /// to that time, rounded up to the next midnight UTC. `None` when it never is.
+    pub fn expires(self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let Window::Days(days) = self else { return None };
+        let end = at + Duration::days(i64::from(days));
+        let midnight = end.duration_trunc(Duration::days(1)).ok()?;
+        Some(midnight + Duration::days(1))
+    }
+
+    /// For a person: "30 days", "for ever (no lifecycle rule expires them)".
+    pub fn describe(self) -> String {
+        match self {
+            Window::Days(days) => format!("{days} days"),
+            Window::Forever => "for ever (no lifecycle rule expires noncurrent versions)".to_owned(),
+            Window::Unknown => "for ever, as far as is known (no pass has read the bucket's lifecycle yet)".to_owned(),
+        }
+    }
+}
+
+/// The window the newest pass that read the bucket recorded (`reason.bucket` of its run).
+pub async fn window(conn: &mut PgConnection) -> Result<Window, sqlx::Error> {
+    let bucket = sqlx::query_scalar!(
+        r#"SELECT reason->'bucket' AS "bucket!" FROM sweep_runs
+            WHERE reason->'bucket'->'versioning' IS NOT NULL AND reason->'bucket'->>'versioning' IS NOT NULL
+            ORDER BY started_at DESC LIMIT 1"#
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(match bucket {
+        None => Window::Unknown,
+        Some(bucket) => match bucket["noncurrent_expiry"]["days"].as_i64().and_then(|d| i32::try_from(d).ok()) {
+            Some(days) => Window::Days(days),
+            None => Window::Forever,
+        },
+    })
+}
+
+/// Objects and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Figure {
+    /// How many objects (or versions).
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+impl Figure {
+    fn add(&mut self, objects: i64, bytes: i64) {
+        self.objects = self.objects.saturating_add(objects.max(0).unsigned_abs());
+        self.bytes = self.bytes.saturating_add(bytes.max(0).unsigned_abs());
+    }
+}
+
+/// One workspace's bytes by what the sweeper knows of them. An object two of its rows share counts once, in the
+/// first of held, waiting, retired its rows are in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Holdings {
+    /// Objects a `pending`, `attached` or `failed` row points at: in use, or not yet decided.
+    pub held: Figure,
+    /// Objects only `released` rows point at: waiting for their settle.
+    pub waiting: Figure,
+    /// Objects only `retired` rows point at: kept, restorable, until their purge.
+    pub retired: Figure,
+    /// Versions a delete or purge left behind, within the bucket's window: kept for undelete, and billed.
+    pub noncurrent: Figure,
+    /// Keys no row knew at the newest reconciliation (less those it adopted).
+    pub unknown: Figure,
+}
+
+/// Every workspace's holdings, and the window they were counted with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ledger {
+    /// How long noncurrent versions are kept.
+    pub window: Window,
+    /// Per workspace.
+    pub workspaces: BTreeMap<Uuid, Holdings>,
+}
+
+/// Counts the holdings of `workspace`, or of every workspace, with `window`.
+pub async fn ledger(conn: &mut PgConnection, workspace: Option<Uuid>, window: Window) -> Result<Ledger, sqlx::Error> {
+    let mut workspaces: BTreeMap<Uuid, Holdings> = BTreeMap::new();
+    let rows = sqlx::query!(
+        r#"WITH per_object AS (
+               SELECT a.workspace_id, a.storage_key,
+                      min(CASE a.state WHEN 'released' THEN 1 WHEN 'retired' THEN 2 ELSE 0 END) AS rank
+                 FROM assets a
+                WHERE $1::uuid IS NULL OR a.workspace_id = $1
+                GROUP BY 1, 2)
+           SELECT p.workspace_id AS "workspace_id!", p.rank AS "rank!", count(*) AS "objects!",
+                  coalesce(sum(o.byte_size), 0)::bigint AS "bytes!"
+             FROM per_object p JOIN stored_objects o ON o.storage_key = p.storage_key
+            GROUP BY 1, 2"#,
+        workspace,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in rows {
+        let holdings = workspaces.entry(row.workspace_id).or_default();
+        let figure = match row.rank {
+            1 => &mut holdings.waiting,
+            2 => &mut holdings.retired,
+            _ => &mut holdings.held,
+        };
+        figure.add(row.objects, row.bytes);
+    }
+    for (workspace_id, figure) in noncurrent(conn, workspace, window).await? {
+        workspaces.entry(workspace_id).or_default().noncurrent = figure;
+    }
+    for (workspace_id, figure) in unknown(conn, workspace).await? {
+        workspaces.entry(workspace_id).or_default().unknown = figure;
+    }
+    if let Some(workspace) = workspace {
+        workspaces.entry(workspace).or_default();
+    }
+    Ok(Ledger { window, workspaces })
+}
+
+/// The versions deletes and purges left that the bucket still keeps, per workspace (of `workspace` alone, when given).
+pub async fn noncurrent(
+    conn: &mut PgConnection,
+    workspace: Option<Uuid>,
+    window: Window,
+) -> Result<Vec<(Uuid, Figure)>, sqlx::Error> {
+    let days = match window {
+        Window::Days(days) => Some(days),
+        Window::Forever | Window::Unknown => None,
+    };
+    // S3's rule, as `Window::expires`: the days added, rounded up to the next midnight UTC.
+    let rows = sqlx::query!(
+        r#"SELECT workspace_id AS "workspace_id!", count(*) AS "objects!",
+                  coalesce(sum(bytes_freed), 0)::bigint AS "bytes!"
+             FROM settlement_events
+            WHERE action IN ('delete', 'purge') AND bytes_freed > 0 AND workspace_id IS NOT NULL
+              AND ($1::uuid IS NULL OR workspace_id = $1)
+              AND ($2::integer IS NULL
+                   OR date_trunc('day', (occurred_at + make_interval(days => $2)) AT TIME ZONE 'UTC')
+                      + interval '1 day' > (now() AT TIME ZONE 'UTC'))
+            GROUP BY 1"#,
+        workspace,
+        days,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.workspace_id, figure(r.objects, r.bytes))).collect())
+}
+
+/// The keys no row knew at the newest reconciliation, less those it adopted, per workspace (of `workspace` alone,
+/// when given).
+pub async fn unknown(conn: &mut PgConnection, workspace: Option<Uuid>) -> Result<Vec<(Uuid, Figure)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"WITH newest AS (
+               SELECT findings FROM reconcile_listings WHERE compared_at IS NOT NULL
+                ORDER BY compared_at DESC, id DESC LIMIT 1),
+           found AS (
+               SELECT (u->>'workspace_id')::uuid AS workspace_id, (u->>'keys')::bigint AS keys,
+                      (u->>'bytes')::bigint AS bytes
+                 FROM newest, jsonb_array_elements(coalesce(findings->'unknown', '[]')) u
+               UNION ALL
+               SELECT (a->>'workspace_id')::uuid, -(a->>'keys')::bigint, -(a->>'bytes')::bigint
+                 FROM newest, jsonb_array_elements(coalesce(findings->'adopted', '[]')) a)
+           SELECT workspace_id AS "workspace_id!", greatest(sum(keys), 0)::bigint AS "objects!",
+                  greatest(sum(bytes), 0)::bigint AS "bytes!"
+             FROM found WHERE $1::uuid IS NULL OR workspace_id = $1
+            GROUP BY 1 HAVING sum(keys) > 0"#,
+        workspace,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.workspace_id, figure(r.objects, r.bytes))).collect())
+}
+
+/// Every workspace's waste in bytes, from the totals the sweep keeps rather than the asset rows, so a pass can
+/// afford it whatever the application's size: stored less held (as of the last fold), versions kept, keys no row
+/// knows.
+pub async fn waste(conn: &mut PgConnection, window: Window) -> Result<BTreeMap<Uuid, u64>, sqlx::Error> {
+    let mut waste: BTreeMap<Uuid, u64> = BTreeMap::new();
+    let usage = sqlx::query!(
+        r#"SELECT workspace_id, greatest(stored_bytes - held_bytes, 0) AS "bytes!" FROM workspace_usage"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in usage {
+        *waste.entry(row.workspace_id).or_default() += row.bytes.unsigned_abs();
+    }
+    for (workspace_id, f) in noncurrent(conn, None, window).await?.into_iter().chain(unknown(conn, None).await?) {
+        let bytes = waste.entry(workspace_id).or_default();
+        *bytes = bytes.saturating_add(f.bytes);
+    }
+    waste.retain(|_, bytes| *bytes > 0);
+    Ok(waste)
+}
+
+fn figure(objects: i64, bytes: i64) -> Figure {
+    let mut f = Figure::default();
+    f.add(objects, bytes);
+    f
+}
+
+/// What one workspace's holdings cost a month.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Costs {
+    /// Held bytes: in use.
+    pub held: Monthly,
+    /// Released bytes waiting for their settle.
+    pub waiting: Monthly,
+    /// Retired bytes, restorable.
+    pub retired: Monthly,
+    /// Versions kept for undelete.
+    pub noncurrent: Monthly,
+    /// Bytes no row knows.
+    pub unknown: Monthly,
+    /// Everything but what is held: what the sweeper exists to stop paying for.
+    pub waste: Monthly,
+}
+
+impl Holdings {
+    /// Prices these holdings at `prices`' class. Each figure is rounded once, at the cent, when shown.
+    pub fn costs(&self, prices: &Prices) -> Costs {
+        let held = prices.monthly(self.held.bytes);
+        let waiting = prices.monthly(self.waiting.bytes);
+        let retired = prices.monthly(self.retired.bytes);
+        let noncurrent = prices.monthly(self.noncurrent.bytes);
+        let unknown = prices.monthly(self.unknown.bytes);
+        let waste = prices.monthly(self.waste_bytes());
+        Costs { held, waiting, retired, noncurrent, unknown, waste }
+    }
+
+    /// Bytes of every kind but held.
+    pub fn waste_bytes(&self) -> u64 {
+        [self.waiting, self.retired, self.noncurrent, self.unknown].iter().map(|f| f.bytes).sum()
+    }
+
+    fn plus(&self, other: &Holdings) -> Holdings {
+        let add = |a: Figure, b: Figure| Figure {
+            objects: a.objects.saturating_add(b.objects),
+            bytes: a.bytes.saturating_add(b.bytes),
+        };
+        Holdings {
+            held: add(self.held, other.held),
+            waiting: add(self.waiting, other.waiting),
+            retired: add(self.retired, other.retired),
+            noncurrent: add(self.noncurrent, other.noncurrent),
+            unknown: add(self.unknown, other.unknown),
+        }
+    }
+
+    /// One line for a person: each kind's bytes and money.
+    pub fn describe(&self, prices: &Prices) -> String {
+        let c = self.costs(prices);
+        let part = |name: &str, f: Figure, m: Monthly| format!("{name} {} B {}", f.bytes, m);
+        format!(
+            "waste {} ({}); {}; {}; {}; {}; {}",
+            c.waste,
+            platform::money::gb(self.waste_bytes()),
+            part("held", self.held, c.held),
+            part("released and waiting", self.waiting, c.waiting),
+            part("retired (restorable)", self.retired, c.retired),
+            part("versions kept for undelete", self.noncurrent, c.noncurrent),
+            part("bytes no row knows", self.unknown, c.unknown),
+        )
+    }
+}
+
+impl Ledger {
+    /// Every workspace's holdings added up.
+    pub fn total(&self) -> Holdings {
+        self.workspaces.values().fold(Holdings::default(), |sum, h| sum.plus(h))
+    }
+
+    /// The ledger as JSON: per workspace its figures and their money, with the price's class and the window.
+    pub fn priced(&self, prices: &Prices) -> serde_json::Value {
+        let entry = |h: &Holdings| serde_json::json!({ "bytes": h, "money": h.costs(prices) });
+        serde_json::json!({
+            "class": prices.class,
+            "price_per_gb_month_micros": prices.per_gb_month(&prices.class),
+            "noncurrent_window": self.window,
+            "workspaces": self.workspaces.iter().map(|(ws, h)| (ws.to_string(), entry(h))).collect::<serde_json::Map<_, _>>(),
+            "total": entry(&self.total()),
+        })
+    }
+}
+
+/// The day a version made noncurrent at `at` stops being billed, for a person and for grouping.
+pub fn stops_billing(window: Window, at: DateTime<Utc>) -> Option<NaiveDate> {
+    window.expires(at).map(|t| t.date_naive())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use platform::money::GB;
+
+    #[test]
+    fn a_noncurrent_version_expires_its_days_after_and_at_the_next_midnight_utc() {
+        let at = Utc.with_ymd_and_hms(2026, 12, 3, 18, 30, 0).single().expect("time");
+        assert_eq!(
+            Window::Days(30).expires(at),
+            Utc.with_ymd_and_hms(2027, 1, 3, 0, 0, 0).single(),
+            "Dec 3 18:30 + 30 days = Jan 2 18:30, rounded up to Jan 3 00:00"
+        );
+        assert_eq!(Window::Forever.expires(at), None);
+        assert_eq!(stops_billing(Window::Days(1), at), NaiveDate::from_ymd_opt(2026, 12, 5));
+    }
+
+    #[test]
+    fn waste_is_everything_but_what_is_held_priced_at_the_class() {
+        let figure = |bytes| Figure { objects: 1, bytes };
+        let h = Holdings {
+            held: figure(100 * GB),
+            waiting: figure(10 * GB),
+            retired: figure(20 * GB),
+            noncurrent: figure(30 * GB),
+            unknown: figure(40 * GB),
+        };
+        let costs = h.costs(&Prices::default());
+        assert_eq!(
+            [costs.held, costs.waiting, costs.retired, costs.noncurrent, costs.unknown, costs.waste].map(Monthly::cents),
+            [230, 23, 46, 69, 92, 230]
+        );
+        let line = h.describe(&Prices::default());
+        assert!(line.starts_with("waste $2.30/month (100.00 GB); held 107374182400 B $2.30/month"), "{line}");
+    }
+}
