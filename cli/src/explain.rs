@@ -36,6 +36,7 @@ struct Row {
 
 struct Decision {
     occurred_at: String,
+    at: chrono::DateTime<chrono::Utc>,
     action: AuditAction,
     sweep_run_id: Option<Uuid>,
     message_id: Option<String>,
@@ -61,7 +62,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     .await?;
     let decisions = sqlx::query_as!(
         Decision,
-        r#"SELECT occurred_at::text AS "occurred_at!", action AS "action: AuditAction", sweep_run_id, message_id,
+        r#"SELECT occurred_at::text AS "occurred_at!", occurred_at AS at, action AS "action: AuditAction", sweep_run_id, message_id,
                   evidence, bytes_freed, code_version
              FROM settlement_events WHERE asset_id = $1 ORDER BY occurred_at, id"#,
         id,
@@ -72,6 +73,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         bail!("asset {id} is unknown: no row and no recorded decision");
     }
 
+    let prices = crate::money::prices()?;
+    let window = lifecycle::costs::window(&mut *pool.acquire().await?).await?;
+    let mut money_json = json!({ "class": prices.class, "noncurrent_window": window });
     let mut text = String::new();
     let mut kept_by = Vec::new();
     let mut would_json = Value::Null;
@@ -85,6 +89,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                 "asset {id} (workspace {})\n  {} · {} · {} bytes · {} attempt(s)\n",
                 r.workspace_id, r.state, r.storage_key, r.byte_size, r.attempts
             ));
+            let cost = prices.monthly(r.byte_size.max(0).unsigned_abs());
+            let kind = match r.state {
+                AssetState::Released => "released and waiting",
+                AssetState::Retired => "retired, restorable",
+                _ => "held",
+            };
+            text.push_str(&format!("  costs {cost} at {} while its bytes are stored ({kind})\n", prices.class));
+            money_json["stored"] = json!({ "kind": kind, "money": cost });
             let why = due_reason(r.state, settings.abandon_after);
             let when = match (&r.due_at, r.due_now) {
                 (None, _) => "not due".to_owned(),
@@ -167,6 +179,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             due_json = json!({ "at": r.due_at, "now": r.due_now, "why": why });
         }
     }
+    let mut versions = Vec::new();
+    for d in decisions.iter().filter(|d| d.bytes_freed > 0) {
+        let cost = prices.monthly(d.bytes_freed.unsigned_abs());
+        let until = match lifecycle::costs::stops_billing(window, d.at) {
+            Some(day) => format!("until {day}, when the bucket's rule expires the version"),
+            None => format!("for as long as the version is kept: {}", window.describe()),
+        };
+        text.push_str(&format!(
+            "  its {} freed bytes ({}) stay as a noncurrent version, for undelete: {cost}, {until}\n",
+            d.bytes_freed, d.occurred_at
+        ));
+        versions.push(json!({ "freed_at": d.occurred_at, "bytes": d.bytes_freed, "money": cost, "billed": until }));
+    }
+    money_json["noncurrent_versions"] = json!(versions);
     text.push_str(&format!("decisions ({}):\n", decisions.len()));
     for d in &decisions {
         text.push_str(&format!("  {}  {:<9} {}\n", d.occurred_at, d.action, summary(d)));
@@ -184,7 +210,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         text: text.trim_end().to_owned(),
         json: json!({
             "asset_id": id, "row": row_json, "due": due_json, "kept_by": kept_by, "would": would_json, "schema": schema,
-            "decisions": decisions_json,
+            "decisions": decisions_json, "money": money_json,
         }),
         attention: Vec::new(),
     })

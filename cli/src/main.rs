@@ -9,11 +9,13 @@ mod explain;
 mod guards;
 mod hold;
 mod migrate;
+mod money;
 mod pin;
 mod plan;
 mod reconcile;
 mod redrive;
 mod references;
+mod report;
 mod restore;
 mod retention;
 mod status;
@@ -68,6 +70,9 @@ enum Command {
     Approve(approve::Args),
     /// A workspace's storage against its quota: held, stored, waiting for removal and headroom.
     Usage(usage::Args),
+    /// What was found, freed, retired, restored and held per workspace over a period, with the money freed and
+    /// still waiting; `--html FILE` writes it as one self-contained page with charts.
+    Report(report::Args),
     /// Bring a retired asset back to `attached`, its bytes checked (and brought back from a kept version).
     Restore(restore::Args),
     /// The reference guards on the application's non-foreign-key sources (needs only DATABASE_URL or
@@ -127,6 +132,7 @@ async fn main() -> ExitCode {
         Command::Migrate => migrate::run().await,
         Command::Approve(args) => approve::run(args).await,
         Command::Usage(args) => usage::run(args).await,
+        Command::Report(args) => report::run(args).await,
         Command::Restore(args) => restore::run(args).await,
         Command::Guards { command } => guards::run(command).await,
         Command::Hold { command } => hold::run(command).await,

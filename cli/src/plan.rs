@@ -45,11 +45,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
     };
 
-    let held: Vec<(Uuid, String)> = brake::weigh(&pool, &settings.brake, settings.approval_tolerance)
-        .await?
-        .into_iter()
-        .filter_map(|w| Some((w.due.workspace_id.0, w.held_because()?)))
-        .collect();
+    let weighed = brake::weigh(&pool, &settings.brake, settings.approval_tolerance).await?;
+    // What is due now costs this a month until it is settled, per workspace.
+    let due: Vec<(Uuid, i64, i64)> =
+        weighed.iter().map(|w| (w.due.workspace_id.0, w.due.due_assets, w.due.due_bytes)).collect();
+    let held: Vec<(Uuid, String)> =
+        weighed.into_iter().filter_map(|w| Some((w.due.workspace_id.0, w.held_because()?))).collect();
     let held_ids: Vec<Uuid> = held.iter().map(|(id, _)| *id).collect();
     let candidates = sqlx::query!(
         "SELECT a.id, a.workspace_id FROM assets a
@@ -120,6 +121,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     if let Some(why) = &bucket_held {
         let _ = writeln!(head, "  deletes and purges would wait: {why}");
     }
+    let prices = crate::money::prices()?;
+    for (ws, assets, bytes) in &due {
+        let _ = writeln!(
+            head,
+            "  due in workspace {ws}: {assets} asset(s), {bytes} bytes, costing {} until settled",
+            prices.monthly(bytes.max(&0).unsigned_abs())
+        );
+    }
+    let ledger = crate::money::ledger(&mut *pool.acquire().await?, None).await?;
+    head.push_str(&crate::money::describe(&ledger, &prices));
     Ok(Output {
         text: format!("{records_text}{head}{text}").trim_end().to_owned(),
         json: json!({
@@ -129,6 +140,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "by_decision": totals.iter().map(|(a, (n, b))| (a.to_string(), json!({ "assets": n, "bytes_freed": b }))).collect::<serde_json::Map<_, _>>(),
             "held": held.iter().map(|(ws, why)| json!({ "workspace_id": ws, "why": why })).collect::<Vec<_>>(),
             "destruction_held": bucket_held,
+            "due": due.iter().map(|(ws, assets, bytes)| json!({ "workspace_id": ws, "assets": assets, "bytes": bytes, "money": prices.monthly(bytes.max(&0).unsigned_abs()) })).collect::<Vec<_>>(),
+            "money": ledger.priced(&prices),
             "assets": assets,
         }),
         attention: Vec::new(),

@@ -5,12 +5,15 @@
 //! Without it, the findings are recorded: the lost assets in `lost_assets`, each with its `lost` event, and the
 //! keys no row knows under an approved prefix adopted (a dry run shows what would be).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ::reconcile::Findings;
 use ::reconcile::once::{Limits, Source, reconcile};
 use anyhow::Context;
+use platform::money::Prices;
 use serde_json::json;
+use uuid::Uuid;
 
 use crate::{Output, connect};
 
@@ -60,7 +63,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         Some(newly)
     };
 
-    let mut text = render(&findings, &read_from, layout);
+    let prices = crate::money::prices()?;
+    let mut text = render(&findings, &read_from, layout, &prices);
     match recorded {
         None => text.push_str("dry run: nothing was written"),
         Some(newly) => {
@@ -92,6 +96,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "taken_at": listing.taken_at,
             "unknown_keys": unknown_keys,
             "unknown_bytes": unknown_bytes,
+            "unknown_money": prices.monthly(unknown_bytes.max(0).unsigned_abs()),
+            "unknown_money_per_workspace": findings.unknown.iter().fold(BTreeMap::<Uuid, i64>::new(), |mut m, u| {
+                *m.entry(u.workspace_id).or_default() += u.bytes;
+                m
+            }).into_iter().map(|(ws, b)| (ws.to_string(), json!({ "bytes": b, "money": prices.monthly(b.max(0).unsigned_abs()) }))).collect::<serde_json::Map<_, _>>(),
             "findings": findings,
             "newly_lost": recorded,
         }),
@@ -99,18 +108,35 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     })
 }
 
-fn render(findings: &Findings, read_from: &str, layout: &platform::keys::KeyLayout) -> String {
-    let mut text = format!("read {read_from}: {} key(s), {} bytes, of {layout}\n", findings.keys, findings.bytes);
+fn render(findings: &Findings, read_from: &str, layout: &platform::keys::KeyLayout, prices: &Prices) -> String {
+    let cost = |bytes: i64| prices.monthly(bytes.max(0).unsigned_abs());
+    let mut text = format!(
+        "read {read_from}: {} key(s), {} bytes ({} at {}), of {layout}\n",
+        findings.keys,
+        findings.bytes,
+        cost(findings.bytes),
+        prices.class
+    );
     let (keys, bytes) = findings.unknown_totals();
-    let _ = writeln!(text, "bytes no row knows: {keys} key(s), {bytes} bytes");
+    let _ = writeln!(text, "bytes no row knows: {keys} key(s), {bytes} bytes, costing {}", cost(bytes));
+    let mut per_workspace: BTreeMap<Uuid, i64> = BTreeMap::new();
+    for u in &findings.unknown {
+        *per_workspace.entry(u.workspace_id).or_default() += u.bytes;
+    }
+    let mut by_cost: Vec<(Uuid, i64)> = per_workspace.into_iter().collect();
+    by_cost.sort_by_key(|(ws, bytes)| (std::cmp::Reverse(*bytes), *ws));
+    for (ws, bytes) in by_cost {
+        let _ = writeln!(text, "  workspace {ws}: {bytes} bytes no row knows, {}", cost(bytes));
+    }
     for u in &findings.unknown {
         let _ = writeln!(
             text,
-            "  {} workspace {}: {} key(s), {} bytes ({} written within the grace period)",
+            "  {} workspace {}: {} key(s), {} bytes, {} ({} written within the grace period)",
             shown(&u.prefix),
             u.workspace_id,
             u.keys,
             u.bytes,
+            cost(u.bytes),
             u.young
         );
         for key in &u.sample {

@@ -309,6 +309,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         warnings.push(format!("{} ends within a week (asset-sweeper pin list)", pin.describe()));
     }
 
+    // What it costs and whether it worked: the money per workspace, S3's figures against the rows, and the effect.
+    let prices = crate::money::prices()?;
+    let mut conn = pool.acquire().await?;
+    let ledger = crate::money::ledger(&mut conn, None).await?;
+    let (effect_text, effect_json, effect_attention) =
+        crate::money::effect(&mut conn, &settings.asset_bucket, &prices).await?;
+    drop(conn);
+    attention.extend(effect_attention);
+
     let mut text = String::new();
     let verdict = if attention.is_empty() { "OK" } else { "NEEDS A PERSON" };
     let _ = writeln!(text, "asset-sweeper: {verdict}");
@@ -543,6 +552,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for f in &freed {
         let _ = writeln!(text, "  {:<7} {:>6} asset(s) {:>14} bytes", f.action, f.assets, f.bytes);
     }
+    text.push_str(&crate::money::describe(&ledger, &prices));
+    text.push_str(&effect_text);
 
     let json = json!({
         "needs_attention": attention,
@@ -571,6 +582,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
         "warnings": warnings,
+        "money": ledger.priced(&prices),
+        "freed_against_billed": effect_json["drift"],
+        "effect": effect_json["effect"],
     });
     Ok(Output { text: text.trim_end().to_owned(), json, attention })
 }

@@ -28,6 +28,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for workspace in workspaces {
         usages.push(quota::usage(&mut conn, workspace).await?);
     }
+    let prices = crate::money::prices()?;
+    let ledger = match &args.workspace {
+        Some(_) => crate::money::ledger(&mut conn, workspaces_shown(&usages)).await?,
+        None => crate::money::ledger(&mut conn, None).await?,
+    };
     let mut text = String::new();
     if usages.is_empty() {
         text.push_str("no workspace has a quota (rows of workspace_quotas; docs/integrating.md)");
@@ -35,6 +40,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let mut attention = Vec::new();
     for u in &usages {
         let _ = writeln!(text, "{}", describe(u));
+        if let Some(holdings) = ledger.workspaces.get(&u.workspace_id) {
+            let _ = writeln!(text, "  {}", holdings.describe(&prices));
+        }
         if u.headroom_bytes == Some(0) {
             attention.push(format!("workspace {} refuses every upload now", u.workspace_id));
         }
@@ -44,7 +52,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "the newest schema check refused (or none has run): every stored byte counts as held until one passes\n",
         );
     }
-    Ok(Output { text: text.trim_end().to_owned(), json: json!({ "workspaces": usages }), attention })
+    text.push_str(&crate::money::describe(&ledger, &prices));
+    Ok(Output {
+        text: text.trim_end().to_owned(),
+        json: json!({ "workspaces": usages, "money": ledger.priced(&prices) }),
+        attention,
+    })
+}
+
+/// The one workspace asked about.
+fn workspaces_shown(usages: &[Usage]) -> Option<Uuid> {
+    usages.first().map(|u| u.workspace_id)
 }
 
 fn describe(u: &Usage) -> String {

@@ -1,0 +1,174 @@
+//! Money beside bytes, as `plan`, `status`, `usage`, `explain` and `report` show it: per workspace, what its bytes
+//! cost a month by what the sweeper knows of them; and, for `status`, the bucket as S3 reports it against the rows,
+//! and the effect the alarms watch.
+
+use std::fmt::Write as _;
+
+use lifecycle::costs::{self, Holdings, Ledger};
+use platform::money::{Prices, gb};
+use serde_json::{Value, json};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// The price table the commands show money with (`STORAGE_PRICES`, `STORAGE_CLASS`).
+pub(crate) fn prices() -> anyhow::Result<Prices> {
+    Ok(settings::Settings::prices_from_env()?)
+}
+
+/// The ledger of `workspace`, or of every workspace, with the window the newest pass read.
+pub(crate) async fn ledger(conn: &mut PgConnection, workspace: Option<Uuid>) -> anyhow::Result<Ledger> {
+    let window = costs::window(&mut *conn).await?;
+    Ok(costs::ledger(conn, workspace, window).await?)
+}
+
+/// The ledger for a person: a line per workspace (most waste first), then the total, and how versions were counted.
+pub(crate) fn describe(ledger: &Ledger, prices: &Prices) -> String {
+    let mut text = String::new();
+    let price = prices.per_gb_month(&prices.class).unwrap_or_default();
+    let _ = writeln!(
+        text,
+        "money a month, at {} (${}.{:06} per GB-month; STORAGE_PRICES, STORAGE_CLASS), noncurrent versions kept {}:",
+        prices.class,
+        price / 1_000_000,
+        price % 1_000_000,
+        ledger.window.describe()
+    );
+    let mut rows: Vec<(&Uuid, &Holdings)> = ledger.workspaces.iter().collect();
+    rows.sort_by_key(|(ws, h)| (std::cmp::Reverse(h.waste_bytes()), **ws));
+    for (ws, h) in rows {
+        let _ = writeln!(text, "  workspace {ws}: {}", h.describe(prices));
+    }
+    let total = ledger.total();
+    let _ = writeln!(
+        text,
+        "  all workspaces: waste {} ({}) of {} in all",
+        total.costs(prices).waste,
+        gb(total.waste_bytes()),
+        prices.monthly(total.waste_bytes().saturating_add(total.held.bytes))
+    );
+    text
+}
+
+/// The newest comparison of S3's figures with the rows, and the newest pass's effect, for `status`: the text, the
+/// JSON and what needs a person.
+pub(crate) async fn effect(
+    conn: &mut PgConnection,
+    bucket: &str,
+    prices: &Prices,
+) -> anyhow::Result<(String, Value, Vec<String>)> {
+    let mut text = String::new();
+    let mut attention = Vec::new();
+    let newest = reconcile::drift::newest(&mut *conn, bucket).await?;
+    match &newest {
+        None => {
+            let _ = writeln!(
+                text,
+                "freed against billed: no comparison yet (the sweep compares S3's daily storage metrics of bucket \
+                 {bucket} once they are published)"
+            );
+        }
+        Some(m) => {
+            let by_type: std::collections::BTreeMap<String, u64> =
+                serde_json::from_value(m.reported_by_type.clone()).unwrap_or_default();
+            let reported = reconcile::drift::Reported {
+                metric_day: m.metric_day,
+                bytes: m.reported_bytes.max(0).unsigned_abs(),
+                objects: m.reported_objects.map(|o| o.max(0).unsigned_abs()),
+                by_type,
+            };
+            let (billed, unpriced) = reported.billed(prices);
+            let _ = writeln!(
+                text,
+                "freed against billed ({}): S3 reports {} B ({}), billed about {billed}; the rows account for {} B \
+                 ({}); {:.1}% apart (alarm beyond {}%)",
+                m.metric_day,
+                m.reported_bytes,
+                gb(reported.bytes),
+                m.believed_bytes,
+                prices.monthly(m.believed_bytes.max(0).unsigned_abs()),
+                m.drift_percent,
+                m.alarm_percent,
+            );
+            for (storage_type, bytes) in &reported.by_type {
+                let _ = writeln!(text, "  {storage_type}: {bytes} B");
+            }
+            if !unpriced.is_empty() {
+                let _ = writeln!(text, "  not priced (no class known for them): {}", unpriced.join(", "));
+            }
+            if let Some(cause) = &m.cause {
+                let _ = writeln!(text, "  ! {cause}");
+                attention.push(format!("the bucket's size drifted from the rows: {cause}"));
+            }
+        }
+    }
+    let last = sqlx::query!(
+        r#"SELECT id, money, effect AS "effect!" FROM sweep_runs WHERE effect IS NOT NULL
+            ORDER BY started_at DESC LIMIT 1"#
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let effect = last.as_ref().map(|l| l.effect.clone()).unwrap_or(Value::Null);
+    if let Some(last) = &last {
+        let e = &last.effect;
+        let oldest = e["oldest_overdue"]["seconds"].as_u64();
+        let _ = writeln!(
+            text,
+            "effect (pass {}): {} asset(s) due, {} B; oldest overdue {}; {} settlement(s) since the pass before; due \
+             bytes grew with nothing settled over {} pass(es)",
+            last.id,
+            e["due_assets"],
+            e["due_bytes"],
+            oldest.map_or("none".to_owned(), |s| format!("{:.1} h ({})", s as f64 / 3600.0, e["oldest_overdue"]["asset_id"])),
+            e["settled_since_previous"],
+            e["growing_unsettled_passes"],
+        );
+        for u in e["unsettled"].as_array().into_iter().flatten() {
+            let line = format!(
+                "pass {} sent {} message(s) and {} got a settlement within the lease (finished {})",
+                u["run_id"], u["enqueued"], u["settled"], u["finished_at"]
+            );
+            let _ = writeln!(text, "  ! {line}");
+            attention.push(format!("{line}: is the consumer running? (its errors, the queue's age)"));
+        }
+        if let Some(money) = &last.money {
+            let _ = writeln!(
+                text,
+                "money: freed this pass {} B, {} once their versions expire; still waiting {} B, {}",
+                money["freed"]["bytes"],
+                dollars(&money["freed"]["money"]),
+                money["waiting"]["bytes"],
+                dollars(&money["waiting"]["money"]),
+            );
+        }
+    }
+    Ok((text, json!({ "drift": newest, "effect": effect }), attention))
+}
+
+/// A serialized `Monthly` for a person.
+pub(crate) fn dollars(money: &Value) -> String {
+    money["usd_per_month"].as_str().map_or("-".to_owned(), |d| format!("${d}/month"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lifecycle::costs::{Figure, Window};
+    use platform::money::GB;
+
+    #[test]
+    fn the_ledger_lists_the_most_wasteful_workspace_first_and_adds_them_up() {
+        let figure = |bytes| Figure { objects: 1, bytes };
+        let small = Holdings { waiting: figure(GB), ..Holdings::default() };
+        let large = Holdings { held: figure(GB), unknown: figure(100 * GB), ..Holdings::default() };
+        let ledger = Ledger {
+            window: Window::Days(30),
+            workspaces: [(Uuid::from_u128(1), small), (Uuid::from_u128(2), large)].into_iter().collect(),
+        };
+        let text = describe(&ledger, &Prices::default());
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].contains("STANDARD ($0.023000 per GB-month") && lines[0].contains("kept 30 days"), "{text}");
+        assert!(lines[1].contains("00000000-0000-0000-0000-000000000002: waste $2.30/month"), "{text}");
+        assert!(lines[2].contains("00000000-0000-0000-0000-000000000001: waste $0.02/month"), "{text}");
+        assert_eq!(lines[3], "  all workspaces: waste $2.32/month (101.00 GB) of $2.35/month in all");
+    }
+}
