@@ -122,13 +122,14 @@ pub(crate) async fn effect(
             e["settled_since_previous"],
             e["growing_unsettled_passes"],
         );
-        for u in e["unsettled"].as_array().into_iter().flatten() {
+        if let Some(n) = e["lapsed"]["assets"].as_u64().filter(|n| *n > 0) {
             let line = format!(
-                "pass {} sent {} message(s) and {} got a settlement within the lease (finished {})",
-                u["run_id"], u["enqueued"], u["settled"], u["finished_at"]
+                "{n} claim(s) lapsed with no settlement: their messages went out and every delivery the lease allows \
+                 went by (oldest lease end {}, for example asset {})",
+                e["lapsed"]["oldest_lease_end"], e["lapsed"]["example"]
             );
             let _ = writeln!(text, "  ! {line}");
-            attention.push(format!("{line}: is the consumer running? (its errors, the queue's age)"));
+            attention.push(format!("{line}: is the consumer running? (its errors, the queue's age, the dead-letter queue)"));
         }
         if let Some(money) = &last.money {
             let _ = writeln!(

@@ -1,11 +1,9 @@
 //! Whether the sweeper is working, judged by its effect rather than by its passes running: the money freed since the
 //! previous pass and still waiting, the oldest overdue asset, due bytes growing while nothing settles, and passes
-//! whose claims never got a settlement. Read at the end of every pass that held the lock, refused ones included (an
+//! whose claims lapsed without a settlement. Read at the end of every pass that held the lock, refused ones included (an
 //! overdue asset grows older while the schema check refuses), into the run row and the metrics line.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
-
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use lifecycle::costs::Window;
 use platform::money::{Monthly, Prices};
@@ -68,18 +66,30 @@ pub struct Overdue {
     pub seconds: u64,
 }
 
-/// A pass whose sent messages did not all get a settlement within the lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Unsettled {
-    /// The pass.
-    pub run_id: Uuid,
-    /// When it finished.
-    pub finished_at: DateTime<Utc>,
-    /// Messages it sent.
-    pub enqueued: u64,
-    /// Of their assets, how many the consumer recorded any settlement of (kept, retired, deleted, purged, deferred,
-    /// failed …).
-    pub settled: u64,
+/// Claims whose lease ran out with no settlement: the messages were sent, and every delivery the lease allows went
+/// by, but the consumer recorded nothing (a settle ends the lease, a deferral too). Read when a pass begins, before it
+/// claims such assets again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lapsed {
+    /// How many.
+    pub assets: u64,
+    /// The oldest lapsed lease's end.
+    pub oldest_lease_end: Option<DateTime<Utc>>,
+    /// One of them, to `explain`.
+    pub example: Option<Uuid>,
+}
+
+/// Reads the claims whose lease lapsed unsettled.
+pub async fn lapsed(conn: &mut PgConnection) -> Result<Lapsed, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT count(*) AS "assets!", min(leased_until) AS oldest,
+                  (SELECT id FROM assets WHERE lease_token IS NOT NULL AND leased_until <= now()
+                    ORDER BY leased_until, id LIMIT 1) AS example
+             FROM assets WHERE lease_token IS NOT NULL AND leased_until <= now()"#
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Lapsed { assets: row.assets.max(0).unsigned_abs(), oldest_lease_end: row.oldest, example: row.example })
 }
 
 /// What the effect alarms read, kept in the run row so the next pass can tell growth from a level.
@@ -95,15 +105,8 @@ pub struct Effect {
     pub settled_since_previous: u64,
     /// Passes in a row, this one included, since the last settlement, in which due bytes grew.
     pub growing_unsettled_passes: u32,
-    /// Passes that finished between one lease and a day ago whose messages did not all get a settlement.
-    pub unsettled: Vec<Unsettled>,
-}
-
-impl Effect {
-    /// Sent messages of those passes without a settlement.
-    pub fn unsettled_claims(&self) -> u64 {
-        self.unsettled.iter().map(|u| u.enqueued.saturating_sub(u.settled)).sum()
-    }
+    /// Claims whose lease ran out with no settlement, as the pass found them before it claimed.
+    pub lapsed: Lapsed,
 }
 
 /// The previous pass's effect and start, if one recorded them.
@@ -118,8 +121,8 @@ async fn previous(conn: &mut PgConnection, run_id: Uuid) -> Result<Option<(DateT
     Ok(row.and_then(|r| Some((r.started_at, serde_json::from_value(r.effect).ok()?))))
 }
 
-/// Reads the pass's effect: `lease` is how long a sent message can take to settle (every delivery of it).
-pub async fn effect(conn: &mut PgConnection, run_id: Uuid, lease: Duration) -> Result<Effect, sqlx::Error> {
+/// Reads the pass's effect, with the lapsed claims it found when it began.
+pub async fn effect(conn: &mut PgConnection, run_id: Uuid, lapsed: Lapsed) -> Result<Effect, sqlx::Error> {
     let previous = previous(conn, run_id).await?;
     let due = sqlx::query!(
         r#"SELECT count(*) AS "assets!", coalesce(sum(byte_size), 0)::bigint AS "bytes!",
@@ -154,34 +157,13 @@ pub async fn effect(conn: &mut PgConnection, run_id: Uuid, lease: Duration) -> R
         Some((_, before)) if due_bytes > before.due_bytes => before.growing_unsettled_passes.saturating_add(1),
         Some((_, before)) => before.growing_unsettled_passes,
     };
-    let unsettled = sqlx::query!(
-        r#"SELECT r.id, r.finished_at AS "finished_at!", r.enqueued,
-                  (SELECT count(DISTINCT e.asset_id) FROM settlement_events e
-                    WHERE e.sweep_run_id = r.id AND e.occurred_at >= r.started_at) AS "settled!"
-             FROM sweep_runs r
-            WHERE r.enqueued > 0 AND r.finished_at <= now() - make_interval(secs => $1)
-              AND r.finished_at > now() - make_interval(secs => $1) - interval '1 day'
-            ORDER BY r.finished_at"#,
-        lease.as_secs_f64(),
-    )
-    .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .map(|r| Unsettled {
-        run_id: r.id,
-        finished_at: r.finished_at,
-        enqueued: u64::from(r.enqueued.max(0).unsigned_abs()),
-        settled: r.settled.max(0).unsigned_abs(),
-    })
-    .filter(|u| u.settled < u.enqueued)
-    .collect();
     Ok(Effect {
         due_assets: due.assets.max(0).unsigned_abs(),
         due_bytes,
         oldest_overdue,
         settled_since_previous: settled,
         growing_unsettled_passes,
-        unsettled,
+        lapsed,
     })
 }
 
@@ -256,10 +238,4 @@ mod tests {
         assert_eq!(Window::Days(30).expires(at).map(|t| t.date_naive().to_string()), Some("2027-01-03".to_owned()));
     }
 
-    #[test]
-    fn unsettled_claims_count_sent_messages_without_a_settlement() {
-        let run = |enqueued, settled| Unsettled { run_id: Uuid::nil(), finished_at: Utc::now(), enqueued, settled };
-        let effect = Effect { unsettled: vec![run(10, 4), run(3, 0)], ..Effect::default() };
-        assert_eq!(effect.unsettled_claims(), 9);
-    }
 }

@@ -159,9 +159,11 @@ impl Sweeper {
             if let Some(window) = &report.window {
                 info!(because = %window.describe(), "deletes and purges wait for a window to end");
             }
+            // Before this pass claims them again: claims an earlier pass made whose lease ran out unsettled.
+            let lapsed = effect::lapsed(lock.conn()).await;
             let checked = self.checked_pass(&mut lock, report, budget_end).await;
             // Also after a refusal: an overdue asset grows older while nothing is claimed.
-            self.account(lock.conn(), report).await;
+            self.account(lock.conn(), report, lapsed).await;
             checked
         }
         .await;
@@ -171,14 +173,19 @@ impl Sweeper {
 
     /// The pass's effect and money, and once a day the bucket's size as S3 reports it against the rows. A failure
     /// is recorded in the run row and logged; it never fails the pass.
-    async fn account(&self, conn: &mut sqlx::PgConnection, report: &mut SweepReport) {
+    async fn account(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        report: &mut SweepReport,
+        lapsed: Result<effect::Lapsed, sqlx::Error>,
+    ) {
         let window = match report.bucket.as_ref().and_then(BucketCheck::window) {
             Some(window) => Ok(window),
             None => lifecycle::costs::window(&mut *conn).await,
         };
         let result = async {
             let window = window?;
-            report.effect = Some(effect::effect(&mut *conn, report.run_id, self.settings.queue.lease()).await?);
+            report.effect = Some(effect::effect(&mut *conn, report.run_id, lapsed?).await?);
             report.money = Some(effect::money(&mut *conn, report.run_id, window, &self.settings.prices).await?);
             report.drift = Some(self.drift(&mut *conn, report, window).await?);
             Ok::<_, sqlx::Error>(())

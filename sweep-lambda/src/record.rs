@@ -398,7 +398,7 @@ pub fn metrics_line(report: &SweepReport) -> String {
         counts.push(("OldestOverdueSeconds", effect.oldest_overdue.as_ref().map_or(0, |o| o.seconds)));
         counts.push(("DueBytes", effect.due_bytes));
         counts.push(("GrowingUnsettledPasses", u64::from(effect.growing_unsettled_passes)));
-        counts.push(("UnsettledClaims", effect.unsettled_claims()));
+        counts.push(("UnsettledClaims", effect.lapsed.assets));
     }
     if let Some(newest) = report.drift.as_ref().and_then(|d| d.newest.as_ref()) {
         counts.push(("BucketDriftPercent", whole_percent(newest.drift_percent)));

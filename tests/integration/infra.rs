@@ -25,9 +25,9 @@ use serde_json::{Value, json};
 
 /// A deployed stack: its outputs and its processed template. It stays for the rest of the run (LocalStack's
 /// state ends with it).
-struct Deployed {
+pub(crate) struct Deployed {
     name: String,
-    outputs: std::collections::HashMap<String, String>,
+    pub(crate) outputs: std::collections::HashMap<String, String>,
     processed: Value,
 }
 
@@ -46,7 +46,7 @@ fn packaged_template() -> String {
 /// The stack both tests read, deployed once per test run.
 static STACK: tokio::sync::OnceCell<Deployed> = tokio::sync::OnceCell::const_new();
 
-async fn deployed() -> &'static Deployed {
+pub(crate) async fn deployed() -> &'static Deployed {
     STACK.get_or_init(deploy).await
 }
 
