@@ -145,8 +145,9 @@ pub async fn effect(conn: &mut PgConnection, run_id: Uuid, lapsed: Lapsed) -> Re
     let since = previous.as_ref().map(|(started, _)| *started);
     let settled = sqlx::query_scalar!(
         r#"SELECT count(*) AS "settled!" FROM settlement_events
-            WHERE occurred_at >= $1 AND action IN ('keep', 'retire', 'delete', 'purge', 'defer')"#,
-        since.unwrap_or(DateTime::<Utc>::MIN_UTC),
+            WHERE ($1::timestamptz IS NULL OR occurred_at >= $1)
+              AND action IN ('keep', 'retire', 'delete', 'purge', 'defer')"#,
+        since,
     )
     .fetch_one(&mut *conn)
     .await?
@@ -186,9 +187,10 @@ pub async fn money(
                   sum(bytes_freed)::bigint AS "bytes!"
              FROM settlement_events
             WHERE action IN ('delete', 'purge') AND bytes_freed > 0 AND workspace_id IS NOT NULL
-              AND occurred_at >= $1 AND occurred_at < (SELECT started_at FROM sweep_runs WHERE id = $2)
+              AND ($1::timestamptz IS NULL OR occurred_at >= $1)
+              AND occurred_at < (SELECT started_at FROM sweep_runs WHERE id = $2)
             GROUP BY 1, 2"#,
-        since.unwrap_or(DateTime::<Utc>::MIN_UTC),
+        since,
         run_id,
     )
     .fetch_all(&mut *conn)
