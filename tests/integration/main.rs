@@ -25,6 +25,7 @@ mod pipeline;
 mod quota;
 mod reconcile;
 mod records;
+mod report;
 mod schema;
 mod settings;
 mod shapes;
