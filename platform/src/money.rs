@@ -90,8 +90,13 @@ impl std::iter::Sum for Monthly {
     }
 }
 
+/// `$12.34/month`; a cost above nothing that rounds to no cent reads `under $0.01/month`, so a small bucket's waste is
+/// not shown as free.
 impl fmt::Display for Monthly {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 > 0 && self.cents() == 0 {
+            return f.write_str("under $0.01/month");
+        }
         write!(f, "{}/month", self.dollars())
     }
 }
@@ -278,6 +283,7 @@ mod tests {
     fn money_reads_as_dollars_and_cents_in_text_and_json() {
         let m = Prices::default().monthly(1000 * GB);
         assert_eq!(m.to_string(), "$23.00/month");
+        assert_eq!((Monthly(4_999).to_string(), Monthly(0).to_string()), ("under $0.01/month".to_owned(), "$0.00/month".to_owned()));
         assert_eq!(
             serde_json::to_value(m).expect("json"),
             serde_json::json!({"usd_per_month": "23.00", "cents_per_month": 2300})

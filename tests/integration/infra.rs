@@ -264,10 +264,33 @@ async fn no_function_role_may_destroy_an_object_version() {
     let names: Vec<&str> = roles.iter().map(|(name, _)| name.as_str()).collect();
     assert!(names.contains(&"SweepRole") && names.contains(&"ConsumerRole"), "{names:?}");
     for (name, policies) in &roles {
-        for power in
-            ["s3:DeleteObjectVersion", "s3:*", "\"*\"", "s3:PutLifecycleConfiguration", "s3:PutBucketVersioning"]
-        {
+        for power in [
+            "s3:DeleteObjectVersion",
+            "s3:*",
+            "\"Action\":\"*\"",
+            "s3:PutLifecycleConfiguration",
+            "s3:PutBucketVersioning",
+        ] {
             assert!(!policies.contains(power), "{name} holds {power}: {policies}");
+        }
+    }
+    // A statement on every resource only for actions that take none, and read: S3's storage metrics.
+    for (role, _) in &roles {
+        let statements = resources[role.as_str()]["Properties"]["Policies"]
+            .as_array()
+            .expect("policies")
+            .iter()
+            .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().cloned().unwrap_or_default())
+            .flat_map(|s| match s.get("Fn::If") {
+                Some(branches) => vec![branches[1].clone(), branches[2].clone()],
+                None => vec![s],
+            });
+        for statement in statements.filter(|s| s["Resource"] == "*") {
+            let actions = strings(&statement["Action"]);
+            assert!(
+                actions.iter().all(|a| ["cloudwatch:ListMetrics", "cloudwatch:GetMetricData"].contains(&a.as_str())),
+                "{role} may {actions:?} on every resource"
+            );
         }
     }
     // The sweep writes nothing to any bucket: it reads inventory reports and confirms lost bytes.
@@ -343,6 +366,21 @@ async fn the_dashboard_shows_passes_claims_queues_settlements_and_bytes() {
         ]
     );
     assert_eq!(metrics("Dead-letter queue"), [queue("ApproximateNumberOfMessagesVisible", "the-dead-letter-queue")]);
+    let money = ["FreedCentsPerMonth", "WaitingCentsPerMonth"];
+    assert_eq!(
+        metrics("Money: freed (stops being billed once versions expire) and still waiting, cents per month"),
+        ours("sweep", &money)
+    );
+    let effect = ["OldestOverdueSeconds", "GrowingUnsettledPasses", "UnsettledClaims"];
+    assert_eq!(
+        metrics("Effect: oldest overdue asset (s), passes growing with nothing settled, unsettled claims"),
+        ours("sweep", &effect)
+    );
+    let drift = ["BucketDriftPercent", "FreedNotShownBytes"];
+    assert_eq!(
+        metrics("Freed against billed: drift (% of the larger side), freed bytes S3 still reports"),
+        ours("sweep", &drift)
+    );
     // Every sweep metric on it is one the sweep publishes.
     let line = sweep_lambda::record::metrics_line(&sweep_lambda::record::SweepReport::new(uuid::Uuid::nil()));
     let line: Value = serde_json::from_str(&line).expect("the sweep's metrics line");

@@ -272,6 +272,10 @@ async fn a_bucket_s3_bills_at_its_known_size_raises_nothing_and_one_twenty_times
     assert_eq!((newest.drift_percent, newest.cause.as_deref()), (0.0, None));
     let line: Value = serde_json::from_str(&metrics_line(&report)).expect("metrics");
     assert_eq!((line["BucketDrifted"].clone(), line["BucketDriftPercent"].clone()), (json!(0), json!(0)));
+    // S3's side priced per storage type: 6 GiB of STANDARD at $0.023 and 1 of STANDARD_IA at $0.0125: $0.1505.
+    let status = String::from_utf8(crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]).stdout).expect("utf-8");
+    assert!(status.contains("billed about $0.15/month"), "{status}");
+    assert!(status.contains(&format!("StandardIAStorage: {GIB} B")), "{status}");
     let (code, page) = json_with_code(&crate::cli::run(&ctx.db.url, Some(&ctx), &["status", "--json"]));
     assert!(
         !page["needs_attention"].as_array().expect("list").iter().any(|a| a.as_str().unwrap_or("").contains("drift")),

@@ -33,6 +33,37 @@ fn args() -> anyhow::Result<Args> {
     Ok(parsed)
 }
 
+/// `asset-sweeper report` over the demo's day: its text, its JSON, and the HTML page it wrote beside the build.
+struct OperatorReport {
+    text: String,
+    json: serde_json::Value,
+    html: PathBuf,
+}
+
+fn operator_report(database_url: &str) -> anyhow::Result<OperatorReport> {
+    let exe = std::env::current_exe().context("the demo's own path")?;
+    let dir = exe.parent().context("the build directory")?;
+    let cli = dir.join(format!("asset-sweeper{}", std::env::consts::EXE_SUFFIX));
+    let html = dir.join("demo-report.html");
+    let run = |json: bool| -> anyhow::Result<String> {
+        let mut command = std::process::Command::new(&cli);
+        command.args(["report", "--since", "1d", "--html"]).arg(&html).env("DATABASE_URL", database_url);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().with_context(|| format!("running {}", cli.display()))?;
+        anyhow::ensure!(
+            output.status.success(),
+            "asset-sweeper report failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let text = run(false)?;
+    let json = serde_json::from_str(&run(true)?).context("the report's JSON")?;
+    Ok(OperatorReport { text, json, html })
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     match run().await {
@@ -113,11 +144,20 @@ async fn run() -> anyhow::Result<bool> {
 
     let report = Report::gather(&pool, &clients, &stack, &catalog).await?;
     let reconciled = demo::bucket::Outcome::gather(&pool, &clients.s3, bucket, &planted, first).await?;
+
+    // What it cost and what it freed, as an operator reads it: one more pass records the money after the
+    // settlements, then `asset-sweeper report` writes its page.
+    let after = drive::invoke_sweep(&clients, &stack).await?;
+    progress(&format!("    pass {}: money recorded after the settlements", after["run_id"].as_str().unwrap_or_default()));
+    let money = operator_report(&database_url)?;
+    progress(&format!("    the operator's report, with its charts: {}", money.html.display()));
     if args.json {
-        let both = serde_json::json!({ "catalog": report, "reconciliation": reconciled });
+        let both = serde_json::json!({
+            "catalog": report, "reconciliation": reconciled, "money": money.json, "report_html": money.html,
+        });
         println!("{}", serde_json::to_string_pretty(&both)?);
     } else {
-        println!("{report}\n{reconciled}");
+        println!("{report}\n{reconciled}\n{}", money.text);
     }
     progress(&format!("done in {:.0} s", started.elapsed().as_secs_f64()));
     Ok(report.surprises().is_empty() && reconciled.surprises().is_empty())
