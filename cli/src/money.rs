@@ -118,7 +118,11 @@ pub(crate) async fn effect(
             last.id,
             e["due_assets"],
             e["due_bytes"],
-            oldest.map_or("none".to_owned(), |s| format!("{:.1} h ({})", s as f64 / 3600.0, e["oldest_overdue"]["asset_id"])),
+            oldest.map_or("none".to_owned(), |s| format!(
+                "{:.1} h ({})",
+                s as f64 / 3600.0,
+                e["oldest_overdue"]["asset_id"]
+            )),
             e["settled_since_previous"],
             e["growing_unsettled_passes"],
         );
@@ -129,7 +133,8 @@ pub(crate) async fn effect(
                 e["lapsed"]["oldest_lease_end"], e["lapsed"]["example"]
             );
             let _ = writeln!(text, "  ! {line}");
-            attention.push(format!("{line}: is the consumer running? (its errors, the queue's age, the dead-letter queue)"));
+            attention
+                .push(format!("{line}: is the consumer running? (its errors, the queue's age, the dead-letter queue)"));
         }
         if let Some(money) = &last.money {
             let _ = writeln!(

@@ -199,11 +199,10 @@ pub async fn unknown(conn: &mut PgConnection, workspace: Option<Uuid>) -> Result
 /// knows.
 pub async fn waste(conn: &mut PgConnection, window: Window) -> Result<BTreeMap<Uuid, u64>, sqlx::Error> {
     let mut waste: BTreeMap<Uuid, u64> = BTreeMap::new();
-    let usage = sqlx::query!(
-        r#"SELECT workspace_id, greatest(stored_bytes - held_bytes, 0) AS "bytes!" FROM workspace_usage"#
-    )
-    .fetch_all(&mut *conn)
-    .await?;
+    let usage =
+        sqlx::query!(r#"SELECT workspace_id, greatest(stored_bytes - held_bytes, 0) AS "bytes!" FROM workspace_usage"#)
+            .fetch_all(&mut *conn)
+            .await?;
     for row in usage {
         *waste.entry(row.workspace_id).or_default() += row.bytes.unsigned_abs();
     }
@@ -340,7 +339,8 @@ mod tests {
         };
         let costs = h.costs(&Prices::default());
         assert_eq!(
-            [costs.held, costs.waiting, costs.retired, costs.noncurrent, costs.unknown, costs.waste].map(Monthly::cents),
+            [costs.held, costs.waiting, costs.retired, costs.noncurrent, costs.unknown, costs.waste]
+                .map(Monthly::cents),
             [230, 23, 46, 69, 92, 230]
         );
         let line = h.describe(&Prices::default());

@@ -119,7 +119,7 @@ fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -283,7 +283,10 @@ mod tests {
     fn money_reads_as_dollars_and_cents_in_text_and_json() {
         let m = Prices::default().monthly(1000 * GB);
         assert_eq!(m.to_string(), "$23.00/month");
-        assert_eq!((Monthly(4_999).to_string(), Monthly(0).to_string()), ("under $0.01/month".to_owned(), "$0.00/month".to_owned()));
+        assert_eq!(
+            (Monthly(4_999).to_string(), Monthly(0).to_string()),
+            ("under $0.01/month".to_owned(), "$0.00/month".to_owned())
+        );
         assert_eq!(
             serde_json::to_value(m).expect("json"),
             serde_json::json!({"usd_per_month": "23.00", "cents_per_month": 2300})

@@ -82,11 +82,7 @@ fn part(objects: i64, bytes: i64) -> Part {
 /// What the rows account for at the end of `day`, with the bucket's noncurrent-version `window`; and of it, the
 /// bytes freed whose versions expired from two to thirty-two days before `day` (they should be gone from S3's
 /// figures by then).
-pub async fn believed(
-    conn: &mut PgConnection,
-    window: Window,
-    day: NaiveDate,
-) -> Result<(Believed, u64), sqlx::Error> {
+pub async fn believed(conn: &mut PgConnection, window: Window, day: NaiveDate) -> Result<(Believed, u64), sqlx::Error> {
     let current = sqlx::query!(
         r#"SELECT coalesce(sum(stored_bytes), 0)::bigint AS "bytes!",
                   greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = 'stored_objects'::regclass), 0)::bigint

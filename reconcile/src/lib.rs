@@ -16,8 +16,8 @@
 //! be two days old), and never deleted.
 
 pub mod adopt;
-pub mod drift;
 pub mod advance;
+pub mod drift;
 pub mod ingest;
 pub mod inventory;
 pub mod once;

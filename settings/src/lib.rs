@@ -680,7 +680,11 @@ mod tests {
     #[test]
     fn prices_and_the_storage_class_are_read_and_a_bad_one_is_named() {
         let mut vars = COMPLETE.to_vec();
-        vars.extend([("STORAGE_PRICES", "STANDARD=0.025"), ("STORAGE_CLASS", "standard"), ("DRIFT_ALARM_PERCENT", "5")]);
+        vars.extend([
+            ("STORAGE_PRICES", "STANDARD=0.025"),
+            ("STORAGE_CLASS", "standard"),
+            ("DRIFT_ALARM_PERCENT", "5"),
+        ]);
         let s = read(&vars).expect("valid prices");
         assert_eq!((s.prices.per_gb_month("STANDARD"), s.drift_alarm_percent), (Some(25_000), 5));
         for (name, value, says) in [

@@ -3,12 +3,12 @@
 //! whose claims lapsed without a settlement. Read at the end of every pass that held the lock, refused ones included (an
 //! overdue asset grows older while the schema check refuses), into the run row and the metrics line.
 
-use std::collections::BTreeMap;
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use lifecycle::costs::Window;
 use platform::money::{Monthly, Prices};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
+use std::collections::BTreeMap;
 use uuid::Uuid;
 
 /// Bytes and what they cost a month.
@@ -134,11 +134,9 @@ pub async fn effect(conn: &mut PgConnection, run_id: Uuid, lapsed: Lapsed) -> Re
     .fetch_one(&mut *conn)
     .await?;
     let oldest_overdue = match (due.oldest, due.oldest_due_at) {
-        (Some(asset_id), Some(due_at)) => Some(Overdue {
-            asset_id,
-            due_at,
-            seconds: (due.now - due_at).num_seconds().max(0).unsigned_abs(),
-        }),
+        (Some(asset_id), Some(due_at)) => {
+            Some(Overdue { asset_id, due_at, seconds: (due.now - due_at).num_seconds().max(0).unsigned_abs() })
+        }
         _ => None,
     };
     let due_bytes = due.bytes.max(0).unsigned_abs();
@@ -239,5 +237,4 @@ mod tests {
         let at = day.and_hms_opt(23, 59, 59).expect("time").and_utc();
         assert_eq!(Window::Days(30).expires(at).map(|t| t.date_naive().to_string()), Some("2027-01-03".to_owned()));
     }
-
 }

@@ -99,14 +99,18 @@ async fn main() {
         ),
     )
     .await;
-    println!("loaded {objects} objects in 1 000 workspaces, 100 000 settlements, in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "loaded {objects} objects in 1 000 workspaces, 100 000 settlements, in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 
     let day = Utc::now().date_naive() - chrono::Days::new(1);
     let window = Window::Days(30);
-    let mut conn = pool.acquire().await.expect("a connection");
     let (comparison, (believed, expired)) = best(5, || {
-        let conn = &mut *conn;
-        async move { drift::believed(conn, window, day).await.expect("believed") }
+        let pool = pool.clone();
+        async move {
+            drift::believed(&mut pool.acquire().await.expect("a connection"), window, day).await.expect("believed")
+        }
     })
     .await;
     let reported = Reported {
@@ -132,7 +136,8 @@ async fn main() {
     assert_eq!(scanned.0 as u64, believed.current.bytes, "the totals agree with the rows");
 
     // Baseline two: S3's side from an inventory report: 1 000 000 keys of gzipped CSV, decoded and summed.
-    let rows: Vec<Row> = (0..objects).map(|n| Row::current(&format!("ws/{n}.png"), 100_000, 1_700_000_000_000)).collect();
+    let rows: Vec<Row> =
+        (0..objects).map(|n| Row::current(&format!("ws/{n}.png"), 100_000, 1_700_000_000_000)).collect();
     let csv = Format::Csv.write("bench", &rows, 100_000);
     drop(rows);
     let columns = reconcile::inventory::csv::Columns::of(Format::Csv.schema()).expect("columns");
@@ -153,15 +158,18 @@ async fn main() {
     assert_eq!(summed, objects as i64 * 100_000);
 
     let (waste, _) = best(3, || {
-        let conn = &mut *conn;
-        async move { costs::waste(conn, window).await.expect("waste") }
+        let pool = pool.clone();
+        async move { costs::waste(&mut pool.acquire().await.expect("a connection"), window).await.expect("waste") }
     })
     .await;
-    let (ledger, _) = best(3, || {
-        let conn = &mut *conn;
-        async move { costs::ledger(conn, None, window).await.expect("ledger") }
-    })
-    .await;
+    let (ledger, _) =
+        best(3, || {
+            let pool = pool.clone();
+            async move {
+                costs::ledger(&mut pool.acquire().await.expect("a connection"), None, window).await.expect("ledger")
+            }
+        })
+        .await;
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let per_billion = |d: Duration| d.as_secs_f64() * BILLION / objects as f64;

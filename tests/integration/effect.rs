@@ -83,7 +83,11 @@ async fn until_all(
             .metric_alarms()
             .iter()
             .map(|a| {
-                (a.metric_name().unwrap_or("-").to_owned(), a.state_value().cloned(), a.state_reason().map(str::to_owned))
+                (
+                    a.metric_name().unwrap_or("-").to_owned(),
+                    a.state_value().cloned(),
+                    a.state_reason().map(str::to_owned),
+                )
             })
             .collect();
         if seen.len() == names.len() && seen.iter().all(|(_, s, _)| s.as_ref() == Some(&state)) {

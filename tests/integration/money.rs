@@ -129,7 +129,8 @@ async fn each_workspaces_bytes_are_priced_to_the_cent_in_usage_plan_status_and_e
 
     // By hand, at $0.0245 per GiB-month: 100 GiB → $2.45; 10 → $0.245 → $0.25 (half up); 20 → $0.49; 30 → $0.735 →
     // $0.74; 40 → $0.98; waste 100 → $2.45. b: 1 GiB → $0.0245 → $0.02.
-    let expected_a = [("held", 245), ("waiting", 25), ("retired", 49), ("noncurrent", 74), ("unknown", 98), ("waste", 245)];
+    let expected_a =
+        [("held", 245), ("waiting", 25), ("retired", 49), ("noncurrent", 74), ("unknown", 98), ("waste", 245)];
     let check = |money: &Value, what: &str| {
         let ws = |id: Uuid| &money["workspaces"][id.to_string()]["money"];
         for (kind, cents_a) in expected_a {
@@ -301,6 +302,9 @@ async fn a_bucket_s3_bills_at_its_known_size_raises_nothing_and_one_twenty_times
     let output = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
     let text = String::from_utf8(output.stdout).expect("utf-8");
     assert_eq!(output.status.code(), Some(1), "{text}");
-    assert!(text.contains("the bucket's size drifted from the rows") && text.contains("the bucket is larger"), "{text}");
+    assert!(
+        text.contains("the bucket's size drifted from the rows") && text.contains("the bucket is larger"),
+        "{text}"
+    );
     assert!(text.contains(&format!("S3 reports {} B", 21 * GIB)), "{text}");
 }

@@ -48,7 +48,7 @@ fn money(figure: &Value) -> String {
 
 #[tokio::test]
 async fn the_report_shows_per_workspace_what_was_freed_retired_and_held_with_the_money_and_its_page_opens_in_a_browser()
- {
+{
     let ctx = TestContext::new().await;
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     // a: a retired asset whose purge time passed, an upload abandoned eight days ago, a released asset; b: a
@@ -89,7 +89,8 @@ async fn the_report_shows_per_workspace_what_was_freed_retired_and_held_with_the
     std::fs::create_dir_all(&dir).expect("a directory");
     let page = dir.join("report.html");
     let page_arg = page.display().to_string();
-    let report = json(&run_with(&ctx.db.url, Some(&ctx), &[], &["report", "--since", "1d", "--html", &page_arg, "--json"]));
+    let report =
+        json(&run_with(&ctx.db.url, Some(&ctx), &[], &["report", "--since", "1d", "--html", &page_arg, "--json"]));
     // 10 GiB purged and 3 GiB deleted in a: $0.299 → $0.30 a month at STANDARD, once their versions expire.
     let ws_a = &report["workspaces"][a.to_string()];
     assert_eq!(ws_a["freed"]["bytes"], Value::from(13_i64 << 30), "{report}");
@@ -109,14 +110,15 @@ async fn the_report_shows_per_workspace_what_was_freed_retired_and_held_with_the
     let newest = report["points"].as_array().and_then(|p| p.last()).expect("a point").clone();
     assert_eq!(newest["waiting"][a.to_string()]["bytes"], ws_a["waiting"]["bytes"], "{report}");
     assert_eq!(newest["waiting"][b.to_string()]["bytes"], ws_b["waiting"]["bytes"], "{report}");
-    let text = String::from_utf8(run_with(&ctx.db.url, Some(&ctx), &[], &["report", "--since", "1d"]).stdout)
-        .expect("utf-8");
+    let text =
+        String::from_utf8(run_with(&ctx.db.url, Some(&ctx), &[], &["report", "--since", "1d"]).stdout).expect("utf-8");
     assert!(text.contains("freed: $0.30/month (13.00 GB), billed no more once their versions expire"), "{text}");
     assert!(text.contains(&format!("workspace {a}:")) && text.contains("retired: 1 asset(s)"), "{text}");
 
     // The page, as a browser reads it.
     let profile = dir.join("profile");
-    let dom = headless(&profile).arg("--dump-dom").arg(format!("file://{}", page.display())).output().expect("chromium");
+    let dom =
+        headless(&profile).arg("--dump-dom").arg(format!("file://{}", page.display())).output().expect("chromium");
     assert!(dom.status.success(), "chromium: {}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
     let card = |id: &str| {

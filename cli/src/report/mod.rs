@@ -192,10 +192,8 @@ async fn gather(
             }
         }
         if let Some(waiting) = run.money.as_ref().and_then(|m| m["waiting_per_workspace"].as_object()) {
-            let waiting = waiting
-                .iter()
-                .filter_map(|(id, p)| Some((id.parse().ok()?, priced(p["bytes"].as_u64()?))))
-                .collect();
+            let waiting =
+                waiting.iter().filter_map(|(id, p)| Some((id.parse().ok()?, priced(p["bytes"].as_u64()?)))).collect();
             points.push(Point { at: run.started_at, waiting });
         }
     }
@@ -208,7 +206,11 @@ async fn gather(
     .await?;
     for a in adopted.iter().filter_map(Value::as_array).flatten() {
         let Some(id) = a["workspace_id"].as_str().and_then(|w| w.parse().ok()) else { continue };
-        workspaces.entry(id).or_default().adopted.add(a["keys"].as_i64().unwrap_or(0), a["bytes"].as_i64().unwrap_or(0));
+        workspaces
+            .entry(id)
+            .or_default()
+            .adopted
+            .add(a["keys"].as_i64().unwrap_or(0), a["bytes"].as_i64().unwrap_or(0));
     }
     let ledger = crate::money::ledger(&mut *conn, None).await?;
     for (id, holdings) in &ledger.workspaces {
@@ -268,13 +270,16 @@ fn describe(r: &Report) -> String {
             "  freed: {} B ({} deleted, {} purged), {}",
             ws.freed.bytes, deleted.count, purged.count, ws.freed.money
         );
-        let _ = writeln!(text, "  retired: {} asset(s), {} B, restorable until their purge", retired.count, retired.bytes);
-        let _ = writeln!(text, "  restored: {} asset(s), {} B; kept: {} asset(s)", restored.count, restored.bytes, kept.count);
+        let _ =
+            writeln!(text, "  retired: {} asset(s), {} B, restorable until their purge", retired.count, retired.bytes);
+        let _ = writeln!(
+            text,
+            "  restored: {} asset(s), {} B; kept: {} asset(s)",
+            restored.count, restored.bytes, kept.count
+        );
         let held: Vec<String> = ws.deferred.iter().map(|(why, n)| format!("{n} deferred ({why})")).collect();
-        let braked = ws
-            .braked_because
-            .as_ref()
-            .map(|why| format!("braked in {} pass(es), newest: {why}", ws.braked_passes));
+        let braked =
+            ws.braked_because.as_ref().map(|why| format!("braked in {} pass(es), newest: {why}", ws.braked_passes));
         let held: Vec<String> = held.into_iter().chain(braked).collect();
         let _ = writeln!(text, "  held: {}", if held.is_empty() { "nothing".to_owned() } else { held.join("; ") });
         let _ = writeln!(

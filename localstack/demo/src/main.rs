@@ -148,7 +148,10 @@ async fn run() -> anyhow::Result<bool> {
     // What it cost and what it freed, as an operator reads it: one more pass records the money after the
     // settlements, then `asset-sweeper report` writes its page.
     let after = drive::invoke_sweep(&clients, &stack).await?;
-    progress(&format!("    pass {}: money recorded after the settlements", after["run_id"].as_str().unwrap_or_default()));
+    progress(&format!(
+        "    pass {}: money recorded after the settlements",
+        after["run_id"].as_str().unwrap_or_default()
+    ));
     let money = operator_report(&database_url)?;
     progress(&format!("    the operator's report, with its charts: {}", money.html.display()));
     if args.json {
