@@ -21,7 +21,11 @@ pub(crate) async fn ledger(conn: &mut PgConnection, workspace: Option<Uuid>) -> 
     Ok(costs::ledger(conn, workspace, window).await?)
 }
 
-/// The ledger for a person: a line per workspace (most waste first), then the total, and how versions were counted.
+/// Workspaces a person is shown, most wasteful first; `--json` has every one.
+const SHOWN: usize = 10;
+
+/// The ledger for a person: a line per workspace (most waste first, the first [`SHOWN`]), then the total, and how
+/// versions were counted.
 pub(crate) fn describe(ledger: &Ledger, prices: &Prices) -> String {
     let mut text = String::new();
     let price = prices.per_gb_month(&prices.class).unwrap_or_default();
@@ -35,8 +39,12 @@ pub(crate) fn describe(ledger: &Ledger, prices: &Prices) -> String {
     );
     let mut rows: Vec<(&Uuid, &Holdings)> = ledger.workspaces.iter().collect();
     rows.sort_by_key(|(ws, h)| (std::cmp::Reverse(h.waste_bytes()), **ws));
-    for (ws, h) in rows {
+    for (ws, h) in rows.iter().take(SHOWN) {
         let _ = writeln!(text, "  workspace {ws}: {}", h.describe(prices));
+    }
+    if rows.len() > SHOWN {
+        let _ =
+            writeln!(text, "  … and {} more workspace(s), less wasteful (--json lists every one)", rows.len() - SHOWN);
     }
     let total = ledger.total();
     let _ = writeln!(

@@ -122,12 +122,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         let _ = writeln!(head, "  deletes and purges would wait: {why}");
     }
     let prices = crate::money::prices()?;
-    for (ws, assets, bytes) in &due {
+    let mut most_due: Vec<&(Uuid, i64, i64)> = due.iter().collect();
+    most_due.sort_by_key(|(ws, _, bytes)| (std::cmp::Reverse(*bytes), *ws));
+    for (ws, assets, bytes) in most_due.into_iter().take(10) {
         let _ = writeln!(
             head,
             "  due in workspace {ws}: {assets} asset(s), {bytes} bytes, costing {} until settled",
-            prices.monthly(bytes.max(&0).unsigned_abs())
+            prices.monthly((*bytes).max(0).unsigned_abs())
         );
+    }
+    if due.len() > 10 {
+        let _ = writeln!(head, "  … due in {} more workspace(s) (--json lists every one)", due.len() - 10);
     }
     let ledger = crate::money::ledger(&mut *pool.acquire().await?, None).await?;
     head.push_str(&crate::money::describe(&ledger, &prices));

@@ -102,32 +102,16 @@ pub struct Ledger {
 }
 
 /// Counts the holdings of `workspace`, or of every workspace, with `window`.
+///
+/// One workspace is counted exactly from its rows (its index). Every workspace at once is counted from what the
+/// passes keep, so `status` and `plan` cost the same for a million rows as for a billion: held and stored bytes as
+/// of the newest pass's fold (each object once), retired ones from the scheduled rows (a retired row is always
+/// due, at its purge), and released and waiting what is left of stored.
 pub async fn ledger(conn: &mut PgConnection, workspace: Option<Uuid>, window: Window) -> Result<Ledger, sqlx::Error> {
-    let mut workspaces: BTreeMap<Uuid, Holdings> = BTreeMap::new();
-    let rows = sqlx::query!(
-        r#"WITH per_object AS (
-               SELECT a.workspace_id, a.storage_key,
-                      min(CASE a.state WHEN 'released' THEN 1 WHEN 'retired' THEN 2 ELSE 0 END) AS rank
-                 FROM assets a
-                WHERE $1::uuid IS NULL OR a.workspace_id = $1
-                GROUP BY 1, 2)
-           SELECT p.workspace_id AS "workspace_id!", p.rank AS "rank!", count(*) AS "objects!",
-                  coalesce(sum(o.byte_size), 0)::bigint AS "bytes!"
-             FROM per_object p JOIN stored_objects o ON o.storage_key = p.storage_key
-            GROUP BY 1, 2"#,
-        workspace,
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    for row in rows {
-        let holdings = workspaces.entry(row.workspace_id).or_default();
-        let figure = match row.rank {
-            1 => &mut holdings.waiting,
-            2 => &mut holdings.retired,
-            _ => &mut holdings.held,
-        };
-        figure.add(row.objects, row.bytes);
-    }
+    let mut workspaces: BTreeMap<Uuid, Holdings> = match workspace {
+        Some(workspace) => exact(conn, workspace).await?,
+        None => from_totals(conn).await?,
+    };
     for (workspace_id, figure) in noncurrent(conn, workspace, window).await? {
         workspaces.entry(workspace_id).or_default().noncurrent = figure;
     }
@@ -138,6 +122,61 @@ pub async fn ledger(conn: &mut PgConnection, workspace: Option<Uuid>, window: Wi
         workspaces.entry(workspace).or_default();
     }
     Ok(Ledger { window, workspaces })
+}
+
+/// One workspace's held, waiting and retired objects, from its rows.
+async fn exact(conn: &mut PgConnection, workspace: Uuid) -> Result<BTreeMap<Uuid, Holdings>, sqlx::Error> {
+    let mut workspaces: BTreeMap<Uuid, Holdings> = BTreeMap::new();
+    let rows = sqlx::query!(
+        r#"WITH per_object AS (
+               SELECT a.storage_key,
+                      min(CASE a.state WHEN 'released' THEN 1 WHEN 'retired' THEN 2 ELSE 0 END) AS rank
+                 FROM assets a
+                WHERE a.workspace_id = $1
+                GROUP BY 1)
+           SELECT p.rank AS "rank!", count(*) AS "objects!", coalesce(sum(o.byte_size), 0)::bigint AS "bytes!"
+             FROM per_object p JOIN stored_objects o ON o.storage_key = p.storage_key
+            GROUP BY 1"#,
+        workspace,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let holdings = workspaces.entry(workspace).or_default();
+    for row in rows {
+        let figure = match row.rank {
+            1 => &mut holdings.waiting,
+            2 => &mut holdings.retired,
+            _ => &mut holdings.held,
+        };
+        figure.add(row.objects, row.bytes);
+    }
+    Ok(workspaces)
+}
+
+/// Every workspace's held, waiting and retired bytes from the totals a pass keeps and the scheduled rows. Objects are
+/// counted for retired rows only (the totals keep bytes).
+async fn from_totals(conn: &mut PgConnection) -> Result<BTreeMap<Uuid, Holdings>, sqlx::Error> {
+    let mut workspaces: BTreeMap<Uuid, Holdings> = BTreeMap::new();
+    let retired = sqlx::query!(
+        r#"SELECT workspace_id, count(*) AS "objects!", coalesce(sum(byte_size), 0)::bigint AS "bytes!"
+             FROM assets WHERE due_at IS NOT NULL AND state <> 'failed' AND state = 'retired'
+            GROUP BY 1"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in retired {
+        workspaces.entry(row.workspace_id).or_default().retired.add(row.objects, row.bytes);
+    }
+    let usage = sqlx::query!("SELECT workspace_id, held_bytes, stored_bytes FROM workspace_usage")
+        .fetch_all(&mut *conn)
+        .await?;
+    for row in usage {
+        let holdings = workspaces.entry(row.workspace_id).or_default();
+        holdings.held.add(0, row.held_bytes);
+        let retired = i64::try_from(holdings.retired.bytes).unwrap_or(i64::MAX);
+        holdings.waiting.add(0, row.stored_bytes - row.held_bytes - retired);
+    }
+    Ok(workspaces)
 }
 
 /// The versions deletes and purges left that the bucket still keeps, per workspace (of `workspace` alone, when given).
@@ -158,8 +197,9 @@ pub async fn noncurrent(
             WHERE action IN ('delete', 'purge') AND bytes_freed > 0 AND workspace_id IS NOT NULL
               AND ($1::uuid IS NULL OR workspace_id = $1)
               AND ($2::integer IS NULL
-                   OR date_trunc('day', (occurred_at + make_interval(days => $2)) AT TIME ZONE 'UTC')
-                      + interval '1 day' > (now() AT TIME ZONE 'UTC'))
+                   OR (occurred_at > now() - make_interval(days => $2 + 2)
+                       AND date_trunc('day', (occurred_at + make_interval(days => $2)) AT TIME ZONE 'UTC')
+                           + interval '1 day' > (now() AT TIME ZONE 'UTC')))
             GROUP BY 1"#,
         workspace,
         days,

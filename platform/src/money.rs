@@ -2,7 +2,7 @@
 //! that a sum of many small figures rounds once, to the cent, at the end.
 //!
 //! S3 bills storage per GB-month, where a GB is 2^30 bytes, prorated by the hour. The defaults are S3's published
-//! prices for US East (N. Virginia), first 50 TB a month (docs/operating.md names the date they were read); a
+//! prices for US East (N. Virginia), first 50 TB a month (docs/operating.md gives the date they were recorded); a
 //! deployment elsewhere sets `STORAGE_PRICES`.
 
 use std::collections::BTreeMap;

@@ -104,7 +104,9 @@ pub async fn believed(conn: &mut PgConnection, window: Window, day: NaiveDate) -
                            ELSE (date_trunc('day', (occurred_at + make_interval(days => $1)) AT TIME ZONE 'UTC')
                                  + interval '1 day')::date END AS expires
                  FROM settlement_events
-                WHERE action IN ('delete', 'purge') AND bytes_freed > 0 AND occurred_at < $2::date)
+                WHERE action IN ('delete', 'purge') AND bytes_freed > 0 AND occurred_at < $2::date
+                  -- Older ones expired before the figures' day less 32 (by the settlements' time index).
+                  AND ($1::integer IS NULL OR occurred_at >= $2::date - ($1 + 34)))
            SELECT count(*) FILTER (WHERE expires IS NULL OR expires > $2::date) AS "objects!",
                   coalesce(sum(bytes_freed) FILTER (WHERE expires IS NULL OR expires > $2::date), 0)::bigint
                       AS "bytes!",

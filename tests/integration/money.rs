@@ -20,17 +20,17 @@ const GIB: i64 = 1 << 30;
 /// Not a round price, so that rounding to the cent is exercised: $0.0245 per GB-month.
 const PRICES: (&str, &str) = ("STORAGE_PRICES", "STANDARD=0.0245");
 
-/// `n` assets of `workspace` in `state`, each on its own object of `bytes`, written by the application.
+/// `n` assets of `workspace` in `state`, each on its own object of `bytes`, written by the application (a retired one
+/// as a settle leaves it: due at its purge, thirty days on).
 async fn assets(ctx: &TestContext, workspace: Uuid, state: &str, n: i64, bytes: i64) {
     sqlx::query(
         "WITH objects AS (
              INSERT INTO stored_objects (storage_key, content_hash, byte_size)
              SELECT $1::text || '/' || $2 || '-' || i, 'sha256:' || i, $4 FROM generate_series(1, $3) AS i
              RETURNING storage_key)
-         INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, retired_at, purge_after)
-         SELECT $1, storage_key, 'sha256:x', $4, $2,
-                CASE WHEN $2 = 'retired' THEN now() END, CASE WHEN $2 = 'retired' THEN now() + interval '30 days' END
-           FROM objects",
+         INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, retired_at, purge_after, due_at)
+         SELECT $1, storage_key, 'sha256:x', $4, $2, CASE WHEN $2 = 'retired' THEN now() END, purge, purge
+           FROM objects, LATERAL (SELECT CASE WHEN $2 = 'retired' THEN now() + interval '30 days' END AS purge) p",
     )
     .bind(workspace)
     .bind(state)
