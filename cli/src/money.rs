@@ -103,18 +103,41 @@ pub(crate) async fn effect(
             if !unpriced.is_empty() {
                 let _ = writeln!(text, "  not priced (no class known for them): {}", unpriced.join(", "));
             }
-            if let Some(cause) = &m.cause {
+            let today = chrono::Utc::now().date_naive();
+            let age = (today - m.metric_day).num_days();
+            if !reconcile::drift::recent(m.metric_day, today) {
+                let line = format!(
+                    "the newest comparison of S3's figures with the rows is for {}, {age} days ago: the sweep has \
+                     not compared since (S3's storage metrics not published, or its CloudWatch permission gone)",
+                    m.metric_day
+                );
+                let _ = writeln!(text, "  ! {line}");
+                attention.push(line);
+            } else if let Some(cause) = &m.cause {
                 let _ = writeln!(text, "  ! {cause}");
                 attention.push(format!("the bucket's size drifted from the rows: {cause}"));
             }
         }
     }
+    // The newest pass that read its effect; and whether a newer one failed to.
     let last = sqlx::query!(
-        r#"SELECT id, money, effect AS "effect!" FROM sweep_runs WHERE effect IS NOT NULL
+        r#"SELECT id, money, effect AS "effect!" FROM sweep_runs WHERE effect ? 'due_bytes'
             ORDER BY started_at DESC LIMIT 1"#
     )
     .fetch_optional(&mut *conn)
     .await?;
+    let failed = sqlx::query!(
+        r#"SELECT id, coalesce(effect->>'error', '') AS "error!" FROM sweep_runs WHERE effect IS NOT NULL
+            ORDER BY started_at DESC LIMIT 1"#
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .filter(|f| !f.error.is_empty());
+    if let Some(f) = &failed {
+        let line = format!("pass {} could not read its effect, so its alarms saw no figure: {}", f.id, f.error);
+        let _ = writeln!(text, "  ! {line}");
+        attention.push(line);
+    }
     let effect = last.as_ref().map(|l| l.effect.clone()).unwrap_or(Value::Null);
     if let Some(last) = &last {
         let e = &last.effect;
@@ -136,8 +159,8 @@ pub(crate) async fn effect(
         );
         if let Some(n) = e["lapsed"]["assets"].as_u64().filter(|n| *n > 0) {
             let line = format!(
-                "{n} claim(s) lapsed with no settlement: their messages went out and every delivery the lease allows \
-                 went by (oldest lease end {}, for example asset {})",
+                "{n} claim(s) lapsed with no settlement: their messages went out and in the whole lease the consumer \
+                 recorded nothing (oldest lease end {}, for example asset {})",
                 e["lapsed"]["oldest_lease_end"], e["lapsed"]["example"]
             );
             let _ = writeln!(text, "  ! {line}");

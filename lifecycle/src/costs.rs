@@ -104,9 +104,9 @@ pub struct Ledger {
 /// Counts the holdings of `workspace`, or of every workspace, with `window`.
 ///
 /// One workspace is counted exactly from its rows (its index). Every workspace at once is counted from what the
-/// passes keep, so `status` and `plan` cost the same for a million rows as for a billion: held and stored bytes as
-/// of the newest pass's fold (each object once), retired ones from the scheduled rows (a retired row is always
-/// due, at its purge), and released and waiting what is left of stored.
+/// passes keep, so `status` and `plan` grow with the workspaces and the retired rows rather than with every row:
+/// held and stored bytes as of the newest pass's fold (each object once), retired ones from the scheduled rows (a
+/// retired row is always due, at its purge), and released and waiting what is left of stored.
 pub async fn ledger(conn: &mut PgConnection, workspace: Option<Uuid>, window: Window) -> Result<Ledger, sqlx::Error> {
     let mut workspaces: BTreeMap<Uuid, Holdings> = match workspace {
         Some(workspace) => exact(conn, workspace).await?,
@@ -154,12 +154,19 @@ async fn exact(conn: &mut PgConnection, workspace: Uuid) -> Result<BTreeMap<Uuid
 }
 
 /// Every workspace's held, waiting and retired bytes from the totals a pass keeps and the scheduled rows. Objects are
-/// counted for retired rows only (the totals keep bytes).
+/// counted for retired ones only (the totals keep bytes).
 async fn from_totals(conn: &mut PgConnection) -> Result<BTreeMap<Uuid, Holdings>, sqlx::Error> {
     let mut workspaces: BTreeMap<Uuid, Holdings> = BTreeMap::new();
+    // Retired objects: each once, and only where no other row of the workspace holds or releases it (as `exact`).
     let retired = sqlx::query!(
-        r#"SELECT workspace_id, count(*) AS "objects!", coalesce(sum(byte_size), 0)::bigint AS "bytes!"
-             FROM assets WHERE due_at IS NOT NULL AND state <> 'failed' AND state = 'retired'
+        r#"SELECT r.workspace_id AS "workspace_id!", count(*) AS "objects!",
+                  coalesce(sum(o.byte_size), 0)::bigint AS "bytes!"
+             FROM (SELECT DISTINCT workspace_id, storage_key FROM assets
+                    WHERE due_at IS NOT NULL AND state <> 'failed' AND state = 'retired') r
+             JOIN stored_objects o ON o.storage_key = r.storage_key
+            WHERE NOT EXISTS (SELECT 1 FROM assets other
+                               WHERE other.storage_key = r.storage_key AND other.workspace_id = r.workspace_id
+                                 AND other.state <> 'retired')
             GROUP BY 1"#
     )
     .fetch_all(&mut *conn)
@@ -198,7 +205,7 @@ pub async fn noncurrent(
               AND ($1::uuid IS NULL OR workspace_id = $1)
               AND ($2::integer IS NULL
                    OR (occurred_at > now() - make_interval(days => $2 + 2)
-                       AND date_trunc('day', (occurred_at + make_interval(days => $2)) AT TIME ZONE 'UTC')
+                       AND date_trunc('day', (occurred_at AT TIME ZONE 'UTC') + make_interval(days => $2))
                            + interval '1 day' > (now() AT TIME ZONE 'UTC')))
             GROUP BY 1"#,
         workspace,
@@ -216,13 +223,18 @@ pub async fn unknown(conn: &mut PgConnection, workspace: Option<Uuid>) -> Result
         r#"WITH newest AS (
                SELECT findings FROM reconcile_listings WHERE compared_at IS NOT NULL
                 ORDER BY compared_at DESC, id DESC LIMIT 1),
+           -- Findings as the comparison records them; an entry without its figures is passed over, not a failure.
            found AS (
                SELECT (u->>'workspace_id')::uuid AS workspace_id, (u->>'keys')::bigint AS keys,
                       (u->>'bytes')::bigint AS bytes
-                 FROM newest, jsonb_array_elements(coalesce(findings->'unknown', '[]')) u
+                 FROM newest, jsonb_array_elements(CASE jsonb_typeof(findings->'unknown')
+                                                     WHEN 'array' THEN findings->'unknown' ELSE '[]' END) u
+                WHERE u ? 'workspace_id' AND u ? 'keys' AND u ? 'bytes'
                UNION ALL
                SELECT (a->>'workspace_id')::uuid, -(a->>'keys')::bigint, -(a->>'bytes')::bigint
-                 FROM newest, jsonb_array_elements(coalesce(findings->'adopted', '[]')) a)
+                 FROM newest, jsonb_array_elements(CASE jsonb_typeof(findings->'adopted')
+                                                     WHEN 'array' THEN findings->'adopted' ELSE '[]' END) a
+                WHERE a ? 'workspace_id' AND a ? 'keys' AND a ? 'bytes')
            SELECT workspace_id AS "workspace_id!", greatest(sum(keys), 0)::bigint AS "objects!",
                   greatest(sum(bytes), 0)::bigint AS "bytes!"
              FROM found WHERE $1::uuid IS NULL OR workspace_id = $1

@@ -79,9 +79,10 @@ fn part(objects: i64, bytes: i64) -> Part {
     Part { objects: objects.max(0).unsigned_abs(), bytes: bytes.max(0).unsigned_abs() }
 }
 
-/// What the rows account for at the end of `day`, with the bucket's noncurrent-version `window`; and of it, the
-/// bytes freed whose versions expired from two to thirty-two days before `day` (they should be gone from S3's
-/// figures by then).
+/// What the rows account for on `day`, with the bucket's noncurrent-version `window`; and of it, the bytes freed
+/// whose versions expired from two to thirty-two days before `day` (they should be gone from S3's figures by then).
+/// Current objects and bytes no row knows are as of now (the newest fold, the newest reconciliation); versions are as
+/// of `day`, those deleted since included (they were current then).
 pub async fn believed(conn: &mut PgConnection, window: Window, day: NaiveDate) -> Result<(Believed, u64), sqlx::Error> {
     let current = sqlx::query!(
         r#"SELECT coalesce(sum(stored_bytes), 0)::bigint AS "bytes!",
@@ -96,17 +97,17 @@ pub async fn believed(conn: &mut PgConnection, window: Window, day: NaiveDate) -
         Window::Forever | Window::Unknown => None,
     };
     // A version stops being billed at S3's expiry (`Window::expires`): its days added, up to the next midnight UTC.
-    let end = day.checked_add_days(Days::new(1)).unwrap_or(day);
+    // Dates are UTC's whatever the session's time zone.
     let versions = sqlx::query!(
         r#"WITH freed AS (
                SELECT bytes_freed,
                       CASE WHEN $1::integer IS NULL THEN NULL
-                           ELSE (date_trunc('day', (occurred_at + make_interval(days => $1)) AT TIME ZONE 'UTC')
+                           ELSE (date_trunc('day', (occurred_at AT TIME ZONE 'UTC') + make_interval(days => $1))
                                  + interval '1 day')::date END AS expires
                  FROM settlement_events
-                WHERE action IN ('delete', 'purge') AND bytes_freed > 0 AND occurred_at < $2::date
-                  -- Older ones expired before the figures' day less 32 (by the settlements' time index).
-                  AND ($1::integer IS NULL OR occurred_at >= $2::date - ($1 + 34)))
+                WHERE action IN ('delete', 'purge') AND bytes_freed > 0
+                  -- Older ones expired before the day less 32 (read by the settlements' time index).
+                  AND ($1::integer IS NULL OR occurred_at >= ($2::date - ($1 + 34)) AT TIME ZONE 'UTC'))
            SELECT count(*) FILTER (WHERE expires IS NULL OR expires > $2::date) AS "objects!",
                   coalesce(sum(bytes_freed) FILTER (WHERE expires IS NULL OR expires > $2::date), 0)::bigint
                       AS "bytes!",
@@ -114,29 +115,19 @@ pub async fn believed(conn: &mut PgConnection, window: Window, day: NaiveDate) -
                       AS "expired!"
              FROM freed"#,
         days,
-        end,
+        day,
     )
     .fetch_one(&mut *conn)
     .await?;
-    let unknown = sqlx::query!(
-        r#"WITH newest AS (
-               SELECT findings FROM reconcile_listings WHERE compared_at IS NOT NULL
-                ORDER BY compared_at DESC, id DESC LIMIT 1)
-           SELECT (coalesce((SELECT sum((u->>'keys')::bigint) FROM newest,
-                                   jsonb_array_elements(coalesce(findings->'unknown', '[]')) u), 0)
-                  - coalesce((SELECT sum((a->>'keys')::bigint) FROM newest,
-                                     jsonb_array_elements(coalesce(findings->'adopted', '[]')) a), 0))::bigint AS "keys!",
-                  (coalesce((SELECT sum((u->>'bytes')::bigint) FROM newest,
-                                   jsonb_array_elements(coalesce(findings->'unknown', '[]')) u), 0)
-                  - coalesce((SELECT sum((a->>'bytes')::bigint) FROM newest,
-                                     jsonb_array_elements(coalesce(findings->'adopted', '[]')) a), 0))::bigint AS "bytes!""#
-    )
-    .fetch_one(&mut *conn)
-    .await?;
+    let unknown =
+        lifecycle::costs::unknown(&mut *conn, None).await?.into_iter().fold(Part::default(), |sum, (_, f)| Part {
+            objects: sum.objects.saturating_add(f.objects),
+            bytes: sum.bytes.saturating_add(f.bytes),
+        });
     let believed = Believed {
         current: part(current.objects, current.bytes),
         noncurrent: part(versions.objects, versions.bytes),
-        unknown: part(unknown.keys, unknown.bytes),
+        unknown,
     };
     Ok((believed, versions.expired.max(0).unsigned_abs()))
 }
@@ -184,7 +175,10 @@ pub fn compare(
     let drift_bytes = i64::try_from(i128::from(r) - i128::from(b)).unwrap_or(i64::MAX);
     #[allow(clippy::cast_precision_loss)] // a share of two byte counts, shown to a tenth of a percent
     let drift_percent = if r.max(b) == 0 { 0.0 } else { r.abs_diff(b) as f64 * 100.0 / r.max(b) as f64 };
-    let freed_not_shown = expired.min(r.saturating_sub(b));
+    // Freed bytes "not shown" only when the excess holds at least half of what should have left: an excess made of
+    // other things (the application's overwrites, parts of unfinished uploads) does not blame the expiry.
+    let excess = r.saturating_sub(b);
+    let freed_not_shown = if expired > 0 && excess >= expired.div_ceil(2) { expired.min(excess) } else { 0 };
     let mut drift = Drift {
         bucket: bucket.to_owned(),
         reported,
@@ -310,6 +304,15 @@ pub async fn newest(conn: &mut PgConnection, bucket: &str) -> Result<Option<Meas
     .await
 }
 
+/// Days after which the newest comparison is too old to stand for the bucket now: S3 publishes daily and a pass asks
+/// until it has yesterday's, so an older one means the comparisons stopped.
+pub const STALE_AFTER_DAYS: u64 = 4;
+
+/// Whether a comparison of `metric_day`'s figures still stands for the bucket on `today`.
+pub fn recent(metric_day: NaiveDate, today: NaiveDate) -> bool {
+    today.checked_sub_days(Days::new(STALE_AFTER_DAYS)).is_none_or(|oldest| metric_day >= oldest)
+}
+
 /// Whether S3's figures for a day after `newest_day` may be out: S3 publishes a day's storage metrics within a day or
 /// two, so a pass asks (two calls) until it has yesterday's, then not again until tomorrow.
 pub fn worth_asking(newest_day: Option<NaiveDate>, today: NaiveDate) -> bool {
@@ -354,8 +357,10 @@ mod tests {
 
     #[test]
     fn freed_bytes_still_reported_two_days_after_their_expiry_are_named_and_a_smaller_bucket_is_told_apart() {
-        let kept = compare("b", reported(1_050), believed(1_000, 0), 200, 20, false);
+        let kept = compare("b", reported(1_050), believed(1_000, 0), 80, 20, false);
         assert_eq!(kept.freed_not_shown, 50, "at most what the bucket holds beyond the rows");
+        let other = compare("b", reported(1_050), believed(1_000, 0), 200, 20, false);
+        assert_eq!(other.freed_not_shown, 0, "an excess of a quarter of what left is something else");
         assert!(!kept.drifted());
         assert!(kept.cause.expect("cause").contains("50 freed bytes whose versions expired"));
 

@@ -79,7 +79,6 @@ impl BucketCheck {
         }
     }
 
-    /// Deletes and purges are held: the metric `BucketUnprotected`.
     /// How long noncurrent versions are kept, as read; `None` when the bucket could not be read.
     pub fn window(&self) -> Option<lifecycle::costs::Window> {
         self.versioning.as_ref()?;
@@ -89,6 +88,7 @@ impl BucketCheck {
         })
     }
 
+    /// Deletes and purges are held: the metric `BucketUnprotected`.
     pub fn unprotected(&self) -> bool {
         self.destruction == Destruction::Held
     }

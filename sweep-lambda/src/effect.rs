@@ -66,9 +66,9 @@ pub struct Overdue {
     pub seconds: u64,
 }
 
-/// Claims whose lease ran out with no settlement: the messages were sent, and every delivery the lease allows went
-/// by, but the consumer recorded nothing (a settle ends the lease, a deferral too). Read when a pass begins, before it
-/// claims such assets again.
+/// Claims whose lease ran out with no settlement: their messages were sent, and in the whole lease (every delivery
+/// the queue allows one message, and more) the consumer recorded nothing (a settle ends the lease, a deferral too).
+/// Read when a pass begins, before it claims such assets again.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lapsed {
     /// How many.
@@ -85,7 +85,9 @@ pub async fn lapsed(conn: &mut PgConnection) -> Result<Lapsed, sqlx::Error> {
         r#"SELECT count(*) AS "assets!", min(leased_until) AS oldest,
                   (SELECT id FROM assets WHERE lease_token IS NOT NULL AND leased_until <= now()
                     ORDER BY leased_until, id LIMIT 1) AS example
-             FROM assets WHERE lease_token IS NOT NULL AND leased_until <= now()"#
+             FROM assets
+            -- A lease is only ever on a due row that has not failed: the claim's index finds them.
+            WHERE due_at IS NOT NULL AND state <> 'failed' AND lease_token IS NOT NULL AND leased_until <= now()"#
     )
     .fetch_one(conn)
     .await?;
@@ -103,7 +105,8 @@ pub struct Effect {
     pub oldest_overdue: Option<Overdue>,
     /// Settlements the consumer recorded since the previous pass began.
     pub settled_since_previous: u64,
-    /// Passes in a row, this one included, since the last settlement, in which due bytes grew.
+    /// Passes, this one included, in which due bytes grew since the last settlement recorded (a pass with no growth
+    /// adds none, and any settlement starts the count again).
     pub growing_unsettled_passes: u32,
     /// Claims whose lease ran out with no settlement, as the pass found them before it claimed.
     pub lapsed: Lapsed,
@@ -113,7 +116,7 @@ pub struct Effect {
 async fn previous(conn: &mut PgConnection, run_id: Uuid) -> Result<Option<(DateTime<Utc>, Effect)>, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT started_at, effect AS "effect!" FROM sweep_runs
-            WHERE id <> $1 AND effect IS NOT NULL ORDER BY started_at DESC LIMIT 1"#,
+            WHERE id <> $1 AND effect ? 'due_bytes' ORDER BY started_at DESC LIMIT 1"#,
         run_id,
     )
     .fetch_optional(&mut *conn)

@@ -216,6 +216,9 @@ impl Sweeper {
             }
             Some(cloudwatch) => match storage_metrics::read(cloudwatch, bucket, today).await {
                 Ok(None) => format!("S3 has published no storage metrics for bucket {bucket} in the last four days"),
+                Ok(Some(reported)) if newest.as_ref().is_some_and(|m| m.metric_day >= reported.metric_day) => {
+                    format!("S3's newest figures are for {}, compared already", reported.metric_day)
+                }
                 Ok(Some(reported)) => {
                     let day = reported.metric_day;
                     let (believed, expired) = drift::believed(&mut *conn, window, day).await?;

@@ -400,7 +400,11 @@ pub fn metrics_line(report: &SweepReport) -> String {
         counts.push(("GrowingUnsettledPasses", u64::from(effect.growing_unsettled_passes)));
         counts.push(("UnsettledClaims", effect.lapsed.assets));
     }
-    if let Some(newest) = report.drift.as_ref().and_then(|d| d.newest.as_ref()) {
+    // From a comparison of the last few days only: S3 publishes daily, and an old verdict must not page, nor clear,
+    // for ever when the comparisons stopped (status says how old the newest is).
+    let recent =
+        |m: &&reconcile::drift::Measurement| reconcile::drift::recent(m.metric_day, chrono::Utc::now().date_naive());
+    if let Some(newest) = report.drift.as_ref().and_then(|d| d.newest.as_ref()).filter(recent) {
         counts.push(("BucketDriftPercent", whole_percent(newest.drift_percent)));
         counts.push(("BucketDrifted", u64::from(newest.drifted())));
         counts.push(("FreedNotShownBytes", newest.freed_not_shown.max(0).unsigned_abs()));

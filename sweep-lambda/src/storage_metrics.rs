@@ -69,22 +69,22 @@ pub async fn read(
     request = request.metric_data_queries(query("objects".to_owned(), OBJECTS, "AllStorageTypes"));
     let answer = request.send().await.map_err(|e| AwsFailure::from_sdk("GetMetricData", &e))?;
 
-    // Each series' newest value and its day.
-    let mut newest: BTreeMap<String, (NaiveDate, f64)> = BTreeMap::new();
+    // Each series' values by day. A day counts only once every storage type that reported in the window has it: a
+    // day S3 has published for some types and not yet others would read as a bucket that shrank.
+    let mut series: BTreeMap<String, BTreeMap<NaiveDate, f64>> = BTreeMap::new();
     for result in answer.metric_data_results() {
         let Some(id) = result.id() else { continue };
-        let latest = result
+        let days = result
             .timestamps()
             .iter()
             .zip(result.values())
-            .filter_map(|(t, v)| Some((DateTime::<Utc>::from_timestamp(t.secs(), 0)?.date_naive(), *v)))
-            .max_by_key(|(day, _)| *day);
-        if let Some(latest) = latest {
-            newest.insert(id.to_owned(), latest);
-        }
+            .filter_map(|(t, v)| Some((DateTime::<Utc>::from_timestamp(t.secs(), 0)?.date_naive(), *v)));
+        series.entry(id.to_owned()).or_default().extend(days);
     }
-    let Some(metric_day) = newest.iter().filter(|(id, _)| id.starts_with("size")).map(|(_, (day, _))| *day).max()
-    else {
+    let sizes: Vec<(&String, &BTreeMap<NaiveDate, f64>)> =
+        series.iter().filter(|(id, days)| id.starts_with("size") && !days.is_empty()).collect();
+    let complete = |day: &NaiveDate| sizes.iter().all(|(_, days)| days.contains_key(day));
+    let Some(metric_day) = sizes.iter().flat_map(|(_, days)| days.keys()).filter(|d| complete(d)).max().copied() else {
         return Ok(None);
     };
     let whole = |v: f64| -> u64 {
@@ -94,12 +94,10 @@ pub async fn read(
     };
     let mut by_type = BTreeMap::new();
     for (i, storage_type) in storage_types.iter().enumerate() {
-        if let Some((day, value)) = newest.get(&format!("size{i}"))
-            && *day == metric_day
-        {
+        if let Some(value) = series.get(&format!("size{i}")).and_then(|days| days.get(&metric_day)) {
             by_type.insert(storage_type.clone(), whole(*value));
         }
     }
-    let objects = newest.get("objects").filter(|(day, _)| *day == metric_day).map(|(_, v)| whole(*v));
+    let objects = series.get("objects").and_then(|days| days.get(&metric_day)).map(|v| whole(*v));
     Ok(Some(Reported { metric_day, bytes: by_type.values().sum(), objects, by_type }))
 }

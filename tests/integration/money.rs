@@ -123,6 +123,17 @@ async fn each_workspaces_bytes_are_priced_to_the_cent_in_usage_plan_status_and_e
     freed(&ctx, a, "purge", 50 * GIB, "40 days").await;
     unknown(&ctx, a, 8, 40 * GIB).await;
     assets(&ctx, b, "released", 1, GIB).await;
+    // And a retired row of a on one of its objects in use: the object counts once, as held.
+    sqlx::query(
+        "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, retired_at, purge_after, due_at)
+         SELECT workspace_id, storage_key, content_hash, byte_size, 'retired', now(), now() + interval '30 days',
+                now() + interval '30 days'
+           FROM assets WHERE workspace_id = $1 AND state = 'attached' LIMIT 1",
+    )
+    .bind(a)
+    .execute(ctx.pool())
+    .await
+    .expect("a retired row on a held object");
     // A pass reads the bucket's window (30 days) and folds the usage.
     let first = pass(&ctx, &[PRICES]).await;
     assert!(first.money.is_some() && first.effect.is_some(), "{:?}", first.effect_error);
@@ -163,6 +174,12 @@ async fn each_workspaces_bytes_are_priced_to_the_cent_in_usage_plan_status_and_e
         "{text}"
     );
     assert!(text.contains("all workspaces: waste $2.47/month"), "2.45 + 0.0245 summed before rounding: {text}");
+    // One workspace is counted from its own rows, and comes to the same cents.
+    let usage_a = run_with(&ctx.db.url, Some(&ctx), &env, &["usage", &a.to_string(), "--json"]);
+    let exact = &json_with_code(&usage_a).1["money"]["workspaces"][a.to_string()]["money"];
+    for (kind, cents_a) in expected_a {
+        assert_eq!(cents(&exact[kind]), cents_a, "usage {a}: {kind}: {exact}");
+    }
     let usage_b = run_with(&ctx.db.url, Some(&ctx), &env, &["usage", &b.to_string()]);
     let usage_b = String::from_utf8(usage_b.stdout).expect("utf-8");
     assert!(usage_b.contains("waste $0.02/month (1.00 GB)"), "{usage_b}");
