@@ -35,8 +35,7 @@ pub async fn weigh(
     let hold = match decision {
         Decision::Retire | Decision::Delete | Decision::Purge => match found(&mut *conn, asset).await? {
             Some(found) => Some(found),
-            None if decision != Decision::Retire => hold(&mut *conn, asset, storage_key, lock).await?,
-            None => None,
+            None => hold(&mut *conn, asset, storage_key, lock).await?,
         },
         _ => None,
     };
@@ -267,12 +266,14 @@ pub async fn hold(
     Ok((!row.unscanned.is_empty()).then_some(Hold::Unscanned(row.unscanned)))
 }
 
-/// A delete or purge of adopted bytes waits while a record names their key or the key scan has not covered the
-/// schema (`hold`, read under the settle's locks); every other decision stands.
+/// A retirement, delete or purge of adopted bytes waits while a record names their key or the key scan has not
+/// covered the schema (`hold`, read under the settle's locks): retiring adopted bytes is their trial, and a trial of
+/// a file a record names would only hide it for nothing. Every other decision stands.
 pub fn held(decision: Decision, hold: Option<&Hold>) -> Decision {
+    let removing = matches!(decision, Decision::Retire | Decision::Delete | Decision::Purge);
     match (decision, hold) {
-        (Decision::Delete | Decision::Purge, Some(Hold::Named(_))) => Decision::Defer(Deferral::Named),
-        (Decision::Delete | Decision::Purge, Some(Hold::Unscanned(_))) => Decision::Defer(Deferral::KeyScan),
+        (_, Some(Hold::Named(_))) if removing => Decision::Defer(Deferral::Named),
+        (_, Some(Hold::Unscanned(_))) if removing => Decision::Defer(Deferral::KeyScan),
         (Decision::Retire | Decision::Delete | Decision::Purge, Some(Hold::Found { .. })) => {
             Decision::Defer(Deferral::Found)
         }
@@ -285,13 +286,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn adopted_bytes_wait_while_named_or_unscanned_and_only_their_destruction_waits() {
+    fn adopted_bytes_wait_while_named_or_unscanned_and_only_their_removal_waits() {
         let named = Hold::Named("public.pages.body".into());
         let unscanned = Hold::Unscanned(vec!["public.pages.body".into()]);
         assert_eq!(held(Decision::Delete, Some(&named)), Decision::Defer(Deferral::Named));
         assert_eq!(held(Decision::Purge, Some(&unscanned)), Decision::Defer(Deferral::KeyScan));
         assert_eq!(held(Decision::Delete, None), Decision::Delete);
-        assert_eq!(held(Decision::Retire, Some(&named)), Decision::Retire);
+        assert_eq!(held(Decision::Retire, Some(&named)), Decision::Defer(Deferral::Named));
+        assert_eq!(held(Decision::Retire, Some(&unscanned)), Decision::Defer(Deferral::KeyScan));
+        assert_eq!(held(Decision::Retire, None), Decision::Retire);
         assert_eq!(held(Decision::Keep, Some(&unscanned)), Decision::Keep);
     }
 }

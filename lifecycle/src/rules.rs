@@ -51,6 +51,9 @@ pub struct Facts {
     pub abandoned: bool,
     /// Retired and past its purge time.
     pub purge_due: bool,
+    /// Adopted by reconciliation (`adopted_assets`): bytes no row knew, whose safety rests on the key scan alone, so
+    /// they are retired first (bytes in place, still served, restorable), never deleted outright.
+    pub adopted: bool,
     /// The whole asset row, for the audit record (what `undelete` rebuilds a row from).
     pub row_json: Value,
 }
@@ -75,6 +78,7 @@ pub async fn read(
                           asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
                           a.created_at + $3 * interval '1 second' <= now() AS "abandoned!",
                           a.purge_after IS NOT NULL AND a.purge_after <= now() AS "purge_due!",
+                          EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id) AS "adopted!",
                           to_jsonb(a) AS "row_json!"
                      FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
                     WHERE a.id = $1"#
@@ -206,6 +210,9 @@ pub fn decide(referenced: bool, facts: &Facts, proven: Proven) -> Decision {
         return Decision::Defer(Deferral::Grace);
     }
     let decision = match facts.state {
+        // Adopted bytes nothing names: a trial first. Retired, they are still served and restorable for the
+        // retention period, and purged only if nothing names them by then.
+        AssetState::Pending if facts.adopted => Decision::Retire,
         AssetState::Pending if !facts.abandoned => Decision::Defer(Deferral::AbandonWindow),
         AssetState::Pending => Decision::Delete,
         AssetState::Retired if !facts.purge_due => Decision::Defer(Deferral::Retention),
@@ -259,8 +266,23 @@ mod tests {
             grace_ends: String::new(),
             abandoned,
             purge_due,
+            adopted: false,
             row_json: Value::Null,
         }
+    }
+
+    #[test]
+    fn adopted_bytes_nothing_names_are_retired_first_never_deleted_outright() {
+        let adopted = |abandoned| Facts { adopted: true, ..facts("pending", false, abandoned, false) };
+        for abandoned in [false, true] {
+            assert_eq!(decide(false, &adopted(abandoned), Proven::ALL), Decision::Retire);
+            assert_eq!(decide(true, &adopted(abandoned), Proven::ALL), Decision::Keep);
+        }
+        let within_grace = Facts { adopted: true, ..facts("pending", true, true, false) };
+        assert_eq!(decide(false, &within_grace, Proven::ALL), Decision::Defer(Deferral::Grace));
+        // Retired, an adopted asset is purged as any other, once its retention is over.
+        let retired = Facts { adopted: true, ..facts("retired", false, true, true) };
+        assert_eq!(decide(false, &retired, Proven::ALL), Decision::Purge);
     }
 
     #[test]

@@ -96,7 +96,7 @@ BEGIN
             ON asset_sweeper.assets TO asset_sweeper_application;
         GRANT SELECT, INSERT, UPDATE, DELETE
             ON asset_sweeper.asset_reference_sources, asset_sweeper.asset_reference_exclusions,
-               asset_sweeper.workspace_quotas
+               asset_sweeper.asset_key_sources, asset_sweeper.workspace_quotas
             TO asset_sweeper_application;
         -- A rule's approval is an operator's; its stamp, function and digest are the owner's trigger's.
         GRANT SELECT, DELETE ON asset_sweeper.retention_rules TO asset_sweeper_application;

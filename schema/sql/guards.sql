@@ -32,6 +32,8 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
         -- For a JSON source: the uuid-shaped strings its path selects, as written.
         spelled text[];
         removed uuid[];
+        -- For a key source: the storage key the row names.
+        key text;
     BEGIN
         -- The guarded column alone: the row as a whole would run the cast to JSON of every other column's type,
         -- the application's code among them, as the owner. A source column is an asset_id (or a domain over it,
@@ -40,7 +42,16 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
         -- that does not. One statement reads the new value and the old (OLD is NULL on an insert).
         -- A composite holding asset_id is read by its output function alone (`asset_sweeper_nested_ids`): its JSON
         -- form would run any cast to JSON the application gave one of its types, as the owner.
-        IF TG_ARGV[1] = 'nested' THEN
+        -- A key source names assets by their storage key, which its template makes of the row's columns: the assets
+        -- under that key are the ones the write refers to. An insert or an update that leaves the key as it was
+        -- names nothing new.
+        IF TG_ARGV[1] = 'key' THEN
+            key := asset_sweeper.asset_sweeper_key_of(NEW, TG_ARGV[2]);
+            IF key IS NULL OR (TG_OP = 'UPDATE' AND key IS NOT DISTINCT FROM asset_sweeper.asset_sweeper_key_of(OLD, TG_ARGV[2])) THEN
+                RETURN NULL;
+            END IF;
+            ids := ARRAY(SELECT a.id FROM asset_sweeper.assets a WHERE a.storage_key = key);
+        ELSIF TG_ARGV[1] = 'nested' THEN
             EXECUTE format('SELECT asset_sweeper.asset_sweeper_nested_ids(($1).%1$I),
                                    asset_sweeper.asset_sweeper_nested_ids(($2).%1$I)', TG_ARGV[0])
                 INTO ids, previous_ids USING NEW, OLD;
@@ -66,6 +77,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
                 ARRAY(SELECT e::uuid FROM jsonb_array_elements_text(value) AS e WHERE e IS NOT NULL)
             WHEN 'json' THEN ARRAY(SELECT s::uuid FROM unnest(spelled) AS s)
             WHEN 'nested' THEN ids
+            WHEN 'key' THEN ids
         END;
         IF ids IS NULL THEN
             RAISE EXCEPTION 'asset-sweeper guard on %.%: unknown source kind %', TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1];
@@ -93,6 +105,37 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
                 HINT = 'Refer to an asset that exists; asset-sweeper undelete brings a removed one back while the bucket keeps its bytes.';
         END IF;
         RETURN NULL;
+    END
+$$;
+
+-- The storage key `template` (a key source's: literal text and `{column}` placeholders) makes of `row`, or NULL when
+-- a column it reads is NULL. A column is read as text only while its type is one whose text the system makes (the
+-- key source's check allows no other): an application that changed the type since gets no key read, and the schema
+-- check refuses the map until the declaration is fixed. Called by the guard, as the owner: nothing of the
+-- application's may run here.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_key_of(row_value anyelement, template text) RETURNS text
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    DECLARE
+        part text[];
+        typ regtype;
+        value text;
+        key text := '';
+    BEGIN
+        FOR part IN SELECT m FROM regexp_matches(template, '([^{}]*)(\{([^{}]*)\})?', 'g') AS m LOOP
+            key := key || part[1];
+            CONTINUE WHEN part[3] IS NULL;
+            EXECUTE format('SELECT pg_typeof(($1).%I)', part[3]) INTO typ USING row_value;
+            IF typ NOT IN ('text'::regtype, 'character varying'::regtype, 'character'::regtype, 'smallint'::regtype,
+                           'integer'::regtype, 'bigint'::regtype, 'uuid'::regtype) THEN
+                RETURN NULL;
+            END IF;
+            EXECUTE format('SELECT ($1).%I::text', part[3]) INTO value USING row_value;
+            IF value IS NULL THEN
+                RETURN NULL;
+            END IF;
+            key := key || value;
+        END LOOP;
+        RETURN key;
     END
 $$;
 

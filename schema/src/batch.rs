@@ -43,6 +43,8 @@ pub(crate) fn statement(map: &ReferenceMap) -> Option<(String, Vec<&str>)> {
     let mut per_id = Vec::new();
     // $1 the batch, $2 and $3 its bounds; declared paths follow.
     let mut paths: Vec<&str> = Vec::new();
+    // Whether a key source asks for each asset's storage key.
+    let mut keyed = false;
     for source in &map.sources {
         let table = source.quoted_table();
         let column = quote_ident(&source.column);
@@ -58,6 +60,13 @@ pub(crate) fn statement(map: &ReferenceMap) -> Option<(String, Vec<&str>)> {
                 "NOT EXISTS (SELECT 1 FROM {table} WHERE {column} @> ARRAY[b.id]::{})",
                 source.column_type
             )),
+            SourceKind::Key(template) => {
+                keyed = true;
+                per_id.push(format!(
+                    "NOT EXISTS (SELECT 1 FROM {table} WHERE {})",
+                    template.condition("", "k.storage_key")
+                ));
+            }
             SourceKind::Json { json_path } => {
                 paths.push(json_path);
                 let declared = format!("asset_sweeper_path_matching(${}, m.matches)::jsonpath", paths.len() + 3);
@@ -85,9 +94,11 @@ pub(crate) fn statement(map: &ReferenceMap) -> Option<(String, Vec<&str>)> {
     // Every spelling the recheck matches, once per id.
     let spellings =
         if paths.is_empty() { "" } else { "CROSS JOIN LATERAL (SELECT asset_sweeper_id_matches(b.id) AS matches) m" };
+    // The storage key a key source is asked about, once per id.
+    let keys = if keyed { " LEFT JOIN assets k ON k.id = b.id" } else { "" };
     // Built here, not checked at compile time: its tables and columns are the application's, from the map.
     let sql = format!(
-        "SELECT b.id FROM unnest($1::uuid[]) AS b(id) {spellings}
+        "SELECT b.id FROM unnest($1::uuid[]) AS b(id) {spellings}{keys}
           WHERE {}
           ORDER BY b.id",
         conditions.join("\n AND ")

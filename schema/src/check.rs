@@ -26,6 +26,22 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
     let mut warnings = Vec::new();
     for source in &mut sources {
         source.key_columns = primary_key(conn, &source.schema, &source.table).await?;
+        if let SourceKind::Key(template) = &source.kind {
+            problems.extend(outside_prefixes(source, template, options.managed_prefixes.as_deref()));
+            if !key_source_indexed(conn, source, template).await? {
+                let unindexed = SchemaProblem::UnindexedSource {
+                    schema: source.schema.clone(),
+                    table: source.table.clone(),
+                    column: source.column.clone(),
+                    create_index: template.create_index(&source.quoted_table()),
+                };
+                match options.unindexed {
+                    UnindexedSources::Refuse => problems.push(unindexed),
+                    UnindexedSources::Warn => warnings.push(unindexed),
+                }
+            }
+            continue;
+        }
         let indexes = match source.kind {
             SourceKind::Nested => nested_index(conn, source).await?,
             _ => leading_indexes(conn, source).await?,
@@ -54,6 +70,8 @@ fn unindexed(source: &ReferenceSource, indexes: Option<&LeadingIndexes>) -> Opti
     let (method, using) = match source.kind {
         SourceKind::ForeignKey | SourceKind::Domain => ("btree", ""),
         SourceKind::DomainArray | SourceKind::Json { .. } | SourceKind::Nested => ("gin", " USING gin"),
+        // Asked of the planner (`key_source_indexed`).
+        SourceKind::Key(_) => return None,
     };
     if indexes.is_none_or(|i| i.methods.iter().any(|m| m == method)) {
         return None;
@@ -68,6 +86,51 @@ fn unindexed(source: &ReferenceSource, indexes: Option<&LeadingIndexes>) -> Opti
         column: source.column.clone(),
         create_index: format!("CREATE INDEX CONCURRENTLY ON {}{using} ({indexed});", source.quoted_table(),),
     })
+}
+
+/// A key source whose root lies outside every managed prefix (neither inside one nor holding one) names no key of
+/// ours: a typo in its root, which would protect nothing while looking as if it did.
+fn outside_prefixes(
+    source: &ReferenceSource,
+    template: &crate::key_sources::KeyTemplate,
+    prefixes: Option<&[String]>,
+) -> Option<SchemaProblem> {
+    let prefixes = prefixes?;
+    let root = template.root();
+    if prefixes.iter().any(|p| root.starts_with(p.as_str()) || p.starts_with(root)) {
+        return None;
+    }
+    Some(SchemaProblem::KeySourceInvalid {
+        schema: source.schema.clone(),
+        table: source.table.clone(),
+        template: template.template.clone(),
+        why: format!(
+            "its root {root:?} is not within a managed prefix ({}), so it names no key of ours: start the template \
+             with the prefix the application's storage root is (RECONCILE_PREFIXES)",
+            prefixes.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", ")
+        ),
+    })
+}
+
+/// Whether an index serves a key source's recheck: the planner, with sequential scans priced out, still reads the
+/// table by one of its indexes for the recheck's own condition (for a partitioned table, every partition by one).
+/// Asked of the plan, not of the index's text: Postgres prints an expression back in its own spelling.
+async fn key_source_indexed(
+    conn: &mut PgConnection,
+    source: &ReferenceSource,
+    template: &crate::key_sources::KeyTemplate,
+) -> Result<bool, sqlx::Error> {
+    let probe = quote_literal(&format!("{}\u{1}probe", template.root()));
+    // Built here: the table and its columns are the application's, from the declaration the owner's trigger checked.
+    let explain = format!(
+        "EXPLAIN (FORMAT JSON) SELECT 1 FROM {} WHERE {}",
+        source.quoted_table(),
+        template.condition("", &format!("{probe}::text"))
+    );
+    sqlx::query("SELECT set_config('enable_seqscan', 'off', false)").execute(&mut *conn).await?;
+    let plan = sqlx::query_scalar::<_, serde_json::Value>(AssertSqlSafe(explain)).fetch_one(&mut *conn).await;
+    sqlx::query("RESET enable_seqscan").execute(&mut *conn).await?;
+    Ok(!plan?.to_string().contains("\"Seq Scan\""))
 }
 
 /// The function a composite source's index and every test of it read the asset ids with.

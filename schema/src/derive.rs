@@ -204,8 +204,81 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
         sources.push(ReferenceSource::derived(schema, table, column, kind, column_type));
     }
 
+    key_sources(conn, &mut sources, &mut problems).await?;
     let candidates = candidates(conn, &sources, &mut problems).await?;
     Ok(Derived { sources, problems, candidates })
+}
+
+/// The types a key source's column may have: those whose text the system makes (checked again here, since the
+/// application may change a column's type after it declared the source).
+const KEY_COLUMN_TYPES: &[&str] = &["text", "character varying", "character", "smallint", "integer", "bigint", "uuid"];
+
+/// The key sources declared in `asset_key_sources`, each as a source of the map, or a problem naming what is wrong
+/// with it now: a table or column gone, a column whose type the application changed, one this role cannot read.
+async fn key_sources(
+    conn: &mut PgConnection,
+    sources: &mut Vec<ReferenceSource>,
+    problems: &mut Vec<SchemaProblem>,
+) -> Result<(), sqlx::Error> {
+    let declared = sqlx::query!(
+        r#"SELECT table_schema AS "schema!", table_name AS "table!", template AS "template!"
+             FROM asset_key_sources ORDER BY id"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in declared {
+        let (schema, table, template) = (row.schema, row.table, row.template);
+        let invalid = |why: String| SchemaProblem::KeySourceInvalid {
+            schema: schema.clone(),
+            table: table.clone(),
+            template: template.clone(),
+            why,
+        };
+        let names = match crate::key_sources::columns_of(&template) {
+            Ok(names) => names,
+            Err(e) => {
+                problems.push(invalid(e.to_string()));
+                continue;
+            }
+        };
+        let found = query_with_readable!(
+            r#"SELECT a.attname::text AS "column!", format_type(a.atttypid, a.atttypmod) AS "column_type!",
+                      a.atttypid::regtype::text AS "base!", "#,
+            r#" AS "readable!"
+                 FROM pg_class c
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') AND a.attname = ANY ($3)"#,
+            &schema,
+            &table,
+            &names,
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut columns = Vec::with_capacity(names.len());
+        let mut wrong = None;
+        for name in &names {
+            match found.iter().find(|f| f.column == *name) {
+                None => wrong = Some(format!("{schema}.{table} has no column {name}")),
+                Some(f) if !KEY_COLUMN_TYPES.contains(&f.base.as_str()) => {
+                    wrong = Some(format!(
+                        "column {name} is {}, not text: a key source reads text, varchar, char, integer or uuid                          columns",
+                        f.column_type
+                    ))
+                }
+                Some(f) if !f.readable => problems.push(SchemaProblem::unreadable(&schema, &table, name)),
+                Some(f) => columns.push((f.column.clone(), f.column_type.clone())),
+            }
+        }
+        if let Some(why) = wrong {
+            problems.push(invalid(why));
+            continue;
+        }
+        let Some((column, column_type)) = columns.last().cloned() else { continue };
+        let kind = SourceKind::Key(crate::key_sources::KeyTemplate { template: template.clone(), columns });
+        sources.push(ReferenceSource::derived(schema, table, column, kind, column_type));
+    }
+    Ok(())
 }
 
 /// The valid, whole-table indexes whose leading column is a source's: their access methods and that column's

@@ -36,9 +36,15 @@ impl Guard {
             SourceKind::DomainArray => ("domain_array", ""),
             SourceKind::Nested => ("nested", ""),
             SourceKind::Json { json_path } => ("json", json_path.as_str()),
+            SourceKind::Key(template) => ("key", template.template.as_str()),
+        };
+        // A key source's trigger is named for its template: a column may be a reference source and a key source's.
+        let named_for = match &source.kind {
+            SourceKind::Key(template) => format!("key:{}", template.template),
+            _ => source.column.clone(),
         };
         Some(Guard {
-            trigger: format!("{TRIGGER_PREFIX}{:016x}", fnv1a(source.column.as_bytes())),
+            trigger: format!("{TRIGGER_PREFIX}{:016x}", fnv1a(named_for.as_bytes())),
             args: [source.column.clone(), kind.to_owned(), path.to_owned()],
         })
     }

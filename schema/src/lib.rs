@@ -13,6 +13,7 @@ pub mod census;
 pub mod check;
 pub mod derive;
 pub mod guards;
+pub mod key_sources;
 pub mod map;
 pub mod recheck;
 pub mod verdict;

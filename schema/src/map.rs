@@ -25,6 +25,9 @@ pub enum SourceKind {
         /// The SQL/JSON path, from `asset_reference_sources`.
         json_path: String,
     },
+    /// A declared key source (`asset_key_sources`): its rows name an asset by its storage key, which the template
+    /// makes of the row's columns (`media/{file}`). Its `column` is the template's last column.
+    Key(crate::key_sources::KeyTemplate),
 }
 
 /// One column that can hold references to assets.
@@ -78,6 +81,7 @@ impl fmt::Display for ReferenceSource {
             SourceKind::DomainArray => f.write_str(" (asset_id[])"),
             SourceKind::Nested => write!(f, " ({}, asset_id inside)", self.column_type),
             SourceKind::Json { json_path } => write!(f, " (jsonb {json_path})"),
+            SourceKind::Key(template) => write!(f, " (key {template})"),
         }
     }
 }
@@ -227,6 +231,18 @@ pub enum SchemaProblem {
         /// The statement that lets it through, once a person has decided it holds no asset ids.
         exclude: String,
     },
+    /// A declared key source the schema no longer allows: its table or a column is gone, a column's type changed
+    /// to one the key source may not read, or its root lies outside every managed prefix.
+    KeySourceInvalid {
+        /// The schema of the table.
+        schema: String,
+        /// The table.
+        table: String,
+        /// The template as declared.
+        template: String,
+        /// What is wrong, and what fixes it.
+        why: String,
+    },
     /// A source that is not a foreign key and has no reference guard: an uncommitted write of a reference to it
     /// could slip past a settle.
     UnguardedSource {
@@ -245,7 +261,7 @@ impl SchemaProblem {
     /// The column the problem is about, as `(schema, table, column)`; `None` for a problem of the whole schema.
     pub fn column(&self) -> Option<(&str, &str, &str)> {
         match self {
-            SchemaProblem::DomainMissing => None,
+            SchemaProblem::DomainMissing | SchemaProblem::KeySourceInvalid { .. } => None,
             SchemaProblem::DeclaredSourceMissing { schema, table, column }
             | SchemaProblem::DeclaredSourceWrongType { schema, table, column, .. }
             | SchemaProblem::SourceUnreadable { schema, table, column }
@@ -273,6 +289,11 @@ impl fmt::Display for SchemaProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SchemaProblem::DomainMissing => f.write_str("the asset_id domain does not exist"),
+            SchemaProblem::KeySourceInvalid { schema, table, template, why } => write!(
+                f,
+                "key source {schema}.{table} {template:?}: {why}; fix the declaration in \
+                 asset_sweeper.asset_key_sources (or delete it)"
+            ),
             SchemaProblem::DeclaredSourceMissing { schema, table, column } => {
                 write!(f, "declared source {schema}.{table}.{column} does not exist")
             }
@@ -372,12 +393,15 @@ pub enum SchemaCheckError {
 }
 
 /// How the check is run: from the settings the functions and the CLI share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckOptions {
     /// Values sampled from each uuid, text or JSON column that is not a source.
     pub sample_rows: u32,
     /// What an unindexed source does to the check.
     pub unindexed: UnindexedSources,
+    /// The managed prefixes reconciliation reads (`RECONCILE_PREFIXES`; `""` is the whole bucket), when configured:
+    /// a key source whose root lies outside all of them can name no key of ours, and is refused as a mistake.
+    pub managed_prefixes: Option<Vec<String>>,
 }
 
 /// What the schema check does with a reference source that has no index able to serve the recheck.

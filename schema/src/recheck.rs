@@ -105,11 +105,12 @@ pub(crate) fn statement(map: &ReferenceMap) -> String {
                 json_sources += 1;
                 format!("{column} @? ${}::jsonpath", json_sources + 1)
             }
+            SourceKind::Key(template) => template.condition("", "(SELECT storage_key FROM assets WHERE id = $1)"),
         };
         let key = record_key(&source.key_columns);
         tests.push(match source.kind {
             // `LIMIT 1` stops at the first referring row, as `EXISTS` would, and names it.
-            SourceKind::ForeignKey | SourceKind::Domain => {
+            SourceKind::ForeignKey | SourceKind::Domain | SourceKind::Key(_) => {
                 format!("(SELECT {key} FROM {table} WHERE {condition} LIMIT 1)")
             }
             // For `@>` and `@?` Postgres guesses hundreds of matching rows, so under a `LIMIT 1` it costs a

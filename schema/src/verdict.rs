@@ -49,7 +49,7 @@ pub async fn record(
     )
     .fetch_one(&mut *conn)
     .await?;
-    let outcome = match crate::check::check(conn, options).await {
+    let outcome = match crate::check::check(conn, options.clone()).await {
         Ok(map) => Ok(map),
         Err(SchemaCheckError::Refused(refusal)) => Err(refusal),
         Err(SchemaCheckError::Database(e)) => return Err(e),

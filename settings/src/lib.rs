@@ -67,7 +67,15 @@ pub struct Settings {
 /// How the schema check runs, as the functions and the CLI are configured.
 impl From<&Settings> for schema::CheckOptions {
     fn from(settings: &Settings) -> Self {
-        schema::CheckOptions { sample_rows: settings.schema_sample_rows, unindexed: settings.unindexed_sources }
+        schema::CheckOptions {
+            sample_rows: settings.schema_sample_rows,
+            unindexed: settings.unindexed_sources,
+            managed_prefixes: settings
+                .reconcile
+                .layout
+                .as_ref()
+                .map(|layout| layout.prefixes().into_iter().map(str::to_owned).collect()),
+        }
     }
 }
 
@@ -377,7 +385,7 @@ impl Settings {
             reader.invalid("ABANDON_AFTER", "must not be shorter than GRACE: an upload in flight is never abandoned");
         }
         let s3_delete_timeout = reader.duration_between("S3_DELETE_TIMEOUT", secs(5), secs(1)..=secs(60));
-        let schema::CheckOptions { sample_rows: schema_sample_rows, unindexed: unindexed_sources } =
+        let schema::CheckOptions { sample_rows: schema_sample_rows, unindexed: unindexed_sources, .. } =
             reader.schema_check();
         let schema_verdict_max_age = reader.duration_between("SCHEMA_VERDICT_MAX_AGE", hours(1), secs(60)..=hours(24));
         let schema_quiet_period = reader.schema_quiet_period();
@@ -557,7 +565,7 @@ impl Reader<'_> {
                 UnindexedSources::Refuse
             }
         };
-        schema::CheckOptions { sample_rows, unindexed }
+        schema::CheckOptions { sample_rows, unindexed, managed_prefixes: None }
     }
 
     fn flag(&mut self, name: &'static str, default: bool) -> bool {

@@ -1,5 +1,5 @@
 //! Adoption against LocalStack S3 and a real database, driven by the real sweep and the real consumer: bytes no
-//! row knows, under a prefix an operator approved, become `pending` assets the consumer removes; nothing is
+//! row knows, under a prefix an operator approved, become `pending` assets the consumer retires, then purges; nothing is
 //! adopted before the approval or under a prefix another writer shares; an orphan a record names by key (a URL in
 //! a text column, a path in a JSON document) is kept and reported; an unnamed one waits while the key scan has not
 //! covered the schema; an upload racing the adoption keeps its bytes.
@@ -37,7 +37,7 @@ async fn pass(ctx: &TestContext, prefixes: &str, folder: &str) -> SweepReport {
 
 /// What an operator's `asset-sweeper approve --prefix` records after reading the newest report (the CLI's own test
 /// runs the command): as many adoptable keys as that report found there.
-async fn approve(ctx: &TestContext, prefix: &str) {
+pub(crate) async fn approve(ctx: &TestContext, prefix: &str) {
     let approved = sqlx::query(
         "UPDATE reconcile_prefixes
             SET approved_at = now(), approved_by = 'test', reason = 'read', approved_until = now() + interval '1 day',
@@ -167,16 +167,30 @@ async fn orphans_of_an_approved_prefix_are_adopted_and_removed_unless_a_record_n
         assert!(object_exists(&ctx.s3, &ctx.bucket, k).await, "{k} waits");
     }
 
-    // The next pass's census covers `posts` again: the unnamed orphan goes through the consumer's delete.
+    // The next pass's census covers `posts` again: the unnamed orphan is retired first, its bytes in place (still
+    // served, restorable), never deleted outright.
     sqlx::query("UPDATE assets SET due_at = now() WHERE id = $1")
         .bind(unnamed_id)
         .execute(ctx.pool())
         .await
         .expect("due");
+    let retiring = pass(&ctx, &prefixes, &folder).await;
+    assert_eq!(retiring.enqueued, 1, "{retiring:?}");
+    settle_queue(&ctx).await;
+    assert_eq!(actions(&ctx, unnamed_id).await, vec!["adopted", "defer", "retire"]);
+    assert_eq!(state(&ctx, unnamed_id).await.as_deref(), Some("retired"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &unnamed).await, "retired adopted bytes stay in place");
+
+    // Its retention over and nothing naming it meanwhile, the purge removes it.
+    sqlx::query("UPDATE assets SET purge_after = now() - interval '1 second', due_at = now() WHERE id = $1")
+        .bind(unnamed_id)
+        .execute(ctx.pool())
+        .await
+        .expect("retention over");
     let removed = pass(&ctx, &prefixes, &folder).await;
     assert_eq!(removed.enqueued, 1, "{removed:?}");
     settle_queue(&ctx).await;
-    assert_eq!(actions(&ctx, unnamed_id).await, vec!["adopted", "defer", "delete"]);
+    assert_eq!(actions(&ctx, unnamed_id).await, vec!["adopted", "defer", "retire", "purge"]);
     assert!(!object_exists(&ctx.s3, &ctx.bucket, &unnamed).await, "the unnamed orphan's bytes are gone");
     assert!(state(&ctx, unnamed_id).await.is_none());
     for k in [&in_text, &in_json, &young, &known, &outside, &shared_orphan, &another_writers] {
@@ -284,8 +298,8 @@ async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
     let settling = pass(&ctx, &prefix, &folder).await;
     assert_eq!((settling.adopted_due, settling.enqueued), (1, 1), "{settling:?}");
     settle_queue(&ctx).await;
-    assert_eq!(actions(&ctx, adopted_id).await, vec!["adopted", "delete"]);
-    assert!(state(&ctx, adopted_id).await.is_none());
+    assert_eq!(actions(&ctx, adopted_id).await, vec!["adopted", "retire"]);
+    assert_eq!(state(&ctx, adopted_id).await.as_deref(), Some("retired"));
     assert_eq!(state(&ctx, reuser).await.as_deref(), Some("attached"));
     assert_eq!(state(&ctx, upload_id).await.as_deref(), Some("pending"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &reused).await, "the reusing asset keeps working bytes");
@@ -557,8 +571,8 @@ async fn the_exclusion_a_refusal_offers_leaves_the_files_its_column_names_by_key
         (Some("named"), Some("public.activity.line")),
         "{kept}"
     );
-    assert!(!object_exists(&ctx.s3, &ctx.bucket, &unnamed).await, "the unnamed one is removed");
-    assert_eq!(actions(&ctx, unnamed_id).await.last().map(String::as_str), Some("delete"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &unnamed).await, "the unnamed one is retired, its bytes in place");
+    assert_eq!(actions(&ctx, unnamed_id).await.last().map(String::as_str), Some("retire"));
     let names: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM named_keys n JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
           WHERE c.table_name = 'activity' AND c.reads = 'keys'",

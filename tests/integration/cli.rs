@@ -326,10 +326,10 @@ async fn plan_and_explain_judge_an_adopted_upload_read_only_and_say_what_a_settl
     assert_eq!(code, Some(0), "{plan}");
     let assets = plan["assets"].as_array().expect("assets");
     assert_eq!(assets.len(), 1, "only the due asset: {plan}");
-    assert_eq!((&assets[0]["asset_id"], &assets[0]["decision"]), (&json!(adopted.to_string()), &json!("delete")));
+    assert_eq!((&assets[0]["asset_id"], &assets[0]["decision"]), (&json!(adopted.to_string()), &json!("retire")));
 
     let (code, explained) = json_with_code(&run(&url, Some(&ctx), &["explain", &adopted.to_string(), "--json"]));
-    assert_eq!((code, &explained["would"]), (Some(0), &json!("delete")), "{explained}");
+    assert_eq!((code, &explained["would"]), (Some(0), &json!("retire")), "{explained}");
     let (code, explained) = json_with_code(&run(&url, Some(&ctx), &["explain", &later.to_string(), "--json"]));
     assert_eq!((code, &explained["would"]), (Some(0), &json!("nothing: not due")), "{explained}");
     let text = stdout(&run(&url, Some(&ctx), &["explain", &later.to_string()]));

@@ -3,7 +3,7 @@
 //! adopted the product: two nothing names, one a page names by URL) and a product image deleted behind its row's
 //! back. An inventory report of the asset bucket is written as S3 writes one; an operator's reconciliation of it
 //! adopts nothing (the bucket is a prefix no one has approved yet) and is approved; the deployed sweep then reads a
-//! newer report, adopts the orphans and claims them with the catalog, and the consumer removes the two no record
+//! newer report, adopts the orphans and claims them with the catalog, and the consumer retires the two no record
 //! names.
 
 use std::io::Write as _;
@@ -42,7 +42,7 @@ pub fn parameters(stack: &str) -> Vec<(String, String)> {
 pub struct Planted {
     /// The workspace whose folder holds the orphans.
     pub workspace: Uuid,
-    /// Orphans no record names: adopted, then removed.
+    /// Orphans no record names: adopted, then retired (bytes in place until their purge).
     pub unnamed: Vec<String>,
     /// An orphan a page names by URL: adopted, kept, reported.
     pub named: String,
@@ -324,7 +324,7 @@ impl Outcome {
         }
         for o in &self.orphans {
             let (action, bytes, column) =
-                if o.named { ("defer", true, Some("public.pages.body")) } else { ("delete", false, None) };
+                if o.named { ("defer", true, Some("public.pages.body")) } else { ("retire", true, None) };
             if o.asset.is_none()
                 || o.action.as_deref() != Some(action)
                 || o.bytes_present != bytes
@@ -337,7 +337,7 @@ impl Outcome {
                     o.action,
                     o.named_by,
                     o.bytes_present,
-                    if o.named { " (kept: a page names it)" } else { " (removed)" }
+                    if o.named { " (kept: a page names it)" } else { " (retired: bytes in place until its purge)" }
                 ));
             }
         }
@@ -368,10 +368,15 @@ impl std::fmt::Display for Outcome {
             }
         )?;
         for o in &self.orphans {
-            let what = match (o.bytes_present, &o.named_by) {
-                (false, _) => "adopted, then deleted by the consumer: nothing named it".to_owned(),
-                (true, Some(column)) => format!("adopted and kept: named by {column} but without an asset row"),
-                (true, None) => "adopted, still waiting".to_owned(),
+            let what = match (o.bytes_present, &o.named_by, o.action.as_deref()) {
+                (false, _, _) => "adopted, then removed by the consumer: nothing named it".to_owned(),
+                (true, Some(column), _) => format!("adopted and kept: named by {column} but without an asset row"),
+                (true, None, Some("retire")) => {
+                    "adopted, then retired by the consumer: nothing named it; bytes in place, restorable until its \
+                     purge"
+                        .to_owned()
+                }
+                (true, None, _) => "adopted, still waiting".to_owned(),
             };
             writeln!(f, "  {}  {what}", o.key)?;
         }
@@ -399,7 +404,7 @@ pub async fn wait_until_settled(
             "SELECT count(*) FROM asset_sweeper.adopted_assets d
               WHERE d.storage_key = ANY ($1)
                 AND EXISTS (SELECT 1 FROM asset_sweeper.settlement_events e
-                             WHERE e.asset_id = d.asset_id AND e.action IN ('delete', 'defer', 'keep', 'failed'))",
+                             WHERE e.asset_id = d.asset_id AND e.action IN ('retire', 'delete', 'defer', 'keep', 'failed'))",
         )
         .bind(&keys)
         .fetch_one(pool)

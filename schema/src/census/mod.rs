@@ -27,6 +27,7 @@
 mod advance;
 pub(crate) mod ids;
 mod named;
+mod relative;
 mod scan;
 pub mod unread;
 

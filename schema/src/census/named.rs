@@ -16,6 +16,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use unicode_normalization::UnicodeNormalization;
 
+use super::relative::{self, Filter};
 use super::scan::{Group, Rows};
 use platform::keys::KeyLayout;
 use platform::sql::quote_ident;
@@ -99,6 +100,9 @@ pub(super) struct KeyScan<'a> {
 struct Adopted {
     /// Sorted bytewise; `None` when every span is kept: too many to hold, or an adoption was being written.
     keys: Option<Vec<String>>,
+    /// Their file names, for the names relative to a root; `None` (with `keys`) when every such name is asked of
+    /// the database.
+    names: Option<Filter>,
     /// When they were read: a scan that begins after this is dated from it (its proof covers the adoptions before
     /// its start, and a later adoption's key is not among these).
     since: Instant,
@@ -127,7 +131,7 @@ impl<'a> KeyScan<'a> {
         if let Err(e) = locked {
             return if matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03")) {
                 tx.rollback().await?;
-                Ok(Adopted { keys: None, since })
+                Ok(Adopted { keys: None, names: None, since })
             } else {
                 Err(e)
             };
@@ -142,7 +146,45 @@ impl<'a> KeyScan<'a> {
             keys.sort_unstable();
             keys
         });
-        Ok(Adopted { keys, since })
+        let names = keys.as_ref().map(|keys| Filter::new(keys));
+        Ok(Adopted { keys, names, since })
+    }
+
+    /// The adopted keys as this pass read them (at its first batch that asks).
+    async fn adopted(&self, conn: &mut PgConnection) -> Result<&Adopted, sqlx::Error> {
+        if self.adopted.get().is_none() {
+            let adopted = Self::load(&mut *conn).await?;
+            // One task runs the census: nothing else sets it meanwhile.
+            let _ = self.adopted.set(adopted);
+        }
+        Ok(self.adopted.get().expect("set above"))
+    }
+
+    /// Whether names relative to a root are looked for in this pass: unless no key was adopted when it read them.
+    pub(super) async fn reads_relative(&self, conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+        Ok(self.adopted(conn).await?.names.as_ref().is_none_or(|names| !names.is_empty()))
+    }
+
+    /// Adds to `named` the names relative to a root that `value` (of the column `attnum`) could give an adopted key
+    /// ([`relative::candidates`]), passing over those whose file name no adopted key has. Call only after
+    /// [`Self::reads_relative`] said yes.
+    pub(super) fn relative_in(&self, value: &str, json: bool, attnum: i16, named: &mut HashSet<(String, i16)>) {
+        let names = self.adopted.get().and_then(|a| a.names.as_ref());
+        for name in relative::candidates(value, json) {
+            if names.is_none_or(|names| names.may_name(&name)) {
+                named.insert((name, attnum));
+            }
+        }
+    }
+
+    /// Notes each adopted key one of `named` gives relative to a root, with its column ([`relative::note`]).
+    pub(super) async fn note_relative(
+        &self,
+        conn: &mut PgConnection,
+        relid: sqlx::postgres::types::Oid,
+        named: HashSet<(String, i16)>,
+    ) -> Result<u64, sqlx::Error> {
+        relative::note(conn, relid, named).await
     }
 
     /// Keeps each (span, column) pair of the table `relid` that names an adopted key, as seen now. Answers how many.
@@ -155,12 +197,7 @@ impl<'a> KeyScan<'a> {
         if named.is_empty() {
             return Ok(0);
         }
-        if self.adopted.get().is_none() {
-            let adopted = Self::load(&mut *conn).await?;
-            // One task runs the census: nothing else sets it meanwhile.
-            let _ = self.adopted.set(adopted);
-        }
-        let held = self.adopted.get().and_then(|a| a.keys.as_deref());
+        let held = self.adopted(&mut *conn).await?.keys.as_deref();
         let keeps = |span: &str| held.is_none_or(|keys| names_any(keys, span.as_bytes()));
         let (keys, attnums): (Vec<String>, Vec<i16>) = named.into_iter().filter(|(span, _)| keeps(span)).unzip();
         if keys.is_empty() {
@@ -209,25 +246,34 @@ pub(super) async fn scan(
     keys: &KeyScan<'_>,
 ) -> Result<u64, sqlx::Error> {
     let Some(sql) = statement(group) else { return Ok(0) };
+    let relative = keys.reads_relative(&mut *conn).await?;
     let (from, to) = rows.bounds();
     let values: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
         .bind(from)
         .bind(to)
         .bind(prefilter(keys.layout))
+        .bind(relative)
         .persistent(false)
         .fetch_all(&mut *conn)
         .await?;
     let mut named: HashSet<(String, i16)> = HashSet::new();
+    let mut relatives: HashSet<(String, i16)> = HashSet::new();
     for (attnum, value) in values {
         named.extend(keys.layout.spans_in(&value).into_iter().map(|span| (span, attnum)));
+        if relative {
+            let json = group.columns.iter().any(|c| c.attnum == attnum && c.family == "json");
+            keys.relative_in(&value, json, attnum, &mut relatives);
+        }
     }
-    keys.note(conn, group.relid, named).await
+    let noted = keys.note(&mut *conn, group.relid, named).await?;
+    Ok(noted + keys.note_relative(conn, group.relid, relatives).await?)
 }
 
 /// The key scan's statement over `group`'s text and JSON columns the id search does not fetch whole (arrays,
 /// declared documents): `$1` and `$2` are the block range (`ctid`s), `$3` every spelling of the managed prefixes
-/// ([`prefilter`]); each row is a column's attribute number and one value holding a prefix. `None` when the group
-/// has none. A pure function of the group, so its text can be
+/// ([`prefilter`]), `$4` whether names relative to a root are read (then a value no longer than a key passes too,
+/// since it may be one); each row is a column's attribute number and one value holding a prefix. `None` when the
+/// group has none. A pure function of the group, so its text can be
 /// read in a test.
 fn statement(group: &Group) -> Option<String> {
     // A scalar written out whole is read for keys where the id search fetched it.
@@ -254,7 +300,8 @@ fn statement(group: &Group) -> Option<String> {
     let sql = format!(
         "WITH r AS MATERIALIZED (SELECT {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid)
          SELECT x.a, x.v FROM ({}) x
-          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)",
+          WHERE x.v IS NOT NULL
+            AND (($4 AND octet_length(x.v) <= 1024) OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0))",
         selected.join(", "),
         group.heap,
         texts.into_iter().map(|(_, s)| s).collect::<Vec<_>>().join(" UNION ALL "),
@@ -360,7 +407,8 @@ mod tests {
             r#"WITH r AS MATERIALIZED (SELECT "tags", "body" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid)"#,
             // Each value named by its column's attribute number; an array's elements one by one.
             r#"         SELECT x.a, x.v FROM (SELECT 4::int2 AS a, unnest(r."tags")::text AS v FROM r UNION ALL SELECT 6::int2 AS a, r."body"::text AS v FROM r) x"#,
-            r#"          WHERE x.v IS NOT NULL AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0)"#,
+            r#"          WHERE x.v IS NOT NULL"#,
+            r#"            AND (($4 AND octet_length(x.v) <= 1024) OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0))"#,
         ]
         .join("\n");
         assert_eq!(statement(&group).as_deref(), Some(expected.as_str()));

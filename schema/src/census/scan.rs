@@ -145,6 +145,11 @@ pub(super) async fn scan(
         query = query.bind(p);
     }
     let read = query.persistent(false).fetch_all(&mut *conn).await?;
+    let relative = match keys {
+        Some(keys) => keys.reads_relative(&mut *conn).await?,
+        None => false,
+    };
+    let mut relatives: HashSet<(String, i16)> = HashSet::new();
     // The values read as text are searched here, each in one pass ([`super::ids::ids_in`]); which of the ids they
     // spell are assets is one question for the whole batch.
     let mut named: Vec<(usize, Uuid, String)> = Vec::new();
@@ -164,6 +169,9 @@ pub(super) async fn scan(
                 let column = &group.columns[k];
                 if let Some(scan) = keys.filter(|_| column.keys_read_with_ids()) {
                     spans.extend(scan.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)));
+                    if relative {
+                        scan.relative_in(&text, column.family == "json", column.attnum, &mut relatives);
+                    }
                 }
                 // A column excluded for ids is fetched for its keys alone.
                 if !column.ids_read() {
@@ -178,6 +186,7 @@ pub(super) async fn scan(
     }
     if let Some(keys) = keys {
         keys.note(&mut *conn, group.relid, spans).await?;
+        keys.note_relative(&mut *conn, group.relid, relatives).await?;
     }
     named.retain(|(k, _, _)| group.columns[*k].ids_read());
     if !candidates.is_empty() {
