@@ -142,8 +142,7 @@ impl KeyTemplate {
             Some(column) => format!("CREATE INDEX CONCURRENTLY ON {table} ({});", quote_ident(column)),
             None => {
                 let expression = self.expression("");
-                let wrapped =
-                    if expression.starts_with('(') { expression } else { format!("({expression})") };
+                let wrapped = if expression.starts_with('(') { expression } else { format!("({expression})") };
                 format!("CREATE INDEX CONCURRENTLY ON {table} ({wrapped});")
             }
         }
@@ -180,7 +179,10 @@ mod tests {
             django.condition("t.", "$k"),
             r#"t."file" = substr($k, length('media/') + 1) AND starts_with($k, 'media/')"#
         );
-        assert_eq!(django.create_index(r#""public"."gallery_image""#), r#"CREATE INDEX CONCURRENTLY ON "public"."gallery_image" ("file");"#);
+        assert_eq!(
+            django.create_index(r#""public"."gallery_image""#),
+            r#"CREATE INDEX CONCURRENTLY ON "public"."gallery_image" ("file");"#
+        );
         let rails = template("{key}", &[("key", "character varying")]);
         assert_eq!(rails.root(), "");
         assert!(rails.condition("", "$k").starts_with(r#""key" = substr($k, length('') + 1)"#));

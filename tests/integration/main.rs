@@ -31,3 +31,4 @@ mod settings;
 mod shapes;
 mod soak;
 mod sweep;
+mod zoo;
