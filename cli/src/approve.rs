@@ -43,6 +43,11 @@ pub(crate) struct Args {
     /// Print what would be approved, and record nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Approve a prefix whose unknown keys are mostly named by no key source and no key while a column names them
+    /// relative to a root — which `approve --prefix` otherwise refuses, naming the key source to declare. Recorded
+    /// with the approval: for a person who read that and decided the column names something else.
+    #[arg(long, requires = "prefix")]
+    despite_unnamed: bool,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
@@ -56,7 +61,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         return crate::retention::approve(&pool, &settings, approval).await;
     }
     if let Some(prefix) = &args.prefix {
-        return prefix_approval(prefix, by, reason, args.hours, args.dry_run).await;
+        let approval =
+            PrefixApproval { by, reason, hours: args.hours, dry_run: args.dry_run, despite: args.despite_unnamed };
+        return prefix_approval(prefix, approval).await;
     }
     let workspace = args.workspace.unwrap_or_default();
     let workspace: Uuid = workspace.parse().with_context(|| format!("{workspace:?} is not a workspace id (a uuid)"))?;
@@ -79,6 +86,23 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     if due.due_assets > SAMPLE {
         let _ = write!(plan, "\n  … and {} more", due.due_assets - SAMPLE);
     }
+    let adopted = brake::adopted_naming(&mut tx, workspace).await?;
+    if adopted.due > 0 {
+        let _ = write!(
+            plan,
+            "\n  of them adopted (bytes no row knew): {}: {} named by a record by key and {} only relative to a root \
+             (both held, not retired), {} by nothing the census read (retired, bytes in place, then purged after \
+             RETENTION)",
+            adopted.due, adopted.by_key, adopted.relative, adopted.unnamed
+        );
+        for (how, key, column) in &adopted.examples {
+            let _ = write!(
+                plan,
+                "\n    {how:<8} {key}{}",
+                column.as_deref().map(|c| format!("  <- {c}")).unwrap_or_default()
+            );
+        }
+    }
     let covers = format!(
         "while at most {} asset(s) and {} bytes are due (APPROVAL_TOLERANCE_PERCENT {})",
         tolerance.ceiling(assets),
@@ -92,6 +116,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "due_assets": due.due_assets,
         "due_bytes": due.due_bytes,
         "sample": candidates,
+        "adopted": adopted,
         "dry_run": args.dry_run,
     });
     if args.dry_run {
@@ -136,7 +161,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
 /// Approves adoption under `prefix`, a managed prefix of the layout configured now (the layout the operator's dry
 /// run read with; a reconciliation with another layout meets the prefix anew), for as many adoptable keys as the
 /// newest recorded reconciliation found there: the figure it prints and records.
-async fn prefix_approval(prefix: &str, by: &str, reason: &str, hours: u32, dry_run: bool) -> anyhow::Result<Output> {
+struct PrefixApproval<'a> {
+    by: &'a str,
+    reason: &'a str,
+    hours: u32,
+    dry_run: bool,
+    /// `--despite-unnamed`.
+    despite: bool,
+}
+
+async fn prefix_approval(prefix: &str, approval: PrefixApproval<'_>) -> anyhow::Result<Output> {
+    let PrefixApproval { by, reason, hours, dry_run, despite } = approval;
     let (settings, pool, _) = connect::everything().await?;
     let layout = settings.reconcile.layout.as_ref().context(
         "nothing to approve: set RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN as the sweep has them (docs/operating.md)",
@@ -158,7 +193,8 @@ async fn prefix_approval(prefix: &str, by: &str, reason: &str, hours: u32, dry_r
                   coalesce(sum((u->>'bytes')::bigint), 0)::bigint AS "bytes!",
                   ARRAY(SELECT k FROM jsonb_array_elements(l.findings->'unknown') s,
                                       jsonb_array_elements_text(s->'sample') k
-                         WHERE s->>'prefix' = $1 ORDER BY k LIMIT 10) AS "sample!"
+                         WHERE s->>'prefix' = $1 ORDER BY k LIMIT 10) AS "sample!",
+                  l.findings->'naming' AS naming
              FROM reconcile_listings l
              LEFT JOIN LATERAL jsonb_array_elements(l.findings->'unknown') u ON u->>'prefix' = $1
             WHERE l.id = (SELECT id FROM reconcile_listings WHERE compared_at IS NOT NULL
@@ -184,6 +220,20 @@ async fn prefix_approval(prefix: &str, by: &str, reason: &str, hours: u32, dry_r
     for key in &found.sample {
         let _ = write!(plan, "\n  {key}");
     }
+    // What records name of them: the approval is read, and refused, on these figures (no approval is blind).
+    let naming: Option<schema::naming::Naming> = found.naming.clone().and_then(|n| serde_json::from_value(n).ok());
+    let figures = naming.as_ref().and_then(|n| n.prefix(stored)).cloned();
+    if let Some(naming) = &naming {
+        let this = schema::naming::Naming {
+            prefixes: figures.iter().cloned().collect(),
+            suggestions: naming.suggestions.iter().filter(|s| s.prefix == stored).cloned().collect(),
+            ..naming.clone()
+        };
+        for line in this.lines() {
+            let _ = write!(plan, "\n{line}");
+        }
+    }
+    let refusal = naming.as_ref().and_then(|n| n.refusal(stored));
     let covers = format!(
         "as long as no report finds more than {} such key(s) there, or more than that over the report before it \
          (APPROVAL_TOLERANCE_PERCENT {})",
@@ -199,8 +249,26 @@ async fn prefix_approval(prefix: &str, by: &str, reason: &str, hours: u32, dry_r
         "young_keys": found.young,
         "unknown_bytes": found.bytes,
         "sample": found.sample,
+        "naming": figures,
+        "refused": refusal,
+        "despite_unnamed": despite,
         "dry_run": dry_run,
     });
+    if let Some(refusal) = refusal.as_ref().filter(|_| !despite) {
+        tx.rollback().await?;
+        let refused = format!(
+            "{plan}\nREFUSED: {refusal}\n(Having read this and decided that column names something else, approve \
+             with --despite-unnamed: the override is recorded.)"
+        );
+        if dry_run {
+            return Ok(Output {
+                text: refused,
+                json,
+                attention: vec![format!("an approval of {prefix:?} would be refused")],
+            });
+        }
+        bail!("{refused}");
+    }
     if dry_run {
         tx.rollback().await?;
         return Ok(Output {
@@ -214,12 +282,15 @@ async fn prefix_approval(prefix: &str, by: &str, reason: &str, hours: u32, dry_r
     }
     let approved = sqlx::query!(
         r#"INSERT INTO reconcile_prefixes AS r (prefix, layout, approved_at, approved_by, reason, approved_until,
-                                                approved_keys, approved_bytes, withdrawn)
-           VALUES ($1, $2, now(), $3, $4, now() + $5 * interval '1 hour', $6, $7, NULL)
+                                                approved_keys, approved_bytes, withdrawn, approved_naming,
+                                                approved_despite_unnamed)
+           VALUES ($1, $2, now(), $3, $4, now() + $5 * interval '1 hour', $6, $7, NULL, $8, $9)
            ON CONFLICT (prefix) DO UPDATE
               SET layout = EXCLUDED.layout, approved_at = now(), approved_by = EXCLUDED.approved_by,
                   reason = EXCLUDED.reason, approved_until = EXCLUDED.approved_until,
                   approved_keys = EXCLUDED.approved_keys, approved_bytes = EXCLUDED.approved_bytes, withdrawn = NULL,
+                  approved_naming = EXCLUDED.approved_naming,
+                  approved_despite_unnamed = EXCLUDED.approved_despite_unnamed,
                   first_seen_at = CASE WHEN r.layout = EXCLUDED.layout THEN r.first_seen_at ELSE now() END
            RETURNING to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
         stored,
@@ -229,6 +300,8 @@ async fn prefix_approval(prefix: &str, by: &str, reason: &str, hours: u32, dry_r
         f64::from(hours),
         found.adoptable,
         found.bytes,
+        json["naming"].clone(),
+        despite && refusal.is_some(),
     )
     .fetch_one(&mut *tx)
     .await?;

@@ -79,6 +79,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         attention.push(format!("{} asset(s) have lost their bytes", findings.lost.len()));
     }
     for prefix in &findings.awaiting_approval {
+        if let Some(refusal) = findings.naming.as_ref().and_then(|n| n.refusal(prefix)) {
+            attention.push(format!("an approval of {} would be refused: {refusal}", shown(prefix)));
+            continue;
+        }
         attention.push(format!(
             "{} holds bytes no row knows and adopts nothing until approved: read this report, then \
              `asset-sweeper approve --prefix {:?} --by … --reason …`",
@@ -154,6 +158,11 @@ fn render(findings: &Findings, read_from: &str, layout: &platform::keys::KeyLayo
         );
         for key in &o.sample {
             let _ = writeln!(text, "    {key}");
+        }
+    }
+    if let Some(naming) = &findings.naming {
+        for line in naming.lines() {
+            let _ = writeln!(text, "{line}");
         }
     }
     let (adopted, adopted_bytes) = findings.adopted_totals();

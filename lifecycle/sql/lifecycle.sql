@@ -100,6 +100,18 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_due(a asset_sweeper.asset
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN a.due_at IS NOT NULL AND a.state <> 'failed' AND a.due_at <= now();
 
+-- A workspace's adoption, as the brake weighs it: its adopted assets due now, and whether one adopted asset of it was
+-- ever retired, deleted or purged. Until one was, an adoption is a first one, held by the brake whatever its size.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_adoption_of(ws uuid, OUT adopted_due bigint,
+                                                                   OUT adopted_removed_before boolean)
+    LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT (SELECT count(*) FROM asset_sweeper.adopted_assets d JOIN asset_sweeper.assets a ON a.id = d.asset_id
+             WHERE d.workspace_id = ws AND asset_sweeper.asset_sweeper_due(a)),
+           EXISTS (SELECT 1 FROM asset_sweeper.adopted_assets d
+                     JOIN asset_sweeper.settlement_events e ON e.asset_id = d.asset_id
+                    WHERE d.workspace_id = ws AND e.action IN ('retire', 'delete', 'purge'))
+$$;
+
 -- Claimable: due, and no pass holds a live lease on it.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_claimable(a asset_sweeper.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE

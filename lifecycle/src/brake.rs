@@ -38,6 +38,13 @@ pub struct WorkspaceDue {
     pub live_assets: i64,
     /// Their bytes.
     pub live_bytes: i64,
+    /// Of its due assets, those reconciliation adopted (bytes no row knew).
+    #[serde(default)]
+    pub adopted_due: i64,
+    /// Whether an adopted asset of the workspace was ever retired, deleted or purged: until one was, its adoption is
+    /// a first one, which the brake holds whatever its size.
+    #[serde(default)]
+    pub adopted_removed_before: bool,
 }
 
 /// An operator's unexpired release of a workspace.
@@ -84,12 +91,14 @@ pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Er
               GROUP BY a.workspace_id
          )
          SELECT d.workspace_id AS "workspace_id: WorkspaceId", d.due_assets AS "due_assets!",
-                d.due_bytes AS "due_bytes!", l.live_assets AS "live_assets!", l.live_bytes AS "live_bytes!"
+                d.due_bytes AS "due_bytes!", l.live_assets AS "live_assets!", l.live_bytes AS "live_bytes!",
+                f.adopted_due AS "adopted_due!", f.adopted_removed_before AS "adopted_removed_before!"
            FROM due d
           CROSS JOIN LATERAL (
                 SELECT count(*) AS live_assets, coalesce(sum(byte_size), 0)::bigint AS live_bytes
                   FROM assets WHERE workspace_id = d.workspace_id
           ) l
+          CROSS JOIN LATERAL asset_sweeper_adoption_of(d.workspace_id) f
           ORDER BY d.oldest NULLS LAST, d.workspace_id"#,
     )
     .fetch_all(pool)
@@ -103,7 +112,9 @@ pub async fn due_of(conn: &mut sqlx::PgConnection, workspace: Uuid) -> Result<Wo
         r#"SELECT $1::uuid AS "workspace_id!: WorkspaceId",
                   count(*) FILTER (WHERE asset_sweeper_due(a)) AS "due_assets!",
                   coalesce(sum(a.byte_size) FILTER (WHERE asset_sweeper_due(a)), 0)::bigint AS "due_bytes!",
-                  count(*) AS "live_assets!", coalesce(sum(a.byte_size), 0)::bigint AS "live_bytes!"
+                  count(*) AS "live_assets!", coalesce(sum(a.byte_size), 0)::bigint AS "live_bytes!",
+                  (SELECT adopted_due FROM asset_sweeper_adoption_of($1)) AS "adopted_due!",
+                  (SELECT adopted_removed_before FROM asset_sweeper_adoption_of($1)) AS "adopted_removed_before!"
              FROM assets a WHERE a.workspace_id = $1"#,
         workspace,
     )
@@ -139,6 +150,55 @@ pub async fn candidates(
     .await
 }
 
+/// What records name of a workspace's due adopted assets, as the census's key scan read them: the figures a
+/// person approves a (first) adoption's brake on.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AdoptedNaming {
+    /// Adopted assets due.
+    pub due: i64,
+    /// Of them, named by a record by key (held, not retired).
+    pub by_key: i64,
+    /// Named only relative to a root (held, not retired: declare the key source that names them).
+    pub relative: i64,
+    /// Named by nothing the census read: they will be retired (bytes in place, restorable), then purged.
+    pub unnamed: i64,
+    /// The first few of each: (how, key, `schema.table.column` or nothing).
+    pub examples: Vec<(String, String, Option<String>)>,
+}
+
+/// What records name of `workspace`'s due adopted assets ([`AdoptedNaming`]).
+pub async fn adopted_naming(conn: &mut sqlx::PgConnection, workspace: Uuid) -> Result<AdoptedNaming, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT d.storage_key AS "key!",
+                  CASE WHEN bool_or(NOT n.relative) THEN 'key' WHEN bool_or(n.relative) THEN 'relative'
+                       ELSE 'unnamed' END AS "how!",
+                  min(asset_sweeper_column_name(c)) AS column
+             FROM adopted_assets d
+             JOIN assets a ON a.id = d.asset_id AND asset_sweeper_due(a)
+             LEFT JOIN named_keys n ON asset_sweeper_names_key(n.storage_key, d.storage_key)
+             LEFT JOIN census_columns c ON c.relid = n.relid AND c.attnum = n.attnum
+            WHERE d.workspace_id = $1
+            GROUP BY d.storage_key
+            ORDER BY 2, 1"#,
+        workspace,
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut naming = AdoptedNaming { due: rows.len() as i64, ..AdoptedNaming::default() };
+    for row in rows {
+        let shown = naming.examples.iter().filter(|(how, _, _)| *how == row.how).count();
+        match row.how.as_str() {
+            "key" => naming.by_key += 1,
+            "relative" => naming.relative += 1,
+            _ => naming.unnamed += 1,
+        }
+        if shown < 3 {
+            naming.examples.push((row.how, row.key, row.column));
+        }
+    }
+    Ok(naming)
+}
+
 /// The newest unexpired approval of each of `workspaces` that has one.
 pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<WorkspaceId, Approval>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -157,6 +217,15 @@ pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<Wor
 
 /// Why the brake trips for `due`, or `None` when the workspace may proceed.
 pub fn verdict(due: &WorkspaceDue, limits: &BrakeSettings) -> Option<String> {
+    // A first adoption rests on what the census and the key sources say names the files, nothing the application
+    // ever told: a person reads its plan (what records name of them) before any of it is retired.
+    if due.adopted_due > 0 && !due.adopted_removed_before {
+        return Some(format!(
+            "first adoption: {} adopted asset(s) due and none adopted in this workspace was removed before; read the \
+             plan (what records name of them) and approve",
+            due.adopted_due
+        ));
+    }
     let (due_assets, due_bytes) = (count(due.due_assets), count(due.due_bytes));
     let (live_assets, live_bytes) = (count(due.live_assets), count(due.live_bytes));
     if due_assets > limits.max_assets {
@@ -249,7 +318,24 @@ mod tests {
         BrakeSettings { max_share_percent: 25, share_min_assets: 100, max_assets: 50_000, max_bytes: 1 << 40 };
 
     fn due(due_assets: i64, live_assets: i64, due_bytes: i64, live_bytes: i64) -> WorkspaceDue {
-        WorkspaceDue { workspace_id: WorkspaceId(Uuid::nil()), due_assets, due_bytes, live_assets, live_bytes }
+        WorkspaceDue {
+            workspace_id: WorkspaceId(Uuid::nil()),
+            due_assets,
+            due_bytes,
+            live_assets,
+            live_bytes,
+            adopted_due: 0,
+            adopted_removed_before: false,
+        }
+    }
+
+    #[test]
+    fn a_first_adoption_is_braked_whatever_its_size_and_a_later_one_by_the_usual_rules() {
+        let first = WorkspaceDue { adopted_due: 2, ..due(2, 10_000, 20, 100_000) };
+        let tripped = verdict(&first, &LIMITS).expect("a first adoption");
+        assert!(tripped.starts_with("first adoption: 2 adopted asset(s) due"), "{tripped}");
+        let later = WorkspaceDue { adopted_removed_before: true, ..first };
+        assert_eq!(verdict(&later, &LIMITS), None);
     }
 
     /// Approval `id`, by ops, granted on `assets` due assets of `bytes` bytes.

@@ -28,3 +28,12 @@ CREATE TABLE asset_key_sources (
     created_at   timestamptz NOT NULL DEFAULT now(),
     UNIQUE (table_schema, table_name, template)
 );
+
+-- An adoption approval records what records named of the keys it lets be adopted (the probe's figures the person
+-- read, `schema::naming`), and whether it was given despite most of them being named by no key source and no key
+-- while a column names them relative to a root: an explicit override, recorded.
+ALTER TABLE reconcile_prefixes ADD COLUMN approved_naming jsonb,
+                               ADD COLUMN approved_despite_unnamed boolean NOT NULL DEFAULT false;
+
+-- The brake asks per workspace whether its adoption is a first one.
+CREATE INDEX adopted_assets_workspace ON adopted_assets (workspace_id);

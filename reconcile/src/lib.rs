@@ -38,6 +38,7 @@ use lifecycle::adopted::AdoptedDue;
 use platform::audit::{AuditAction, Event};
 use platform::keys::KeyLayout;
 use platform::objects::{self, Found, StorageError};
+use platform::sql::quote_literal;
 use platform::step::Step;
 use platform::text_enum;
 use platform::{AssetId, WorkspaceId};
@@ -199,6 +200,10 @@ pub struct Findings {
     /// Approved prefixes whose adoptable keys jumped beyond their approval and the previous report: withdrawn.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub withdrawn: Vec<adopt::Withdrawn>,
+    /// What the application's records name of the keys no row knows, per prefix (by key source, by key, relative to
+    /// a root, nothing): what an approval is read and refused on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub naming: Option<schema::naming::Naming>,
 }
 
 impl Findings {
@@ -303,7 +308,23 @@ pub async fn compare(
     // A prefix another writer shares holds nothing of ours: its keys are reported as refused, not as unknown.
     let unknown: Vec<Unknown> =
         unknown.into_iter().filter(|u| !off_pattern.iter().any(|o| o.prefix == u.prefix)).collect();
-    let mut findings = Findings { keys: totals.keys, bytes: totals.bytes, unknown, off_pattern, ..Findings::default() };
+    // What records name of them, before any is adopted: read from the key sources and a sample of every text and
+    // JSON column (`schema::naming`).
+    let naming = if unknown.is_empty() {
+        None
+    } else {
+        let refused: Vec<String> = off_pattern.iter().map(|o| quote_literal(&o.prefix)).collect();
+        let keys = format!(
+            "SELECT k.storage_key, k.prefix FROM reconcile_keys k
+              WHERE k.listing_id = {} AND k.workspace_id IS NOT NULL AND k.prefix <> ALL (ARRAY[{}]::text[])
+                AND NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = k.storage_key)",
+            listing.id,
+            refused.join(", ")
+        );
+        Some(schema::naming::probe(&mut *conn, layout, &keys).await?)
+    };
+    let mut findings =
+        Findings { keys: totals.keys, bytes: totals.bytes, unknown, off_pattern, naming, ..Findings::default() };
     for (asset, found) in looked {
         match found {
             Ok(Found::Present) => findings.present.push(asset.asset_id),

@@ -15,6 +15,7 @@ pub mod derive;
 pub mod guards;
 pub mod key_sources;
 pub mod map;
+pub mod naming;
 pub mod recheck;
 pub mod verdict;
 

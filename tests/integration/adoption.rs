@@ -51,6 +51,28 @@ pub(crate) async fn approve(ctx: &TestContext, prefix: &str) {
     assert_eq!(approved.rows_affected(), 1, "a recorded reconciliation met {prefix:?}");
 }
 
+/// What an operator's `asset-sweeper approve WORKSPACE` records after reading the plan of a first adoption, which
+/// the brake holds whatever its size (the CLI's own test runs the command): the workspace's due figures now.
+pub(crate) async fn approve_brake(ctx: &TestContext, workspace: Uuid) {
+    sqlx::query(
+        "INSERT INTO brake_approvals (workspace_id, approved_by, reason, expires_at, due_assets, due_bytes)
+         SELECT $1, 'test', 'read the plan', now() + interval '1 day', count(*), coalesce(sum(byte_size), 0)
+           FROM assets a WHERE a.workspace_id = $1 AND asset_sweeper_due(a)",
+    )
+    .bind(workspace)
+    .execute(ctx.pool())
+    .await
+    .expect("approve the brake");
+}
+
+/// A pass that finds a first adoption due: the brake holds the workspace, whatever its size, until a person reads
+/// its plan and approves; then the next pass claims it.
+pub(crate) async fn through_first_adoption_brake(held: &SweepReport, workspace: Uuid) {
+    assert_eq!(held.enqueued, 0, "a first adoption waits for a person: {held:?}");
+    let braked = held.per_workspace.get(&platform::WorkspaceId(workspace)).and_then(|w| w.braked.clone());
+    assert!(braked.as_deref().is_some_and(|b| b.starts_with("first adoption")), "{held:?}");
+}
+
 /// The asset adoption wrote for `key`, if any.
 async fn adopted(ctx: &TestContext, key: &str) -> Option<Uuid> {
     sqlx::query_scalar("SELECT asset_id FROM adopted_assets WHERE storage_key = $1")
@@ -147,7 +169,11 @@ async fn orphans_of_an_approved_prefix_are_adopted_and_removed_unless_a_record_n
     // The next pass's census reads the text and JSON columns again, which makes them due; dated from
     // LastModified, their grace period is over.
     let scheduling = pass(&ctx, &prefixes, &folder).await;
-    assert_eq!((scheduling.adopted_due, scheduling.enqueued), (3, 3), "{scheduling:?}");
+    assert_eq!(scheduling.adopted_due, 3, "{scheduling:?}");
+    through_first_adoption_brake(&scheduling, ws).await;
+    approve_brake(&ctx, ws).await;
+    let claiming = pass(&ctx, &prefixes, &folder).await;
+    assert_eq!(claiming.enqueued, 3, "{claiming:?}");
     // Should the key scan of `posts` be undone before they settle (as for a column it has not covered yet), the
     // unnamed orphan waits; the named ones are kept, each naming its record.
     sqlx::query("UPDATE census_columns SET keys_proven_at = NULL WHERE table_name = 'posts'")
@@ -295,8 +321,12 @@ async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
     sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(reuser).execute(ctx.pool()).await.expect("product");
     age_objects(&ctx, &[&reused]).await;
     assert_eq!(report.enqueued, 0, "adopted bytes wait for the key scan");
+    let scheduling = pass(&ctx, &prefix, &folder).await;
+    assert_eq!(scheduling.adopted_due, 1, "{scheduling:?}");
+    through_first_adoption_brake(&scheduling, ws).await;
+    approve_brake(&ctx, ws).await;
     let settling = pass(&ctx, &prefix, &folder).await;
-    assert_eq!((settling.adopted_due, settling.enqueued), (1, 1), "{settling:?}");
+    assert_eq!(settling.enqueued, 1, "{settling:?}");
     settle_queue(&ctx).await;
     assert_eq!(actions(&ctx, adopted_id).await, vec!["adopted", "retire"]);
     assert_eq!(state(&ctx, adopted_id).await.as_deref(), Some("retired"));
@@ -503,7 +533,9 @@ async fn a_column_of_adopted_keys_refuses_nothing() {
             .expect("row");
     }
     let report = crate::pipeline::pass(&ctx, &[]).await;
-    assert_eq!(report.outcome, lifecycle::runs::RunOutcome::Ok, "{:?}", report.reason);
+    // Not refused: held only by the brake, as any first adoption is.
+    assert_eq!(report.outcome, lifecycle::runs::RunOutcome::Braked, "{:?}", report.reason);
+    through_first_adoption_brake(&report, ws).await;
 }
 
 /// The refusal's own advice, followed as an operator would: a text column holding many asset ids that is no source (a
@@ -562,6 +594,9 @@ async fn the_exclusion_a_refusal_offers_leaves_the_files_its_column_names_by_key
         (adopted(&ctx, &named).await.expect("adopted"), adopted(&ctx, &unnamed).await.expect("adopted"));
     let scheduling = pass(&ctx, &prefixes, &folder).await;
     assert_eq!(scheduling.adopted_due, 2, "{scheduling:?}");
+    through_first_adoption_brake(&scheduling, ws).await;
+    approve_brake(&ctx, ws).await;
+    pass(&ctx, &prefixes, &folder).await;
     settle_queue(&ctx).await;
     assert!(object_exists(&ctx.s3, &ctx.bucket, &named).await, "the file a record names by key keeps its bytes");
     assert_eq!(state(&ctx, named_id).await.as_deref(), Some("pending"));

@@ -322,6 +322,13 @@ async fn plan_and_explain_judge_an_adopted_upload_read_only_and_say_what_a_settl
         .await
         .expect("not due yet");
 
+    // A first adoption is held by the brake until a person reads its plan; approved, the plan judges it.
+    let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["plan", "--json"]));
+    assert_eq!(code, Some(0), "{plan}");
+    assert!(plan["held"][0]["why"].as_str().is_some_and(|w| w.starts_with("first adoption")), "{plan}");
+    let approved = run(&url, Some(&ctx), &["approve", &ws.to_string(), "--by", "ana", "--reason", "read the plan"]);
+    let said = stdout(&approved);
+    assert!(said.contains("of them adopted (bytes no row knew): 1: 0 named by a record by key"), "{said}");
     let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["plan", "--json"]));
     assert_eq!(code, Some(0), "{plan}");
     let assets = plan["assets"].as_array().expect("assets");

@@ -20,7 +20,7 @@ use sweep_lambda::Sweeper;
 use sweep_lambda::record::SweepReport;
 use uuid::Uuid;
 
-use crate::adoption::approve;
+use crate::adoption::{approve, approve_brake, through_first_adoption_brake};
 use crate::pipeline::{actions, settle_queue};
 use crate::reconcile::{put_report, row};
 
@@ -214,7 +214,11 @@ async fn a_django_site_under_a_storage_location_keeps_every_live_file_and_its_or
     let every: Vec<String> = live.iter().chain(&orphans).cloned().collect();
     let folder = adopt(&ctx, DJANGO, "media/", &every).await;
     let scheduling = pass(&ctx, DJANGO, &folder).await;
-    assert_eq!((scheduling.adopted_due, scheduling.enqueued), (8, 8), "{scheduling:?}");
+    assert_eq!(scheduling.adopted_due, 8, "{scheduling:?}");
+    through_first_adoption_brake(&scheduling, Uuid::nil()).await;
+    approve_brake(&ctx, Uuid::nil()).await;
+    let claiming = pass(&ctx, DJANGO, &folder).await;
+    assert_eq!(claiming.enqueued, 8, "{claiming:?}");
     settle_queue(&ctx).await;
     for key in &live {
         let id = adopted(&ctx, key).await;
@@ -339,7 +343,11 @@ async fn rails_active_storage_blobs_at_the_service_root_are_kept_by_their_key_so
     let every: Vec<String> = live.iter().chain(&orphans).cloned().collect();
     let folder = adopt(&ctx, layout, "", &every).await;
     let scheduling = pass(&ctx, layout, &folder).await;
-    assert_eq!((scheduling.outcome, scheduling.enqueued), (lifecycle::runs::RunOutcome::Ok, 5), "{scheduling:?}");
+    assert_eq!(scheduling.outcome, lifecycle::runs::RunOutcome::Braked, "{scheduling:?}");
+    through_first_adoption_brake(&scheduling, Uuid::nil()).await;
+    approve_brake(&ctx, Uuid::nil()).await;
+    let claiming = pass(&ctx, layout, &folder).await;
+    assert_eq!(claiming.enqueued, 5, "{claiming:?}");
     settle_queue(&ctx).await;
     for key in &live {
         let id = adopted(&ctx, key).await;
@@ -389,8 +397,11 @@ async fn a_key_derived_from_an_id_and_a_file_name_written_while_a_settle_waits_k
     sqlx::raw_sql(sqlx::AssertSqlSafe(index[0].clone())).execute(ctx.pool()).await.expect("the named index");
     integration_tests::install_guards(ctx.pool()).await;
     let folder = adopt(&ctx, layout, "uploads/", &[kept.clone(), late.clone(), orphan.clone()]).await;
-    // No text column but the source's own: the census has nothing to read, so the adopting pass claimed them.
-    assert_eq!(ctx.queue_depth().await, 3);
+    // No text column but the source's own: the census has nothing to read, so the adopting pass made them due, and
+    // the brake held the first adoption.
+    approve_brake(&ctx, Uuid::nil()).await;
+    let claiming = pass(&ctx, layout, &folder).await;
+    assert_eq!(claiming.enqueued, 3, "{claiming:?}");
 
     // The application writes the row naming `late` and has not committed when the settle reaches its asset: the
     // guard holds the asset, the settle waits for it, and its recheck then sees the row.

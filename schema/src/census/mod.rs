@@ -28,6 +28,7 @@ mod advance;
 pub(crate) mod ids;
 mod named;
 mod relative;
+pub(crate) use relative::candidates as relative_candidates;
 mod scan;
 pub mod unread;
 

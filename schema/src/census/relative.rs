@@ -20,7 +20,7 @@ const LONGEST_KEY: usize = 1024;
 /// The names `value` could give a key relative to a root: the value trimmed, and, when it is a JSON document, each
 /// string in it; each also as the path of a URL (the host and query dropped), without a leading `/`, and
 /// percent-decoded. Each at most [`LONGEST_KEY`] bytes, none empty or ending in `/` (a folder names no file).
-pub(super) fn candidates(value: &str, json: bool) -> Vec<String> {
+pub(crate) fn candidates(value: &str, json: bool) -> Vec<String> {
     let mut out = Vec::new();
     let trimmed = value.trim();
     if trimmed.len() <= LONGEST_KEY {
