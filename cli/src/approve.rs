@@ -256,18 +256,16 @@ async fn prefix_approval(prefix: &str, approval: PrefixApproval<'_>) -> anyhow::
     });
     if let Some(refusal) = refusal.as_ref().filter(|_| !despite) {
         tx.rollback().await?;
-        let refused = format!(
-            "{plan}\nREFUSED: {refusal}\n(Having read this and decided that column names something else, approve \
-             with --despite-unnamed: the override is recorded.)"
-        );
+        let override_it = "having read the figures (`approve --prefix … --dry-run`) and decided that column names \
+                           something else, approve with --despite-unnamed: the override is recorded";
         if dry_run {
             return Ok(Output {
-                text: refused,
+                text: format!("{plan}\nREFUSED: {refusal}\n({override_it})"),
                 json,
                 attention: vec![format!("an approval of {prefix:?} would be refused")],
             });
         }
-        bail!("{refused}");
+        bail!("approval refused: {refusal} ({override_it})");
     }
     if dry_run {
         tx.rollback().await?;

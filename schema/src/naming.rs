@@ -127,7 +127,7 @@ impl Naming {
         Some(format!(
             "{} of the {} keys no row knows under {prefix:?} are named by no key source and no record naming the key, \
              but {} holds values that end like {} of them ({:?} for {}): the application names its files relative \
-             to {:?}. Declare the key source, then reconcile again:\n  {}",
+             to {:?}. Declare the key source, then reconcile again: {}",
             figures.unknown - figures.by_key_source - figures.by_key,
             figures.unknown,
             suggestion.column,

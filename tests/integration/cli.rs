@@ -1124,3 +1124,108 @@ async fn guards_install_takes_a_table_at_a_time_names_the_one_it_could_not_lock_
     assert_eq!((idle["installed"].clone(), idle["in_place"].as_array().map(Vec::len)), (json!([]), Some(2)), "{idle}");
     assert_eq!(generation().await, before, "a run that changes nothing is no schema change");
 }
+
+/// Wagtail's image table, as its migrations create it: the file column holds a name relative to the storage root.
+const WAGTAIL_IMAGES: &str = "CREATE TABLE wagtailimages_image (
+    id serial PRIMARY KEY, title varchar(255) NOT NULL, file varchar(100) NOT NULL, width integer NOT NULL,
+    height integer NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), file_size integer, file_hash varchar(40))";
+
+/// The CMS site of the issue, as a new team adopts it: its rows name files relative to `media/`, so nothing names
+/// them by key. The approval is refused, naming the column and the key source that fixes it; an override is
+/// recorded; once the key source is declared, the figures say so and the approval needs no override.
+#[tokio::test]
+async fn an_adoption_named_only_relative_to_a_root_is_refused_with_the_key_source_that_fixes_it() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    sqlx::raw_sql(WAGTAIL_IMAGES).execute(ctx.pool()).await.expect("wagtail's table");
+    let live: Vec<String> = (0..4).map(|i| format!("original_images/photo-{i}.png")).collect();
+    for name in &live {
+        sqlx::query("INSERT INTO wagtailimages_image (title, file, width, height) VALUES ('a photo', $1, 800, 600)")
+            .bind(name)
+            .execute(ctx.pool())
+            .await
+            .expect("an image");
+    }
+    let keys: Vec<String> =
+        live.iter().map(|n| format!("media/{n}")).chain(["media/original_images/orphan.png".to_owned()]).collect();
+    let rows: Vec<String> = keys
+        .iter()
+        .map(|k| crate::reconcile::row(&ctx.bucket, k, true, false, 12, "2025-01-01T00:00:00.000Z"))
+        .collect();
+    let folder = format!("inventory/{}/daily/", ctx.bucket);
+    let manifest = crate::reconcile::put_report(&ctx, &folder, "2026-11-30T00-00Z", &[rows.concat()], None).await;
+    let location = format!("s3://{}/{manifest}", ctx.bucket);
+    let layout = [("RECONCILE_PREFIXES", "media/"), ("RECONCILE_KEY_PATTERN", "media/.+")];
+    let reconcile =
+        || json_with_code(&run_with(&url, Some(&ctx), &layout, &["--json", "reconcile", "--inventory", &location]));
+    let approve = |extra: &[&str]| {
+        let mut args = vec!["approve", "--prefix", "media/", "--by", "ops@example.com", "--reason", "read the report"];
+        args.extend_from_slice(extra);
+        run_with(&url, Some(&ctx), &layout, &args)
+    };
+    let declaration = "INSERT INTO asset_sweeper.asset_key_sources (table_schema, table_name, template) VALUES \
+                       ('public', 'wagtailimages_image', 'media/{file}');";
+
+    let (code, recorded) = reconcile();
+    assert_eq!(code, Some(1), "{recorded}");
+    let naming = &recorded["findings"]["naming"];
+    assert_eq!(naming["prefixes"][0]["unknown"], 5, "{naming}");
+    assert_eq!(
+        (&naming["prefixes"][0]["relative"], &naming["prefixes"][0]["unnamed"]),
+        (&json!(4), &json!(1)),
+        "{naming}"
+    );
+    assert_eq!(naming["suggestions"][0]["declaration"], declaration, "{naming}");
+    let text = String::from_utf8_lossy(
+        &run_with(&url, Some(&ctx), &layout, &["reconcile", "--inventory", &location, "--dry-run"]).stdout,
+    )
+    .into_owned();
+    assert!(
+        text.contains("prefix \"media/\": 5 key(s): 0 named by a key source, 0 by key, 4 only relative to a root, 1 by nothing read"),
+        "{text}"
+    );
+    assert!(text.contains("UNDECLARED KEY SOURCE public.wagtailimages_image.file names 4 key(s)"), "{text}");
+
+    // Refused, by name, with the declaration that fixes it; a dry run says the same and records nothing.
+    let refused = refusal(&approve(&[]));
+    assert!(refused.contains("5 of the 5 keys no row knows under \"media/\" are named by no key source"), "{refused}");
+    assert!(refused.contains("public.wagtailimages_image.file holds values that end like 4 of them"), "{refused}");
+    assert!(refused.contains(declaration) && refused.contains("--despite-unnamed"), "{refused}");
+    let dry = approve(&["--dry-run"]);
+    assert_eq!(dry.status.code(), Some(1));
+    let dry = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert!(dry.contains("REFUSED: ") && dry.contains("4 only relative to a root"), "{dry}");
+    let approved: Option<bool> =
+        sqlx::query_scalar("SELECT approved_at IS NOT NULL FROM reconcile_prefixes WHERE prefix = 'media/'")
+            .fetch_optional(ctx.pool())
+            .await
+            .expect("prefix");
+    assert_ne!(approved, Some(true), "nothing approved");
+
+    // A person who read it may override, and the record says so, with the figures read.
+    let overridden = approve(&["--despite-unnamed"]);
+    assert_eq!(overridden.status.code(), Some(0), "{}", String::from_utf8_lossy(&overridden.stderr));
+    let (despite, naming): (bool, Value) = sqlx::query_as(
+        "SELECT approved_despite_unnamed, approved_naming FROM reconcile_prefixes WHERE prefix = 'media/'",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("the approval");
+    assert!(despite);
+    assert_eq!((&naming["relative"], &naming["unnamed"]), (&json!(4), &json!(1)), "{naming}");
+
+    // Declared (with the index the check asks for), the key source names the four, and nothing is refused.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("{declaration} CREATE INDEX ON wagtailimages_image (file);")))
+        .execute(ctx.pool())
+        .await
+        .expect("declared");
+    let (_, recorded) = reconcile();
+    let figures = &recorded["findings"]["naming"]["prefixes"][0];
+    assert_eq!((&figures["by_key_source"], &figures["unnamed"]), (&json!(4), &json!(1)), "{figures}");
+    assert_eq!(recorded["findings"]["naming"]["suggestions"], json!([]), "{recorded}");
+    assert_eq!(
+        recorded["findings"]["naming"]["key_sources"][0],
+        json!({"source": "public.wagtailimages_image media/{file}", "keys": 4}),
+        "{recorded}"
+    );
+}
