@@ -32,6 +32,8 @@ struct Row {
     attempts: i32,
     last_error: Option<String>,
     purge_after: Option<String>,
+    kept_by: Option<String>,
+    kept_since: Option<String>,
 }
 
 struct Decision {
@@ -53,7 +55,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         r#"SELECT a.workspace_id, a.storage_key, a.byte_size, a.state AS "state: AssetState", a.due_at::text AS due_at,
                   asset_sweeper_due(a) AS "due_now!",
                   asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
-                  a.leased_until::text AS leased_until, a.attempts, a.last_error, a.purge_after::text AS purge_after
+                  a.leased_until::text AS leased_until, a.attempts, a.last_error, a.purge_after::text AS purge_after,
+                  a.kept_by, a.kept_since::text AS kept_since
              FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key WHERE a.id = $1"#,
         id,
         settings.grace.as_secs_f64(),
@@ -109,6 +112,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             }
             if let Some(purge) = &r.purge_after {
                 text.push_str(&format!("  restorable until {purge}\n"));
+            }
+            if let (Some(by), Some(since), AssetState::Attached) = (&r.kept_by, &r.kept_since, r.state) {
+                text.push_str(&format!(
+                    "  kept by a person: {by} at {since}; discovery passes over it until a settle finds a reference \
+                     to it or the application releases it\n"
+                ));
             }
             if let Some(error) = &r.last_error {
                 text.push_str(&format!("  last error: {error}\n"));
@@ -175,6 +184,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                 "workspace_id": r.workspace_id, "storage_key": r.storage_key, "byte_size": r.byte_size,
                 "state": r.state, "attempts": r.attempts, "last_error": r.last_error,
                 "leased_until": r.leased_until, "purge_after": r.purge_after, "grace_ends": r.grace_ends,
+                "kept_by_person": r.kept_by.as_ref().map(|by| json!({ "by": by, "since": r.kept_since })),
             });
             due_json = json!({ "at": r.due_at, "now": r.due_now, "why": why });
         }

@@ -262,10 +262,29 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "prefix {prefix:?} holds bytes no row knows and adopts nothing until approved (asset-sweeper approve --prefix)"
         ));
     }
-    if reconciliation.named_without_row > 0 {
+    // Held by a name relative to a root: a key source the application has not declared (integrating.md, "Key
+    // sources"). Held by a key its text writes: kept while it does, nothing to do.
+    if reconciliation.relative_only > 0 {
+        let columns: std::collections::BTreeSet<&str> =
+            reconciliation.relative_sample.iter().map(|(_, c)| c.as_str()).collect();
         attention.push(format!(
-            "{} adopted object(s) are named by a record but without an asset row: give those records asset rows",
-            reconciliation.named_without_row
+            "{} adopted object(s) are held only by a name relative to a root in {}: declare the key source \
+             (asset-sweeper reconcile --dry-run prints the declaration), and they are kept with their rows",
+            reconciliation.relative_only,
+            columns.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if reconciliation.removed_named > 0 {
+        attention.push(format!(
+            "{} adopted object(s) were retired or removed and a record names them now: restore (retired) or undelete \
+             (removed) them: {}",
+            reconciliation.removed_named,
+            reconciliation
+                .removed_sample
+                .iter()
+                .map(|(key, state, column)| format!("{key} ({state}, named by {column})"))
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
     }
     attention.extend(records_attention);
@@ -533,6 +552,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     for (key, column) in &reconciliation.named_sample {
         let _ = writeln!(text, "  named by {column} but without an asset row: {key}");
+    }
+    for (key, state, column) in &reconciliation.removed_sample {
+        let _ = writeln!(text, "  {state} though {column} names it: {key}");
+    }
+    if reconciliation.kept_by_person > 0 {
+        let _ = writeln!(
+            text,
+            "kept by a person: {} asset(s) restored or undeleted, which discovery passes over until a reference to \
+             them is found or the application releases them (asset-sweeper explain says who and when)",
+            reconciliation.kept_by_person
+        );
     }
     match &settle_on {
         Ok(what) => {

@@ -176,7 +176,7 @@ async fn undelete(
         Presence::Lost => return Err(lost()),
     };
     let mut tx = pool.begin().await?;
-    let restored = Unremoved { id, workspace, key: &key, hash: &hash, size, row };
+    let restored = Unremoved { id, workspace, key: &key, hash: &hash, size, row, by: ask.by };
     assets::undelete(&mut tx, &restored).await?;
     let mut evidence = json!({ "by": ask.by, "from_event": removal.event_id, "removed": removal.action, "bytes_restored_from_version": version });
     if let Some(run) = ask.undoing_run {

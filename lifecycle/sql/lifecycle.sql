@@ -118,10 +118,11 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_claimable(a asset_sweeper
     RETURN asset_sweeper.asset_sweeper_due(a) AND (a.leased_until IS NULL OR a.leased_until <= now());
 
 -- Unscheduled: nobody has said when to look at it (attached, or released without a due time). Discovery walks
--- these; everything else is already on the way to a settle or waits for an operator.
+-- these; everything else is already on the way to a settle or waits for an operator. An attached asset a person
+-- restored or undeleted (`kept_by`) is not walked: their word stands until the evidence changes.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_unscheduled(a asset_sweeper.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN a.due_at IS NULL AND a.state IN ('attached', 'released');
+    RETURN a.due_at IS NULL AND a.state IN ('attached', 'released') AND NOT (a.state = 'attached' AND a.kept_by IS NOT NULL);
 
 -- A migration window (docs/integrating.md, "Migrations"): the application calls this before a migration that
 -- moves, backfills or rewrites references, and nothing is deleted or purged anywhere until `ends_at` or until it

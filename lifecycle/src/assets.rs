@@ -108,7 +108,7 @@ pub async fn release(pool: &PgPool, claims: &[Claim]) -> Result<u64, sqlx::Error
 pub(crate) async fn keep(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE assets SET state = 'attached', due_at = NULL, lease_token = NULL, leased_until = NULL,
-                retired_at = NULL, purge_after = NULL, last_error = NULL
+                retired_at = NULL, purge_after = NULL, last_error = NULL, kept_by = NULL, kept_since = NULL
           WHERE id = $1",
         asset.0,
     )
@@ -241,12 +241,13 @@ pub async fn mark_failed(
 }
 
 /// Brings a retired asset back to `attached`, its retirement and lease cleared (its bytes were checked first).
-pub(crate) async fn restore(conn: &mut PgConnection, asset: AssetId) -> Result<(), sqlx::Error> {
+pub(crate) async fn restore(conn: &mut PgConnection, asset: AssetId, by: &str) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE assets SET state = 'attached', retired_at = NULL, purge_after = NULL, due_at = NULL,
-                lease_token = NULL, leased_until = NULL
+                lease_token = NULL, leased_until = NULL, kept_by = 'restored by ' || $2, kept_since = now()
           WHERE id = $1",
         asset.0,
+        by,
     )
     .execute(conn)
     .await?;
@@ -299,13 +300,15 @@ pub struct Unremoved<'a> {
     pub size: i64,
     /// The row as the audit event kept it (its `created_at` is kept).
     pub row: &'a Value,
+    /// Who brought it back: kept by their word (`kept_by`) until the evidence changes.
+    pub by: &'a str,
 }
 
 /// Writes a deleted or purged asset back, `attached`, with its stored object unless one exists (the bytes were
 /// brought back first).
 pub async fn undelete(conn: &mut PgConnection, asset: &Unremoved<'_>) -> Result<(), sqlx::Error> {
-    let (id, workspace, key, hash, size, row) =
-        (asset.id, asset.workspace, asset.key, asset.hash, asset.size, asset.row);
+    let (id, workspace, key, hash, size, row, by) =
+        (asset.id, asset.workspace, asset.key, asset.hash, asset.size, asset.row, asset.by);
     sqlx::query!(
         "INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, $2, $3)
          ON CONFLICT (storage_key) DO NOTHING",
@@ -317,8 +320,10 @@ pub async fn undelete(conn: &mut PgConnection, asset: &Unremoved<'_>) -> Result<
     .await?;
     // `$7::jsonb`: with `->>` alone the parameter's type is ambiguous when the query is checked.
     sqlx::query!(
-        "INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, coalesce(($7::jsonb->>'created_at')::timestamptz, now()))",
+        "INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at, kept_by,
+                             kept_since)
+         VALUES ($1, $2, $3, $4, $5, $6, coalesce(($7::jsonb->>'created_at')::timestamptz, now()),
+                 'undeleted by ' || $8, now())",
         id,
         workspace,
         key,
@@ -326,6 +331,7 @@ pub async fn undelete(conn: &mut PgConnection, asset: &Unremoved<'_>) -> Result<
         size,
         AssetState::Attached as AssetState,
         row,
+        by,
     )
     .execute(&mut *conn)
     .await?;

@@ -130,7 +130,7 @@ pub async fn restore_for(
     if presence == Presence::Lost {
         return Err(RestoreError::BytesMissing { asset, key: row.storage_key });
     }
-    assets::restore(&mut tx, asset).await?;
+    assets::restore(&mut tx, asset, request.by).await?;
     let restored_version = match presence {
         Presence::Restored { version_id } => Some(version_id),
         _ => None,

@@ -37,3 +37,8 @@ ALTER TABLE reconcile_prefixes ADD COLUMN approved_naming jsonb,
 
 -- The brake asks per workspace whether its adoption is a first one.
 CREATE INDEX adopted_assets_workspace ON adopted_assets (workspace_id);
+
+-- A way back sticks: an asset a person restored or undeleted is kept by that person's word, which discovery does not
+-- overrule on the same evidence (nothing refers to it) that removed it. Cleared when the evidence changes: a settle
+-- finds a reference to it. The application's own release of it (`released`, with a due time) is new evidence too.
+ALTER TABLE assets ADD COLUMN kept_by text, ADD COLUMN kept_since timestamptz;

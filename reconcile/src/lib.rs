@@ -451,6 +451,16 @@ pub struct Standing {
     pub named_without_row: i64,
     /// The first few of those: (key, `schema.table.column` naming it).
     pub named_sample: Vec<(String, String)>,
+    /// Of those, named only relative to a root: an undeclared key source.
+    pub relative_only: i64,
+    /// The first few of those: (key, `schema.table.column`).
+    pub relative_sample: Vec<(String, String)>,
+    /// Adopted assets retired or removed that a record names now: for a person to restore or undelete.
+    pub removed_named: i64,
+    /// The first few of those: (key, state or `removed`, `schema.table.column`).
+    pub removed_sample: Vec<(String, String, String)>,
+    /// Assets a person restored or undeleted, which discovery passes over.
+    pub kept_by_person: i64,
     /// Prefixes whose approval a jump in their adoptable keys withdrew, not approved since: what the withdrawal
     /// recorded (`adopt::Withdrawn`, with the listing and when).
     pub withdrawn: Vec<serde_json::Value>,
@@ -497,6 +507,11 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
         adopted: adopted.adopted,
         named_without_row: adopted.named_without_row,
         named_sample: adopted.named_sample,
+        relative_only: adopted.relative_only,
+        relative_sample: adopted.relative_sample,
+        removed_named: adopted.removed_named,
+        removed_sample: adopted.removed_sample,
+        kept_by_person: adopted.kept_by_person,
         withdrawn,
     })
 }

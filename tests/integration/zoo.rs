@@ -36,11 +36,21 @@ struct Layout {
 
 /// One pass of the real sweep reading the inventory reports in `folder`.
 async fn pass(ctx: &TestContext, layout: Layout, folder: &str) -> SweepReport {
+    pass_with(ctx, layout, folder, "24h").await
+}
+
+/// [`pass`] a census cycle later (its rest between cycles over).
+async fn pass_a_cycle_later(ctx: &TestContext, layout: Layout, folder: &str) -> SweepReport {
+    pass_with(ctx, layout, folder, "0s").await
+}
+
+async fn pass_with(ctx: &TestContext, layout: Layout, folder: &str, census_rest: &str) -> SweepReport {
     let inventory = format!("s3://{}/{folder}", ctx.bucket);
     let overrides = [
         ("RECONCILE_PREFIXES", layout.prefixes),
         ("RECONCILE_KEY_PATTERN", layout.pattern),
         ("RECONCILE_INVENTORY", inventory.as_str()),
+        ("CENSUS_CYCLE_INTERVAL", census_rest),
     ];
     Sweeper::new(ctx.pool().clone(), ctx.sqs.clone(), ctx.settings(&overrides))
         .with_storage(ctx.s3.clone())
@@ -500,4 +510,85 @@ async fn a_key_source_that_cannot_be_meant_is_refused_by_name_with_its_fix() {
         "{said:?}"
     );
     assert!(said[0].contains("fix the declaration in asset_sweeper.asset_key_sources"), "{said:?}");
+}
+
+/// A Laravel disk with a `root`: its rows store paths below it (`docs/a.pdf` for the key `files/docs/a.pdf`).
+const LARAVEL: Layout = Layout { prefixes: "files/", pattern: r"files/.+" };
+
+/// A person's way back sticks, and `status` is not OK while a file it removed is named: adopted orphans retired,
+/// one purged; a person restores one and undeletes the other, and the passes after leave both alone (discovery
+/// does not retire them again on the evidence that removed them), `explain` saying who keeps them. A third,
+/// purged, is then named by a row the application writes: `status` asks for a person until it is undeleted.
+#[tokio::test]
+async fn a_restore_or_undelete_sticks_and_status_names_a_removed_file_a_record_names() {
+    let ctx = TestContext::new().await;
+    let url = ctx.db.url.clone();
+    sqlx::raw_sql("CREATE TABLE documents (id bigserial PRIMARY KEY, path varchar(255) NOT NULL)")
+        .execute(ctx.pool())
+        .await
+        .expect("documents");
+    let keys: Vec<String> = ["a", "b", "c"].iter().map(|n| format!("files/docs/{n}.pdf")).collect();
+    for key in &keys {
+        put_bytes(&ctx.s3, &ctx.bucket, key, b"a document").await;
+    }
+    let folder = adopt(&ctx, LARAVEL, "files/", &keys).await;
+    let held = pass(&ctx, LARAVEL, &folder).await;
+    through_first_adoption_brake(&held, Uuid::nil()).await;
+    approve_brake(&ctx, Uuid::nil()).await;
+    pass(&ctx, LARAVEL, &folder).await;
+    settle_queue(&ctx).await;
+    let ids = [adopted(&ctx, &keys[0]).await, adopted(&ctx, &keys[1]).await, adopted(&ctx, &keys[2]).await];
+    for id in ids {
+        assert_eq!(state(&ctx, id).await.as_deref(), Some("retired"));
+    }
+    // Two are purged; the first is restored while retired, the second undeleted.
+    due_now(&ctx, &keys[1..].to_vec(), true).await;
+    pass(&ctx, LARAVEL, &folder).await;
+    settle_queue(&ctx).await;
+    for id in &ids[1..] {
+        assert!(state(&ctx, *id).await.is_none(), "purged");
+    }
+    let layout = [("RECONCILE_PREFIXES", LARAVEL.prefixes), ("RECONCILE_KEY_PATTERN", LARAVEL.pattern)];
+    let cli = |args: &[&str]| crate::cli::run_with(&url, Some(&ctx), &layout, args);
+    let restored = cli(&["restore", &ids[0].to_string(), "--by", "ana"]);
+    assert!(restored.status.success(), "{}", String::from_utf8_lossy(&restored.stderr));
+    let undeleted = cli(&["undelete", &ids[1].to_string(), "--by", "ana"]);
+    assert!(undeleted.status.success(), "{}", String::from_utf8_lossy(&undeleted.stderr));
+
+    // Passes later, discovery has walked them and left them alone: nothing refers to them, as before, and that
+    // evidence is what a person overruled.
+    for _ in 0..2 {
+        let later = pass(&ctx, LARAVEL, &folder).await;
+        assert_eq!(later.outcome, lifecycle::runs::RunOutcome::Ok, "{:?}", later.reason);
+        settle_queue(&ctx).await;
+    }
+    assert_eq!(actions(&ctx, ids[0]).await, vec!["adopted", "retire", "restore"]);
+    assert_eq!(actions(&ctx, ids[1]).await, vec!["adopted", "retire", "purge", "undelete"]);
+    for id in &ids[..2] {
+        assert_eq!(state(&ctx, *id).await.as_deref(), Some("attached"));
+    }
+    let explained = crate::cli::stdout(&cli(&["explain", &ids[0].to_string()]));
+    assert!(explained.contains("kept by a person: restored by ana at "), "{explained}");
+    let explained = crate::cli::stdout(&cli(&["explain", &ids[1].to_string()]));
+    assert!(explained.contains("kept by a person: undeleted by ana at "), "{explained}");
+
+    // The application writes a row naming the third, purged file, as Laravel stores it: below the disk's root.
+    sqlx::query("INSERT INTO documents (path) VALUES ('docs/c.pdf')").execute(ctx.pool()).await.expect("a row");
+    // The census's next cycle reads it (a cycle ends in one pass, the next begins in the pass after).
+    pass_a_cycle_later(&ctx, LARAVEL, &folder).await;
+    pass_a_cycle_later(&ctx, LARAVEL, &folder).await;
+    let page = cli(&["status"]);
+    assert_eq!(page.status.code(), Some(1), "not OK while a removed file is named");
+    let text = String::from_utf8_lossy(&page.stdout).into_owned();
+    assert!(
+        text.contains("1 adopted object(s) were retired or removed and a record names them now")
+            && text.contains("files/docs/c.pdf (removed, named by public.documents.path)"),
+        "{text}"
+    );
+    let undeleted = cli(&["undelete", &ids[2].to_string(), "--by", "ana"]);
+    assert!(undeleted.status.success(), "{}", String::from_utf8_lossy(&undeleted.stderr));
+    let text = String::from_utf8_lossy(&cli(&["status"]).stdout).into_owned();
+    assert!(!text.contains("were retired or removed and a record names them"), "{text}");
+    assert!(text.contains("kept by a person: 3 asset(s) restored or undeleted"), "{text}");
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &keys[2]).await, "its bytes back from the kept version");
 }

@@ -139,16 +139,17 @@ async fn read(
     let mut last_timeout: Option<String> = None;
     let mut work = plan(conn, budget.cycle_interval, layout.is_some()).await?.into_iter();
     let mut group = work.next();
-    if group.is_some() {
-        // The cycle's clock starts only past the rest: reading unproven columns while resting is not a cycle.
-        sqlx::query!(
-            "UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())
-              WHERE last_cycle_completed_at IS NULL OR last_cycle_completed_at <= now() - $1 * interval '1 second'",
-            budget.cycle_interval.as_secs_f64(),
-        )
-        .execute(&mut *conn)
-        .await?;
-    }
+    // The cycle's clock starts only past the rest: reading unproven columns while resting is not a cycle. It starts
+    // past the rest even with nothing left to read: the key scan's reads during the rest (after an adoption) may
+    // have read every column for this cycle already, and a cycle that never started would never complete, so no
+    // later cycle would read a value written since.
+    sqlx::query!(
+        "UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())
+          WHERE last_cycle_completed_at IS NULL OR last_cycle_completed_at <= now() - $1 * interval '1 second'",
+        budget.cycle_interval.as_secs_f64(),
+    )
+    .execute(&mut *conn)
+    .await?;
     let stopped = loop {
         let Some(current) = group.as_mut() else { break Stop::CycleComplete };
         if batches >= u64::from(budget.max_batches) {
