@@ -64,6 +64,25 @@ fn operator_report(database_url: &str) -> anyhow::Result<OperatorReport> {
     Ok(OperatorReport { text, json, html })
 }
 
+/// `asset-sweeper approve <workspace>` as the operator runs it once the brake holds a first adoption: the plan it
+/// prints (what records name of the adopted files) is the one it records.
+fn operator_approves(database_url: &str, workspace: uuid::Uuid) -> anyhow::Result<String> {
+    let exe = std::env::current_exe().context("the demo's own path")?;
+    let cli =
+        exe.parent().context("the build directory")?.join(format!("asset-sweeper{}", std::env::consts::EXE_SUFFIX));
+    let output = std::process::Command::new(&cli)
+        .args(["approve", &workspace.to_string(), "--by", "the demo", "--reason", "read the first adoption's plan"])
+        .env("DATABASE_URL", database_url)
+        .output()
+        .with_context(|| format!("running {}", cli.display()))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "asset-sweeper approve failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     match run().await {
@@ -125,7 +144,7 @@ async fn run() -> anyhow::Result<bool> {
     ));
     demo::bucket::write_report(&clients.s3, bucket, &stack.name, &planted, now - chrono::Duration::minutes(1)).await?;
 
-    progress("5/6 sweep: invoking the deployed sweep function with a scheduled event, twice");
+    progress("5/6 sweep: invoking the deployed sweep function with a scheduled event, three times");
     let pass = drive::invoke_sweep(&clients, &stack).await?;
     let text = |key: &str| pass[key].as_str().map_or_else(|| pass[key].to_string(), str::to_owned);
     progress(&format!("    pass {}: {}, enqueued {}", text("run_id"), text("outcome"), text("enqueued")));
@@ -136,6 +155,18 @@ async fn run() -> anyhow::Result<bool> {
         second["run_id"].as_str().unwrap_or_default(),
         second["adopted_due"],
         second["enqueued"]
+    ));
+    // A workspace's first adoption waits for a person whatever its size: the operator reads its plan (what records
+    // name of the adopted files) and approves; the next pass claims them.
+    let plan = operator_approves(&database_url, planted.workspace)?;
+    for line in plan.lines().filter(|l| l.contains("adopted")) {
+        progress(&format!("    {}", line.trim()));
+    }
+    let third = drive::invoke_sweep(&clients, &stack).await?;
+    progress(&format!(
+        "    pass {}: the approved first adoption claimed, enqueued {}",
+        third["run_id"].as_str().unwrap_or_default(),
+        third["enqueued"]
     ));
 
     progress("6/6 settle: LocalStack's event source mapping feeds the deployed consumer until the queue is empty");
