@@ -41,7 +41,41 @@ pub(crate) async fn run() -> anyhow::Result<Output> {
         }
     }
     output.json["unproven"] = json!(unproven);
+    key_sources(&mut conn, &sources, &mut output).await?;
     Ok(output)
+}
+
+/// Each key source with what it names: the stored objects its rows make the key of, and the keys no row knew in the
+/// newest reconciliation. One that names neither is reported: a template that protects nothing while it looks as
+/// if it did.
+async fn key_sources(
+    conn: &mut sqlx::PgConnection,
+    sources: &[ReferenceSource],
+    output: &mut Output,
+) -> anyhow::Result<()> {
+    let naming = ::reconcile::newest_naming(&mut *conn).await?;
+    let mut listed = Vec::new();
+    for source in sources {
+        let Some(known) = schema::naming::known_keys_named(&mut *conn, source).await? else { continue };
+        let by = match &source.kind {
+            schema::SourceKind::Key(template) => format!("{}.{} {template}", source.schema, source.table),
+            _ => continue,
+        };
+        let unknown = naming.as_ref().and_then(|n| n.key_sources.iter().find(|k| k.source == by)).map(|k| k.keys);
+        let none = known == 0 && unknown.unwrap_or(0) == 0;
+        output.text.push_str(&format!(
+            "\nkey source {by}: names {known} stored object(s){}{}",
+            unknown.map(|u| format!(" and {u} key(s) no row knew in the newest reconciliation")).unwrap_or_default(),
+            if none {
+                " — MATCHES NONE: check its table, column and root against the keys in the bucket"
+            } else {
+                ""
+            }
+        ));
+        listed.push(json!({ "source": by, "stored_objects": known, "unknown_keys": unknown, "matches_none": none }));
+    }
+    output.json["key_sources"] = json!(listed);
+    Ok(())
 }
 
 fn of_source<'a>(source: &ReferenceSource, problems: &'a [SchemaProblem]) -> Vec<&'a SchemaProblem> {

@@ -177,12 +177,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
     };
     // Each step of a pass, as it stands (reconciliation's includes adoption's).
-    let (census, discovery, reconciliation) = {
+    let (census, discovery, reconciliation, naming) = {
         let mut conn = pool.acquire().await?;
         (
             <schema::census::Census<'_> as Step>::standing(&mut conn).await?,
             <lifecycle::discovery::Discovery<'_> as Step>::standing(&mut conn).await?,
             <::reconcile::advance::Reconciliation<'_> as Step>::standing(&mut conn).await?,
+            ::reconcile::newest_naming(&mut conn).await?,
         )
     };
     let (records_text, records, records_attention) = crate::retention::last_pass(&pool).await?;
@@ -536,6 +537,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                 last.unknown_bytes,
                 reconciliation.lost
             );
+            // What records name of those keys, per prefix: what an approval of their adoption is read on.
+            for line in naming.iter().flat_map(schema::naming::Naming::lines) {
+                let _ = writeln!(text, "  {line}");
+            }
         }
         (None, Some(_)) => text.push_str("reconciliation: never run (asset-sweeper reconcile)\n"),
         (None, None) => text.push_str("reconciliation: off (RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN not set)\n"),
@@ -608,7 +613,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "records": records,
         "census": census,
         "discovery": json!({ "enabled": settings.discovery.enabled, "standing": discovery }),
-        "reconciliation": json!({ "configured": settings.reconcile.layout.is_some(), "standing": reconciliation }),
+        "reconciliation": json!({
+            "configured": settings.reconcile.layout.is_some(), "standing": reconciliation, "naming": naming,
+        }),
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
         "warnings": warnings,

@@ -466,6 +466,19 @@ pub struct Standing {
     pub withdrawn: Vec<serde_json::Value>,
 }
 
+/// What records named of the keys no row knew, as the newest compared listing found it (`schema::naming`), if it
+/// held any.
+pub async fn newest_naming(conn: &mut PgConnection) -> Result<Option<schema::naming::Naming>, sqlx::Error> {
+    let naming = sqlx::query_scalar!(
+        r#"SELECT findings->'naming' AS naming FROM reconcile_listings
+            WHERE compared_at IS NOT NULL ORDER BY compared_at DESC, id DESC LIMIT 1"#
+    )
+    .fetch_optional(conn)
+    .await?
+    .flatten();
+    Ok(naming.and_then(|n| serde_json::from_value(n).ok()))
+}
+
 /// Where reconciliation stands now.
 pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> {
     let last = sqlx::query_as!(

@@ -251,15 +251,18 @@ pub async fn probe(conn: &mut PgConnection, layout: &KeyLayout, keys: &str) -> R
     .fetch_all(&mut *conn)
     .await?;
     // Per (prefix, column, root): the keys a column names relative to one root.
-    let mut roots: BTreeMap<(String, usize, String), (HashSet<String>, (String, String))> = BTreeMap::new();
+    let mut roots: BTreeMap<(String, usize, String), RootedNames> = BTreeMap::new();
     for (key, prefix, col, relative, name) in matched {
-        let Some(column) = usize::try_from(col).ok().and_then(|c| sampled.get(c)) else { continue };
+        let Some((col, column)) = usize::try_from(col).ok().and_then(|c| sampled.get(c).map(|column| (c, column)))
+        else {
+            continue;
+        };
         let by = format!("{}.{}.{}", column.schema, column.table, column.column);
         let how = if relative && key != name { "relative" } else { "key" };
         if how == "relative" {
             let root = key[..key.len() - name.len()].to_owned();
             let entry = roots
-                .entry((prefix.clone(), col as usize, root))
+                .entry((prefix.clone(), col, root))
                 .or_insert_with(|| (HashSet::new(), (key.clone(), name.clone())));
             entry.0.insert(key.clone());
         }
@@ -319,6 +322,26 @@ pub async fn probe(conn: &mut PgConnection, layout: &KeyLayout, keys: &str) -> R
     }
     Ok(naming)
 }
+
+/// How many stored objects (the keys rows already know) the key source `source` names: what `references` shows
+/// beside the newest reconciliation's figures, so a declaration whose files were adopted and kept is not taken for
+/// one that matches nothing. `None` for a source that is no key source.
+pub async fn known_keys_named(
+    conn: &mut PgConnection,
+    source: &crate::map::ReferenceSource,
+) -> Result<Option<i64>, sqlx::Error> {
+    let SourceKind::Key(template) = &source.kind else { return Ok(None) };
+    // Built here: the table and template are the declaration's, which the owner's trigger checked.
+    let sql = format!(
+        "SELECT count(*) FROM stored_objects o WHERE EXISTS (SELECT 1 FROM {} WHERE {})",
+        source.quoted_table(),
+        template.condition("", "o.storage_key")
+    );
+    Ok(Some(sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(conn).await?))
+}
+
+/// The keys one column names relative to one root, and one of them with the value naming it.
+type RootedNames = (HashSet<String>, (String, String));
 
 /// Which way of naming is stronger: a key source's, then a key's, then a name relative to a root.
 fn rank(how: &str) -> u8 {

@@ -395,16 +395,54 @@ async fn named_since(conn: &mut sqlx::PgConnection, since: chrono::DateTime<chro
         .expect("named keys")
 }
 
-/// One census cycle with the key scan: its time, and the `named_keys` rows it wrote (all, relative).
+/// CPU seconds process `pid` has used (user and system, from `/proc`, at 100 ticks a second); `None` where there
+/// is nothing to read (a database on another machine).
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis start at the third: user time is the 14th, system the 15th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some((fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?) / 100.0)
+}
+
+/// One keyed cycle: its time, the `named_keys` rows it wrote (all, relative), and the CPU time it took here (the
+/// census's own work on what it fetched) and in the session's server process, when that runs on this machine.
+struct Keyed {
+    took: Duration,
+    named: (i64, i64),
+    client_cpu: f64,
+    server_cpu: Option<f64>,
+}
+
+impl Keyed {
+    fn cpu(&self) -> String {
+        let server = self.server_cpu.map_or_else(|| "unknown".to_owned(), |s| format!("{s:.1} s"));
+        format!("CPU here {:.1} s, in the server {server}", self.client_cpu)
+    }
+}
+
+/// One census cycle with the key scan ([`Keyed`]).
 async fn keyed_cycle(
     conn: &mut sqlx::PgConnection,
     targets: &[census::Target],
     layout: &platform::keys::KeyLayout,
-) -> (Duration, (i64, i64)) {
-    let since: chrono::DateTime<chrono::Utc> =
-        sqlx::query_scalar("SELECT now()").fetch_one(&mut *conn).await.expect("the server's clock");
+) -> Keyed {
+    let (since, backend): (chrono::DateTime<chrono::Utc>, i32) =
+        sqlx::query_as("SELECT now(), pg_backend_pid()").fetch_one(&mut *conn).await.expect("the server's clock");
+    let backend = backend.to_string();
+    let (client, server) = (cpu_seconds("self"), cpu_seconds(&backend));
     let (took, _) = cycle_with(&mut *conn, targets, Some(layout)).await;
-    (took, named_since(conn, since).await)
+    let client_cpu = cpu_seconds("self").zip(client).map_or(0.0, |(after, before)| after - before);
+    let server_cpu = cpu_seconds(&backend).zip(server).map(|(after, before)| after - before);
+    Keyed { took, named: named_since(conn, since).await, client_cpu, server_cpu }
+}
+
+/// The size of `named_keys` with its indexes, in megabytes.
+async fn named_keys_megabytes(conn: &mut sqlx::PgConnection) -> f64 {
+    let bytes: i64 = sqlx::query_scalar("SELECT pg_total_relation_size('named_keys')")
+        .fetch_one(conn)
+        .await
+        .expect("the size of named_keys");
+    bytes as f64 / (1024.0 * 1024.0)
 }
 
 /// Rechecks each of `ids` against `map`: the time, and how many a source keeps.
@@ -450,17 +488,19 @@ async fn relative_names() {
     let rate = |d: Duration| megabytes / d.as_secs_f64();
 
     // (a) No adopted key: relative matching is off, the key scan keeps no span. Twice, as the cycles after it.
-    let (bare, bare_named) = keyed_cycle(&mut conn, &targets, &layout).await;
-    let (bare_again, bare_named_again) = keyed_cycle(&mut conn, &targets, &layout).await;
-    assert_eq!((bare_named, bare_named_again), ((0, 0), (0, 0)), "nothing adopted, nothing named");
-    let baseline = (bare + bare_again) / 2;
+    let bare = keyed_cycle(&mut conn, &targets, &layout).await;
+    let bare_again = keyed_cycle(&mut conn, &targets, &layout).await;
+    assert_eq!((bare.named, bare_again.named), ((0, 0), (0, 0)), "nothing adopted, nothing named");
+    let baseline = (bare.took + bare_again.took) / 2;
+    let ratio = |d: Duration| d.as_secs_f64() / baseline.as_secs_f64();
     println!(
         "census: (a) no adopted key (relative matching off): full cycle {:.1} s and {:.1} s, mean {:.1} s \
-         ({:.1} MB/s), 0 named keys written",
-        bare.as_secs_f64(),
-        bare_again.as_secs_f64(),
+         ({:.1} MB/s), 0 named keys written; {}",
+        bare.took.as_secs_f64(),
+        bare_again.took.as_secs_f64(),
         baseline.as_secs_f64(),
-        rate(baseline)
+        rate(baseline),
+        bare_again.cpu()
     );
 
     // (b') As many adopted keys, none of which a text names (`media/unnamed/file-<n>.png`): relative matching on,
@@ -477,15 +517,16 @@ async fn relative_names() {
     .execute(&mut *conn)
     .await
     .expect("adopted keys nobody names");
-    let (unnamed, unnamed_named) = keyed_cycle(&mut conn, &targets, &layout).await;
+    let unnamed = keyed_cycle(&mut conn, &targets, &layout).await;
     sqlx::raw_sql("TRUNCATE adopted_assets").execute(&mut *conn).await.expect("unadopted");
     println!(
         "census: (b') {adopted} adopted keys no text names (relative matching on, nothing to write): full cycle \
-         {:.1} s ({:.1} MB/s, {:.2}x (a)), {} named keys written",
-        unnamed.as_secs_f64(),
-        rate(unnamed),
-        unnamed.as_secs_f64() / baseline.as_secs_f64(),
-        unnamed_named.0
+         {:.1} s ({:.1} MB/s, {:.2}x (a)), {} named keys written; {}",
+        unnamed.took.as_secs_f64(),
+        rate(unnamed.took),
+        ratio(unnamed.took),
+        unnamed.named.0,
+        unnamed.cpu()
     );
 
     // (b) The adopted files: half the names and documents name one of them relatively.
@@ -506,27 +547,29 @@ async fn relative_names() {
         loaded.as_secs_f64(),
         keys_read.as_secs_f64()
     );
-    let (first, first_named) = keyed_cycle(&mut conn, &targets, &layout).await;
-    let (again, again_named) = keyed_cycle(&mut conn, &targets, &layout).await;
-    assert!(first_named.1 > 0 && again_named.1 > 0, "relative names found: {first_named:?}, {again_named:?}");
-    println!(
-        "census: (b) {adopted} adopted files, half the names adopted (relative matching on): full cycle {:.1} s \
-         ({:.1} MB/s), {} named keys written ({} relative); again {:.1} s ({:.1} MB/s), {} written ({} relative)",
-        first.as_secs_f64(),
-        rate(first),
-        first_named.0,
-        first_named.1,
-        again.as_secs_f64(),
-        rate(again),
-        again_named.0,
-        again_named.1
-    );
+    let first = keyed_cycle(&mut conn, &targets, &layout).await;
+    let first_size = named_keys_megabytes(&mut conn).await;
+    let again = keyed_cycle(&mut conn, &targets, &layout).await;
+    let again_size = named_keys_megabytes(&mut conn).await;
+    assert!(first.named.1 > 0 && again.named.1 > 0, "relative names found: {:?}, {:?}", first.named, again.named);
+    for (which, keyed, size) in [("", &first, first_size), ("; again", &again, again_size)] {
+        println!(
+            "census: (b{which}) {adopted} adopted files, half the names adopted (relative matching on): full cycle \
+             {:.1} s ({:.1} MB/s), {} named keys written ({} relative), named_keys {size:.0} MB; {}",
+            keyed.took.as_secs_f64(),
+            rate(keyed.took),
+            keyed.named.0,
+            keyed.named.1,
+            keyed.cpu()
+        );
+    }
     println!(
         "census: ratio (b)/(a) {:.2}x the first cycle, {:.2}x the next (goal: at most 1.2x); (b')/(a) {:.2}x",
-        first.as_secs_f64() / baseline.as_secs_f64(),
-        again.as_secs_f64() / baseline.as_secs_f64(),
-        unnamed.as_secs_f64() / baseline.as_secs_f64()
+        ratio(first.took),
+        ratio(again.took),
+        ratio(unnamed.took)
     );
+
     // (c) One adopted key more than a pass holds: no filter, every candidate name is asked of the database.
     if adopted == ADOPTED_KEYS_HELD {
         sqlx::query(
@@ -538,20 +581,21 @@ async fn relative_names() {
         .execute(&mut *conn)
         .await
         .expect("one more");
-        let (unheld, unheld_named) = keyed_cycle(&mut conn, &targets, &layout).await;
+        let unheld = keyed_cycle(&mut conn, &targets, &layout).await;
         sqlx::query("DELETE FROM adopted_assets WHERE storage_key = 'media/one-more.png'")
             .execute(&mut *conn)
             .await
             .expect("one fewer");
         println!(
             "census: (c) {} adopted keys, one more than a pass holds (no filter): full cycle {:.1} s ({:.1} MB/s, \
-             {:.2}x (a)), {} named keys written ({} relative)",
+             {:.2}x (a)), {} named keys written ({} relative); {}",
             adopted + 1,
-            unheld.as_secs_f64(),
-            rate(unheld),
-            unheld.as_secs_f64() / baseline.as_secs_f64(),
-            unheld_named.0,
-            unheld_named.1
+            unheld.took.as_secs_f64(),
+            rate(unheld.took),
+            ratio(unheld.took),
+            unheld.named.0,
+            unheld.named.1,
+            unheld.cpu()
         );
     }
 

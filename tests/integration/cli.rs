@@ -1228,4 +1228,29 @@ async fn an_adoption_named_only_relative_to_a_root_is_refused_with_the_key_sourc
         json!({"source": "public.wagtailimages_image media/{file}", "keys": 4}),
         "{recorded}"
     );
+    // `references` lists the key source with what it names; `status` the newest figures.
+    let listed = String::from_utf8_lossy(&run_with(&url, Some(&ctx), &layout, &["references"]).stdout).into_owned();
+    assert!(
+        listed.contains(
+            "key source public.wagtailimages_image media/{file}: names 4 stored object(s) and 4 key(s) no row knew in \
+             the newest reconciliation"
+        ),
+        "{listed}"
+    );
+    let page = String::from_utf8_lossy(&run_with(&url, Some(&ctx), &layout, &["status"]).stdout).into_owned();
+    assert!(page.contains("prefix \"media/\": 5 key(s): 4 named by a key source, 0 by key"), "{page}");
+    // A declaration that names nothing is said to.
+    sqlx::raw_sql(
+        "INSERT INTO asset_key_sources (table_name, template) VALUES ('wagtailimages_image', 'media/thumbs/{file}')",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("a second declaration");
+    let listed = String::from_utf8_lossy(&run_with(&url, Some(&ctx), &layout, &["references"]).stdout).into_owned();
+    assert!(
+        listed.contains(
+            "key source public.wagtailimages_image media/thumbs/{file}: names 0 stored object(s) — MATCHES NONE"
+        ),
+        "{listed}"
+    );
 }

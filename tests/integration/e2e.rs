@@ -48,8 +48,17 @@ async fn the_demo_catalog_settles_through_the_deployed_functions_and_its_poison_
     assert_eq!((pass["outcome"].as_str(), pass["enqueued"].as_u64()), (Some("ok"), Some(due)), "{pass}");
     assert_eq!(pass["reconcile"]["compared"]["adopted_keys"].as_i64(), Some(3), "{pass}");
     // The orphans wait for the key scan of the next pass's census, then go to the consumer.
+    // A workspace's first adoption is braked whatever its size, until a person reads its plan and approves.
     let second = drive::invoke_sweep(&clients, &stack).await.expect("the sweep answers");
-    assert_eq!((second["adopted_due"].as_u64(), second["enqueued"].as_u64()), (Some(3), Some(3)), "{second}");
+    assert_eq!((second["adopted_due"].as_u64(), second["enqueued"].as_u64()), (Some(3), Some(0)), "{second}");
+    assert_eq!(
+        (second["outcome"].as_str(), second["braked_workspaces"].as_u64()),
+        (Some("braked"), Some(1)),
+        "{second}"
+    );
+    crate::adoption::approve_brake(&ctx, planted.workspace).await;
+    let third = drive::invoke_sweep(&clients, &stack).await.expect("the sweep answers");
+    assert_eq!(third["enqueued"].as_u64(), Some(3), "{third}");
 
     let mut progress = |line: &str| eprintln!("e2e: {line}");
     drive::wait_for_outcome(ctx.pool(), &clients, &stack, &catalog, &mut progress)

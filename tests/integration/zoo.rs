@@ -542,7 +542,7 @@ async fn a_restore_or_undelete_sticks_and_status_names_a_removed_file_a_record_n
         assert_eq!(state(&ctx, id).await.as_deref(), Some("retired"));
     }
     // Two are purged; the first is restored while retired, the second undeleted.
-    due_now(&ctx, &keys[1..].to_vec(), true).await;
+    due_now(&ctx, &keys[1..], true).await;
     pass(&ctx, LARAVEL, &folder).await;
     settle_queue(&ctx).await;
     for id in &ids[1..] {

@@ -146,7 +146,7 @@ impl<'a> KeyScan<'a> {
             keys.sort_unstable();
             keys
         });
-        let names = keys.as_ref().map(|keys| Filter::new(keys));
+        let names = keys.as_ref().map(Filter::new);
         Ok(Adopted { keys, names, since })
     }
 
