@@ -21,7 +21,22 @@
 //! whose defaults meet a large enough table does: the batch's time under its 5 s limit beside the time the
 //! compiling statement took to give up (its statement timeout cannot interrupt compilation).
 //!
-//! Run with `scripts/bench-census` (only Postgres). `BENCH_TABLES` (1000) and `BENCH_ROWS` (2000) set the sizes.
+//! Finally, names relative to a root (a Django row's `original_images/cat.png` names the key
+//! `media/original_images/cat.png`), in a database of its own: 200 tables (`BENCH_PATH_TABLES`) of 2 000 rows
+//! (`BENCH_PATH_ROWS`), each row a relative name, an HTML body naming files by path and by URL, and a jsonb document
+//! whose strings are paths, read by a full cycle with the key scan (`media/`, `media/.+`): (a) with no adopted key
+//! (relative matching off: the baseline, twice), (b') with 1 000 000 adopted keys no text names (`BENCH_ADOPTED`;
+//! relative matching on, nothing to write), (b) with 1 000 000 adopted files of which the texts name half (twice, the
+//! second cycle rewriting what the first wrote), and (c) at the default size, with one adopted key more than a pass
+//! holds in memory (no filter). Printed for each: its time, MB/s, the `named_keys` rows it wrote (and how many
+//! relative), the CPU time spent here and in the session's server process (when on this machine), and the ratios to (a)
+//! beside the goal (1.2x). Then the recheck's cost per key source: `attachments` (`uploads/{id}/{filename}`) and
+//! `photos` (`media/{file}`) of 1 000 000 rows each (`BENCH_SOURCE_ROWS`), indexed as the schema check names, beside a
+//! domain source: the time per recheck of 2 000 assets (`BENCH_RECHECKS`, half named) with the domain source alone,
+//! with each key source and with both, the fastest of three rounds.
+//!
+//! Run with `scripts/bench-census` (only Postgres). `BENCH_TABLES` (1000) and `BENCH_ROWS` (2000) set the sizes of
+//! the first sections.
 
 // Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
 #![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
