@@ -523,15 +523,25 @@ const LARAVEL: Layout = Layout { prefixes: "files/", pattern: r"files/.+" };
 async fn a_restore_or_undelete_sticks_and_status_names_a_removed_file_a_record_names() {
     let ctx = TestContext::new().await;
     let url = ctx.db.url.clone();
-    sqlx::raw_sql("CREATE TABLE documents (id bigserial PRIMARY KEY, path varchar(255) NOT NULL)")
-        .execute(ctx.pool())
-        .await
-        .expect("documents");
+    // A page's JSON names a fourth file both ways, by its path and by its URL: held, and the census's notes of
+    // one key and column, written once however many names of it a batch holds.
+    sqlx::raw_sql(
+        "CREATE TABLE documents (id bigserial PRIMARY KEY, path varchar(255) NOT NULL);
+         CREATE TABLE pages (id bigserial PRIMARY KEY, body jsonb);
+         INSERT INTO pages (body) VALUES
+             ('{\"file\": \"docs/d.pdf\", \"url\": \"https://cdn.example.com/files/docs/d.pdf\"}'),
+             ('{\"file\": \"d.pdf\"}');",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("documents");
     let keys: Vec<String> = ["a", "b", "c"].iter().map(|n| format!("files/docs/{n}.pdf")).collect();
-    for key in &keys {
+    let held_key = "files/docs/d.pdf".to_owned();
+    for key in keys.iter().chain([&held_key]) {
         put_bytes(&ctx.s3, &ctx.bucket, key, b"a document").await;
     }
-    let folder = adopt(&ctx, LARAVEL, "files/", &keys).await;
+    let every: Vec<String> = keys.iter().chain([&held_key]).cloned().collect();
+    let folder = adopt(&ctx, LARAVEL, "files/", &every).await;
     let held = pass(&ctx, LARAVEL, &folder).await;
     through_first_adoption_brake(&held, Uuid::nil()).await;
     approve_brake(&ctx, Uuid::nil()).await;
@@ -541,6 +551,9 @@ async fn a_restore_or_undelete_sticks_and_status_names_a_removed_file_a_record_n
     for id in ids {
         assert_eq!(state(&ctx, id).await.as_deref(), Some("retired"));
     }
+    let held = adopted(&ctx, &held_key).await;
+    assert_eq!(last_evidence(&ctx, held).await["deferred"]["named_by"], "public.pages.body");
+    assert_eq!(state(&ctx, held).await.as_deref(), Some("pending"));
     // Two are purged; the first is restored while retired, the second undeleted.
     due_now(&ctx, &keys[1..], true).await;
     pass(&ctx, LARAVEL, &folder).await;
