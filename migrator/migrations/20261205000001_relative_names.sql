@@ -42,3 +42,10 @@ CREATE INDEX adopted_assets_workspace ON adopted_assets (workspace_id);
 -- overrule on the same evidence (nothing refers to it) that removed it. Cleared when the evidence changes: a settle
 -- finds a reference to it. The application's own release of it (`released`, with a due time) is new evidence too.
 ALTER TABLE assets ADD COLUMN kept_by text, ADD COLUMN kept_since timestamptz;
+
+-- Each census cycle writes every (key, column) it sees again, to move `seen_at`: with `seen_at` in an index none of
+-- those updates could stay on its page, and every one rewrote the two long key indexes too. The forgetting of a
+-- column's unseen keys finds them by (relid, attnum) alone, and room is left on each page for the new version.
+DROP INDEX named_keys_column;
+CREATE INDEX named_keys_column ON named_keys (relid, attnum);
+ALTER TABLE named_keys SET (fillfactor = 70);

@@ -100,8 +100,8 @@ pub(super) struct KeyScan<'a> {
 struct Adopted {
     /// Sorted bytewise; `None` when every span is kept: too many to hold, or an adoption was being written.
     keys: Option<Vec<String>>,
-    /// Their file names, for the names relative to a root; `None` (with `keys`) when every such name is asked of
-    /// the database.
+    /// Their file names, for the names relative to a root, however many they are; `None` when an adoption was
+    /// being written, and every such name is asked of the database.
     names: Option<Filter>,
     /// When they were read: a scan that begins after this is dated from it (its proof covers the adoptions before
     /// its start, and a later adoption's key is not among these).
@@ -139,6 +139,16 @@ impl<'a> KeyScan<'a> {
         let mut keys = sqlx::query_scalar!("SELECT storage_key FROM adopted_assets LIMIT $1", ADOPTED_KEYS_HELD + 1)
             .fetch_all(&mut *tx)
             .await?;
+        // Past the keys a pass holds, their file names still filter the names relative to a root: eight bytes a
+        // name, where dropping the filter sent every short value of the schema to the database (8x a cycle).
+        let names = if keys.len() as i64 <= ADOPTED_KEYS_HELD {
+            Filter::new(&keys)
+        } else {
+            let names = sqlx::query_scalar!(r#"SELECT DISTINCT file_name AS "file_name!" FROM adopted_assets"#)
+                .fetch_all(&mut *tx)
+                .await?;
+            Filter::new(&names)
+        };
         tx.commit().await?;
         // An adoption committed from here on is dated after `since`: the test of the dating writes one here.
         fail::fail_point!("census::keys_read");
@@ -146,8 +156,7 @@ impl<'a> KeyScan<'a> {
             keys.sort_unstable();
             keys
         });
-        let names = keys.as_ref().map(Filter::new);
-        Ok(Adopted { keys, names, since })
+        Ok(Adopted { keys, names: Some(names), since })
     }
 
     /// The adopted keys as this pass read them (at its first batch that asks).
