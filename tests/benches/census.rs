@@ -612,7 +612,7 @@ async fn relative_names() {
             .await
             .expect("one fewer");
         println!(
-            "census: (c) {} adopted keys, one more than a pass holds (no filter): full cycle {:.1} s ({:.1} MB/s, \
+            "census: (c) {} adopted keys, one more than a pass holds (every span kept, the file names still filtering): full cycle {:.1} s ({:.1} MB/s, \
              {:.2}x (a)), {} named keys written ({} relative); {}",
             adopted + 1,
             unheld.took.as_secs_f64(),
