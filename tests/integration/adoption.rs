@@ -285,21 +285,12 @@ async fn an_upload_racing_the_adoption_of_its_key_keeps_its_bytes() {
                 .expect("sweep pass")
         }
     });
-    let waited = Instant::now();
-    loop {
-        let blocked: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH candidates AS MATERIALIZED%'",
-        )
-        .fetch_one(ctx.pool())
-        .await
-        .expect("pg_stat_activity");
-        if blocked > 0 {
-            break;
-        }
-        assert!(waited.elapsed() < Duration::from_secs(60), "the adoption never reached the upload's key");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::pipeline::until_a_lock_wait(
+        ctx.pool(),
+        "WITH candidates AS MATERIALIZED",
+        "the adoption never reached the upload's key",
+    )
+    .await;
     upload.commit().await.expect("the upload commits");
     let report = sweep.await.expect("the pass");
     let compared = report.reconcile.clone().expect("reconciled").compared.expect("compared");

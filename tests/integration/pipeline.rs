@@ -85,3 +85,25 @@ pub(crate) async fn last_event(ctx: &TestContext, id: Uuid) -> (String, serde_js
 pub(crate) fn key(ws: Uuid) -> String {
     format!("{ws}/{}.png", Uuid::new_v4())
 }
+
+/// Waits until a session of the test's database waits for a lock, running a statement that starts with `running`
+/// (any statement with `""`): how a race test knows the other side reached the lock it holds. Panics, naming
+/// `what`, after a minute.
+pub(crate) async fn until_a_lock_wait(pool: &sqlx::PgPool, running: &str, what: &str) {
+    let waited = Instant::now();
+    loop {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock' AND starts_with(query, $1)",
+        )
+        .bind(running)
+        .fetch_one(pool)
+        .await
+        .expect("pg_stat_activity");
+        if blocked > 0 {
+            return;
+        }
+        assert!(waited.elapsed() < Duration::from_secs(60), "{what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -421,21 +421,7 @@ async fn a_key_derived_from_an_id_and_a_file_name_written_while_a_settle_waits_k
     let committer = tokio::spawn({
         let pool = ctx.pool().clone();
         async move {
-            let waited = Instant::now();
-            loop {
-                let blocked: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM pg_stat_activity
-                      WHERE datname = current_database() AND wait_event_type = 'Lock'",
-                )
-                .fetch_one(&pool)
-                .await
-                .expect("pg_stat_activity");
-                if blocked > 0 {
-                    break;
-                }
-                assert!(waited.elapsed() < Duration::from_secs(60), "the settle never reached the held asset");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            crate::pipeline::until_a_lock_wait(&pool, "", "the settle never reached the held asset").await;
             write.commit().await.expect("the application commits");
         }
     });

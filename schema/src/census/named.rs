@@ -186,16 +186,6 @@ impl<'a> KeyScan<'a> {
         }
     }
 
-    /// Notes each adopted key one of `named` gives relative to a root, with its column ([`relative::note`]).
-    pub(super) async fn note_relative(
-        &self,
-        conn: &mut PgConnection,
-        relid: sqlx::postgres::types::Oid,
-        named: HashSet<(String, i16)>,
-    ) -> Result<u64, sqlx::Error> {
-        relative::note(conn, relid, named).await
-    }
-
     /// Keeps each (span, column) pair of the table `relid` that names an adopted key, as seen now. Answers how many.
     pub(super) async fn note(
         &self,
@@ -275,7 +265,7 @@ pub(super) async fn scan(
         }
     }
     let noted = keys.note(&mut *conn, group.relid, named).await?;
-    Ok(noted + keys.note_relative(conn, group.relid, relatives).await?)
+    Ok(noted + relative::note(conn, group.relid, relatives).await?)
 }
 
 /// The key scan's statement over `group`'s text and JSON columns the id search does not fetch whole (arrays,
