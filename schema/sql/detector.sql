@@ -234,19 +234,29 @@ $$;
 -- was made on (docs/design.md, "The schema at commit"): a lock that every DDL command's change row must wait for,
 -- then the generation as it stands. A DDL command committed before it has moved the generation; one in flight
 -- holds the lock's conflicting mode, so the settle does not get it; one that starts after waits for the settle's
--- commit. The lock is taken without waiting: a settle never queues behind a migration (which would make the
--- migration, waiting on a table the settle's recheck read, a deadlock's victim); it holds the asset instead. NULL
--- when the lock was not free. SECURITY DEFINER: no role but the owner may lock the changes table otherwise.
+-- commit. The lock is never queued for: a settle that queued behind a migration (waiting on a table the settle's
+-- recheck read) would make that migration a deadlock's victim. Autovacuum holds a conflicting mode too, for the few
+-- milliseconds it takes to vacuum or analyze this small table (the fold deletes its rows), so a refused lock is
+-- asked again, without queueing, for about a third of a second before the settle holds the asset. NULL when the lock
+-- stayed taken. SECURITY DEFINER: no role but the owner may lock the changes table otherwise.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_hold_schema() RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     generation bigint;
 BEGIN
-    LOCK TABLE asset_sweeper.asset_sweeper_schema_changes IN SHARE MODE NOWAIT;
-    -- A statement of its own, so its snapshot is taken with the lock held.
-    SELECT asset_sweeper.asset_sweeper_schema_generation() INTO generation;
-    RETURN generation;
-EXCEPTION WHEN lock_not_available THEN
+    FOR attempt IN 0..5 LOOP
+        BEGIN
+            LOCK TABLE asset_sweeper.asset_sweeper_schema_changes IN SHARE MODE NOWAIT;
+            -- A statement of its own, so its snapshot is taken with the lock held.
+            SELECT asset_sweeper.asset_sweeper_schema_generation() INTO generation;
+            RETURN generation;
+        EXCEPTION WHEN lock_not_available THEN
+            -- 10, 20, 40, 80, 160 ms: 310 ms in all, and no wait at the end.
+            IF attempt < 5 THEN
+                PERFORM pg_sleep(0.01 * power(2, attempt));
+            END IF;
+        END;
+    END LOOP;
     RETURN NULL;
 END
 $$;

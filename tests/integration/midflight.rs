@@ -94,3 +94,48 @@ async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_
         assert_eq!(evidence["deferred"]["why"], "schema_changed", "{label}: {evidence}");
     }
 }
+
+/// Autovacuum takes `SHARE UPDATE EXCLUSIVE` on the change detector's table for the milliseconds it spends there (the
+/// fold deletes its rows, so it is vacuumed and analyzed often). That mode conflicts with the settle's `SHARE`, yet
+/// it is no DDL: a settle that meets it asks again rather than hold an abandoned upload for 20 minutes.
+#[tokio::test]
+async fn a_vacuum_of_the_change_detectors_table_during_a_settle_does_not_hold_the_asset() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let upload_key = key(ws);
+    let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    let report = pass(&ctx, &[]).await;
+    assert_eq!((report.outcome, report.enqueued), (RunOutcome::Ok, 1), "{:?}", report.reason);
+
+    // What autovacuum holds while it vacuums the table.
+    let mut vacuum = ctx.pool().begin().await.expect("begin");
+    sqlx::query("LOCK TABLE asset_sweeper.asset_sweeper_schema_changes IN SHARE UPDATE EXCLUSIVE MODE")
+        .execute(&mut *vacuum)
+        .await
+        .expect("the vacuum's lock");
+    let vacuum_ends = async {
+        // The settle found the lock taken and sleeps before it asks again; the vacuum then ends.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let asking: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                                 WHERE datname = current_database() AND wait_event = 'PgSleep'
+                                   AND query LIKE '%asset_sweeper_hold_schema()%')",
+            )
+            .fetch_one(ctx.pool())
+            .await
+            .expect("pg_stat_activity");
+            if asking {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no settle asked for the lock again");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        vacuum.commit().await.expect("the vacuum ends");
+    };
+    tokio::join!(settle_queue(&ctx), vacuum_ends);
+
+    assert_eq!(actions(&ctx, upload).await, ["delete"], "{:?}", last_event(&ctx, upload).await);
+    assert_eq!(state(&ctx, upload).await, None);
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
+}
