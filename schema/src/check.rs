@@ -29,12 +29,7 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
         if let SourceKind::Key(template) = &source.kind {
             problems.extend(outside_prefixes(source, template, options.managed_prefixes.as_deref()));
             if !key_source_indexed(conn, source, template).await? {
-                let unindexed = SchemaProblem::UnindexedSource {
-                    schema: source.schema.clone(),
-                    table: source.table.clone(),
-                    column: source.column.clone(),
-                    create_index: template.create_index(&source.quoted_table()),
-                };
+                let unindexed = unindexed_problem(conn, source, &template.index_definition()).await?;
                 match options.unindexed {
                     UnindexedSources::Refuse => problems.push(unindexed),
                     UnindexedSources::Warn => warnings.push(unindexed),
@@ -47,7 +42,8 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
             _ => leading_indexes(conn, source).await?,
         };
         source.value_indexed = indexes.as_ref().is_some_and(|i| i.classes.iter().any(|c| c == "jsonb_ops"));
-        if let Some(unindexed) = unindexed(source, indexes.as_ref()) {
+        if let Some(definition) = unindexed(source, indexes.as_ref()) {
+            let unindexed = unindexed_problem(conn, source, &definition).await?;
             match options.unindexed {
                 UnindexedSources::Refuse => problems.push(unindexed),
                 UnindexedSources::Warn => warnings.push(unindexed),
@@ -62,14 +58,14 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
     }
 }
 
-/// The problem of a source that no valid, whole-table index can serve, with the statement that makes one: a btree
-/// whose leading column is the source for `=` (foreign keys, `asset_id`), a GIN index on it for `@>` (arrays) and
-/// `@?` (JSON), a GIN index on `asset_sweeper_nested_ids` of it for `@>` (composites). A missing table or column is
-/// reported elsewhere.
-fn unindexed(source: &ReferenceSource, indexes: Option<&LeadingIndexes>) -> Option<SchemaProblem> {
+/// The index a source needs when no valid, whole-table index can serve it, as the end of its `CREATE INDEX`
+/// statement (`USING gin ("tags")`): a btree whose leading column is the source for `=` (foreign keys,
+/// `asset_id`), a GIN index on it for `@>` (arrays) and `@?` (JSON), a GIN index on `asset_sweeper_nested_ids` of it
+/// for `@>` (composites). A missing table or column is reported elsewhere.
+fn unindexed(source: &ReferenceSource, indexes: Option<&LeadingIndexes>) -> Option<String> {
     let (method, using) = match source.kind {
         SourceKind::ForeignKey | SourceKind::Domain => ("btree", ""),
-        SourceKind::DomainArray | SourceKind::Json { .. } | SourceKind::Nested => ("gin", " USING gin"),
+        SourceKind::DomainArray | SourceKind::Json { .. } | SourceKind::Nested => ("gin", "USING gin "),
         // Asked of the planner (`key_source_indexed`).
         SourceKind::Key(_) => return None,
     };
@@ -80,11 +76,31 @@ fn unindexed(source: &ReferenceSource, indexes: Option<&LeadingIndexes>) -> Opti
         SourceKind::Nested => format!("{NESTED_IDS}({})", quote_ident(&source.column)),
         _ => quote_ident(&source.column),
     };
-    Some(SchemaProblem::UnindexedSource {
+    Some(format!("{using}({indexed})"))
+}
+
+/// The problem of a source without the index `definition` describes, with the statement that makes it: built
+/// `CONCURRENTLY`, so the application's writes go on meanwhile, except on a partitioned table, where Postgres refuses
+/// that and builds the index on each partition itself (integrating.md says how to build it partition by partition).
+async fn unindexed_problem(
+    conn: &mut PgConnection,
+    source: &ReferenceSource,
+    definition: &str,
+) -> Result<SchemaProblem, sqlx::Error> {
+    let partitioned: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                         WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'p')",
+    )
+    .bind(&source.schema)
+    .bind(&source.table)
+    .fetch_one(conn)
+    .await?;
+    let concurrently = if partitioned { "" } else { "CONCURRENTLY " };
+    Ok(SchemaProblem::UnindexedSource {
         schema: source.schema.clone(),
         table: source.table.clone(),
         column: source.column.clone(),
-        create_index: format!("CREATE INDEX CONCURRENTLY ON {}{using} ({indexed});", source.quoted_table(),),
+        create_index: format!("CREATE INDEX {concurrently}ON {} {definition};", source.quoted_table()),
     })
 }
 

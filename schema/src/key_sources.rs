@@ -121,7 +121,7 @@ impl KeyTemplate {
     }
 
     /// The condition true of a row (columns prefixed with `alias.` when given) that names the key `key_sql`, as the
-    /// index [`Self::create_index`] makes serves it: a `root{column}` template of a text column compares the column
+    /// index [`Self::index_definition`] describes serves it: a `root{column}` template of a text column compares the column
     /// with the key less its root, so a plain index on the column serves it; any other compares its whole expression.
     pub fn condition(&self, alias: &str, key_sql: &str) -> String {
         match self.rooted_column() {
@@ -136,14 +136,14 @@ impl KeyTemplate {
         }
     }
 
-    /// The statement that makes the index the recheck needs on `table` (quoted).
-    pub fn create_index(&self, table: &str) -> String {
+    /// The index the recheck needs, as the end of its `CREATE INDEX` statement: the column of a rooted template,
+    /// else the template's whole expression.
+    pub fn index_definition(&self) -> String {
         match self.rooted_column() {
-            Some(column) => format!("CREATE INDEX CONCURRENTLY ON {table} ({});", quote_ident(column)),
+            Some(column) => format!("({})", quote_ident(column)),
             None => {
                 let expression = self.expression("");
-                let wrapped = if expression.starts_with('(') { expression } else { format!("({expression})") };
-                format!("CREATE INDEX CONCURRENTLY ON {table} ({wrapped});")
+                if expression.starts_with('(') { format!("({expression})") } else { format!("(({expression}))") }
             }
         }
     }
@@ -179,10 +179,7 @@ mod tests {
             django.condition("t.", "$k"),
             r#"t."file" = substr($k, length('media/') + 1) AND starts_with($k, 'media/')"#
         );
-        assert_eq!(
-            django.create_index(r#""public"."gallery_image""#),
-            r#"CREATE INDEX CONCURRENTLY ON "public"."gallery_image" ("file");"#
-        );
+        assert_eq!(django.index_definition(), r#"("file")"#);
         let rails = template("{key}", &[("key", "character varying")]);
         assert_eq!(rails.root(), "");
         assert!(rails.condition("", "$k").starts_with(r#""key" = substr($k, length('') + 1)"#));
@@ -193,10 +190,7 @@ mod tests {
         let derived = template("uploads/{id}/{filename}", &[("id", "bigint"), ("filename", "text")]);
         assert_eq!(derived.expression(""), r#"('uploads/'::text || "id"::text || '/'::text || "filename")"#);
         assert_eq!(derived.condition("", "$k"), r#"('uploads/'::text || "id"::text || '/'::text || "filename") = $k"#);
-        assert_eq!(
-            derived.create_index("t"),
-            r#"CREATE INDEX CONCURRENTLY ON t (('uploads/'::text || "id"::text || '/'::text || "filename"));"#
-        );
+        assert_eq!(derived.index_definition(), r#"(('uploads/'::text || "id"::text || '/'::text || "filename"))"#);
         let by_id = template("avatars/{user_id}", &[("user_id", "uuid")]);
         assert_eq!(by_id.condition("", "$k"), r#"('avatars/'::text || "user_id"::text) = $k"#);
     }

@@ -4,10 +4,11 @@
 //! written or percent-encoded. Generous on purpose: a false hold costs a few cents, a false delete a broken page.
 //!
 //! One pass over each value, never a search per key: [`candidates`] reads a value once for the names it could be
-//! (the value itself, the path of a URL, each JSON string in it), [`Filter`] drops those whose file name no adopted
-//! key has (a hash each), and the database resolves what is left by an index on the adopted keys' file names.
+//! (the value itself, the path of a URL, each JSON string in it), [`Names`] drops those whose file name no adopted
+//! key has (a hash each) and, when the pass holds the adopted keys, finds the keys a name ends in right there, so
+//! the database is sent only what is named; without them, it resolves the names by an index on the keys' file names.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use percent_encoding::percent_decode_str;
@@ -17,43 +18,49 @@ use sqlx::postgres::types::Oid;
 /// S3's longest key: a longer value cannot name a key, relatively or not.
 const LONGEST_KEY: usize = 1024;
 
-/// The names `value` could give a key relative to a root: the value trimmed, and, when it is a JSON document, each
-/// string in it; each also as the path of a URL (the host and query dropped), without a leading `/`, and
-/// percent-decoded. Each at most [`LONGEST_KEY`] bytes, none empty or ending in `/` (a folder names no file).
+/// The names `value` could give a key relative to a root, each once: see [`each_candidate`].
 pub(crate) fn candidates(value: &str, json: bool) -> Vec<String> {
     let mut out = Vec::new();
-    let trimmed = value.trim();
-    if trimmed.len() <= LONGEST_KEY {
-        readings(trimmed, &mut out);
-    }
-    if json || trimmed.starts_with(['{', '[']) {
-        for string in json_strings(trimmed) {
-            readings(string.trim(), &mut out);
-        }
-    }
+    each_candidate(value, json, |name| out.push(name.to_owned()));
     out.sort_unstable();
     out.dedup();
     out
 }
 
+/// Calls `found` with each name `value` could give a key relative to a root: the value trimmed (unless it is a JSON
+/// column's, whose text is JSON syntax: a name there is a string), and, when it is or looks like a JSON document,
+/// each string in it; each also as the path of a URL (the host and query dropped), without a leading `/`, and
+/// percent-decoded. Each at most [`LONGEST_KEY`] bytes, none empty or ending in `/` (a folder names no file); the
+/// same name may come more than once. Borrowed where it can be: a census reads every short value of the schema
+/// this way, and most of what it reads names nothing.
+pub(crate) fn each_candidate(value: &str, json: bool, mut found: impl FnMut(&str)) {
+    let trimmed = value.trim();
+    if !json && trimmed.len() <= LONGEST_KEY {
+        readings(trimmed, &mut found);
+    }
+    if json || trimmed.starts_with(['{', '[']) {
+        json_strings(trimmed, |string| readings(string.trim(), &mut found));
+    }
+}
+
 /// `name` as written, as a URL's path, without a leading `/`, and percent-decoded: each reading a root may have cut.
-fn readings(name: &str, out: &mut Vec<String>) {
+fn readings(name: &str, found: &mut impl FnMut(&str)) {
     if name.is_empty() || name.len() > LONGEST_KEY {
         return;
     }
     let path = url_path(name).unwrap_or(name);
     let path = path.split(['?', '#']).next().unwrap_or(path);
-    for reading in [name, path] {
+    for (i, reading) in [name, path].into_iter().enumerate() {
         let bare = reading.trim_start_matches('/');
-        if bare.is_empty() || bare.ends_with('/') {
+        if bare.is_empty() || bare.ends_with('/') || (i == 1 && reading == name) {
             continue;
         }
-        out.push(bare.to_owned());
+        found(bare);
         if bare.contains('%')
             && let Ok(decoded) = percent_decode_str(bare).decode_utf8()
             && decoded != bare
         {
-            out.push(decoded.into_owned());
+            found(&decoded);
         }
     }
 }
@@ -69,11 +76,10 @@ fn url_path(text: &str) -> Option<&str> {
     rest.find('/').map(|slash| &rest[slash..])
 }
 
-/// Each string literal of a JSON text no longer than a key, unescaped: one pass, no document built. A text that is
-/// not JSON yields whatever its quoted stretches hold, which only makes the scan more generous.
-fn json_strings(text: &str) -> Vec<String> {
+/// Calls `found` with each string literal of a JSON text no longer than a key, unescaped: one pass, no document
+/// built. A text that is not JSON yields whatever its quoted stretches hold, which only makes the scan more generous.
+fn json_strings(text: &str, mut found: impl FnMut(&str)) {
     let bytes = text.as_bytes();
-    let mut out = Vec::new();
     let mut i = 0;
     while let Some(open) = bytes[i..].iter().position(|b| *b == b'"').map(|p| p + i) {
         let mut j = open + 1;
@@ -84,11 +90,10 @@ fn json_strings(text: &str) -> Vec<String> {
         }
         let Some(literal) = text.get(open..(j + 1).min(text.len())) else { break };
         if j < bytes.len() && literal.len() - 2 <= LONGEST_KEY {
-            let inner = &literal[1..literal.len() - 1];
             if !escaped {
-                out.push(inner.to_owned());
+                found(&literal[1..literal.len() - 1]);
             } else if let Ok(unescaped) = serde_json::from_str::<String>(literal) {
-                out.push(unescaped);
+                found(&unescaped);
             }
         }
         i = j + 1;
@@ -96,7 +101,6 @@ fn json_strings(text: &str) -> Vec<String> {
             break;
         }
     }
-    out
 }
 
 /// What follows a name's last `/`.
@@ -130,51 +134,113 @@ impl Hasher for Identity {
     }
 }
 
-/// The adopted keys' file names, hashed, in a hash set: a candidate whose file name no adopted key has is dropped
+/// The adopted keys' file names, hashed, in a hash map: a candidate whose file name no adopted key has is dropped
 /// without a question to the database, in one probe (a binary search over a million sorted hashes stalled on
-/// memory at each step).
+/// memory at each step). When the pass holds the keys, each hash leads to the keys with that file name (a run of
+/// [`Names::runs`]), and a name is resolved to the keys it ends in here.
 #[derive(Default)]
-pub(super) struct Filter {
-    hashes: HashSet<u64, BuildHasherDefault<Identity>>,
+pub(super) struct Names {
+    /// A file name's hash, and where its run of keys starts in `runs` ([`UNRESOLVED`] without the keys).
+    hashes: HashMap<u64, u32, BuildHasherDefault<Identity>>,
+    /// Indexes into the pass's sorted keys, those of one file name hash together.
+    runs: Vec<(u64, u32)>,
 }
 
-impl std::fmt::Debug for Filter {
+/// A hash whose keys the pass does not hold: the database resolves names of that file name.
+const UNRESOLVED: u32 = u32::MAX;
+
+impl std::fmt::Debug for Names {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Filter({} file names)", self.hashes.len())
+        write!(f, "Names({} file names, {} keys held)", self.hashes.len(), self.runs.len())
     }
 }
 
-impl Filter {
-    pub(super) fn new<'k>(keys: impl IntoIterator<Item = &'k String>) -> Self {
-        Filter { hashes: keys.into_iter().map(|k| hashed(k)).collect() }
+/// What one batch found named relative to a root, per column.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    /// Adopted keys (indexes into the pass's keys) a name resolved to here.
+    pub(super) keys: HashSet<(u32, i16)>,
+    /// Names the database resolves: the pass does not hold the keys.
+    pub(super) names: HashSet<(String, i16)>,
+}
+
+impl Names {
+    /// The file names of `keys` (the pass's keys, sorted, indexed by their position), each leading to its keys.
+    pub(super) fn resolving(keys: &[String]) -> Self {
+        let mut runs: Vec<(u64, u32)> =
+            keys.iter().enumerate().map(|(i, k)| (hashed(k), u32::try_from(i).unwrap_or(UNRESOLVED))).collect();
+        runs.sort_unstable();
+        let mut hashes = HashMap::with_capacity_and_hasher(runs.len(), BuildHasherDefault::default());
+        for (at, (hash, _)) in runs.iter().enumerate() {
+            hashes.entry(*hash).or_insert(u32::try_from(at).unwrap_or(UNRESOLVED));
+        }
+        Names { hashes, runs }
     }
 
-    /// Whether some adopted key may end like `name` (a hash collision only asks the database for nothing).
-    pub(super) fn may_name(&self, name: &str) -> bool {
-        self.hashes.contains(&hashed(name))
+    /// The file names of keys the pass does not hold: a filter only.
+    pub(super) fn filtering<'k>(file_names: impl IntoIterator<Item = &'k String>) -> Self {
+        Names { hashes: file_names.into_iter().map(|k| (hashed(k), UNRESOLVED)).collect(), runs: Vec::new() }
     }
 
     /// No adopted key at all.
     pub(super) fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }
+
+    /// Notes in `found` what `name` (read in the column `attnum`) names relative to a root: each of `keys` it is the
+    /// end of, after a `/` (a key named whole is the span scan's), or the name itself, for the database, when the
+    /// pass does not hold the keys. Nothing when no adopted key has its file name.
+    pub(super) fn resolve(&self, keys: Option<&[String]>, name: &str, attnum: i16, found: &mut Found) {
+        let hash = hashed(name);
+        let Some(&start) = self.hashes.get(&hash) else { return };
+        let Some(keys) = keys.filter(|_| start != UNRESOLVED) else {
+            found.names.insert((name.to_owned(), attnum));
+            return;
+        };
+        for &(_, index) in self.runs[start as usize..].iter().take_while(|(h, _)| *h == hash) {
+            let key = keys[index as usize].as_bytes();
+            if key.len() > name.len() && key.ends_with(name.as_bytes()) && key[key.len() - name.len() - 1] == b'/' {
+                found.keys.insert((index, attnum));
+            }
+        }
+    }
 }
 
-/// Notes, for the table `relid`, each adopted key a candidate names relative to a root (or whole), with its column,
-/// as seen now: one statement for a batch, by the index on the adopted keys' file names. Answers how many (key,
-/// column) pairs it noted.
+/// Notes, for the table `relid`, each adopted key `found` names relative to a root, with its column, as seen now:
+/// the keys resolved here (by their index in `keys`) written as they are, the names left to the database resolved
+/// by the index on the adopted keys' file names; one statement each for a batch. Answers how many (key, column)
+/// pairs it noted.
 pub(super) async fn note(
     conn: &mut PgConnection,
     relid: Oid,
-    named: HashSet<(String, i16)>,
+    keys: Option<&[String]>,
+    found: Found,
 ) -> Result<u64, sqlx::Error> {
-    if named.is_empty() {
-        return Ok(0);
+    let mut noted = 0;
+    if let Some(keys) = keys.filter(|_| !found.keys.is_empty()) {
+        let (named, attnums): (Vec<&str>, Vec<i16>) =
+            found.keys.into_iter().map(|(index, attnum)| (keys[index as usize].as_str(), attnum)).unzip();
+        // A span seen both ways is not relative: the span scan's rows keep `relative` false.
+        noted += sqlx::query!(
+            "INSERT INTO named_keys (storage_key, relid, attnum, seen_at, relative)
+             SELECT k, $1::oid, a, now(), true FROM unnest($2::text[], $3::int2[]) AS t(k, a)
+             ON CONFLICT (storage_key, relid, attnum)
+             DO UPDATE SET seen_at = EXCLUDED.seen_at, relative = named_keys.relative AND EXCLUDED.relative",
+            relid,
+            &named as &[&str],
+            &attnums,
+        )
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
     }
-    let (names, attnums): (Vec<String>, Vec<i16>) = named.into_iter().unzip();
+    if found.names.is_empty() {
+        return Ok(noted);
+    }
+    let (names, attnums): (Vec<String>, Vec<i16>) = found.names.into_iter().unzip();
     // A key a value names whole is the span scan's (its prefix starts it); here only the keys named less a root.
     // One row per key and column, however many names of it the batch holds (`ON CONFLICT` takes a row once).
-    let noted = sqlx::query!(
+    noted += sqlx::query!(
         "INSERT INTO named_keys (storage_key, relid, attnum, seen_at, relative)
          SELECT d.storage_key, $1::oid, c.attnum, now(), true
            FROM unnest($2::text[], $3::int2[]) AS c(name, attnum)
@@ -188,8 +254,9 @@ pub(super) async fn note(
         &attnums,
     )
     .execute(conn)
-    .await?;
-    Ok(noted.rows_affected())
+    .await?
+    .rows_affected();
+    Ok(noted)
 }
 
 #[cfg(test)]
@@ -219,19 +286,49 @@ mod tests {
         let doc = format!(r#"{{"intro":"{long}","image":{{"file":"original_images\/cat.png"}},"n":[1,"a\"b.png"]}}"#);
         assert!(has(&doc, true, "original_images/cat.png"), "{:?}", candidates(&doc, true));
         assert!(has(&doc, true, "a\"b.png"));
+        // A JSON column's text is JSON syntax: a name there is a string, never the text as a whole.
+        assert_eq!(candidates(r#""original_images/cat.png""#, true), ["original_images/cat.png"]);
         assert!(!candidates(&doc, true).iter().any(|c| c.len() > LONGEST_KEY));
         // A long text that is not JSON names nothing as a whole.
         assert!(candidates(&format!("{long}/cat.png"), false).is_empty());
     }
 
     #[test]
-    fn the_filter_passes_names_ending_like_an_adopted_key_and_little_else() {
-        let keys = ["media/original_images/cat.png".to_owned(), "2q9xk1".to_owned()];
-        let filter = Filter::new(&keys);
-        for name in ["original_images/cat.png", "cat.png", "other/cat.png", "2q9xk1"] {
-            assert!(filter.may_name(name), "{name}");
+    fn a_name_resolves_to_the_held_keys_it_ends_in_after_a_slash_and_to_nothing_else() {
+        let mut keys: Vec<String> =
+            ["media/original_images/cat.png", "media/cat.png", "media/xcat.png", "2q9xk1", "media/thumbs/cat.png"]
+                .map(str::to_owned)
+                .to_vec();
+        keys.sort_unstable();
+        let names = Names::resolving(&keys);
+        let resolved = |name: &str| {
+            let mut found = Found::default();
+            names.resolve(Some(&keys), name, 3, &mut found);
+            assert!(found.names.is_empty());
+            let mut out: Vec<&str> = found.keys.iter().map(|(i, _)| keys[*i as usize].as_str()).collect();
+            out.sort_unstable();
+            out
+        };
+        assert_eq!(resolved("original_images/cat.png"), ["media/original_images/cat.png"]);
+        assert_eq!(resolved("cat.png"), ["media/cat.png", "media/original_images/cat.png", "media/thumbs/cat.png"]);
+        assert!(resolved("other/cat.png").is_empty(), "the same file name under another folder");
+        assert!(resolved("media/cat.png").is_empty(), "a key named whole is the span scan's");
+        assert!(resolved("2q9xk1").is_empty(), "a bare key is named whole");
+        assert!(resolved("original_images/dog.png").is_empty());
+        assert!(Names::resolving(&[]).is_empty());
+    }
+
+    #[test]
+    fn without_the_keys_a_name_whose_file_name_an_adopted_key_has_is_left_to_the_database() {
+        let file_names = ["cat.png".to_owned(), "2q9xk1".to_owned()];
+        let names = Names::filtering(&file_names);
+        let mut found = Found::default();
+        for name in ["original_images/cat.png", "cat.png", "2q9xk1", "original_images/dog.png"] {
+            names.resolve(None, name, 1, &mut found);
         }
-        assert!(!filter.may_name("original_images/dog.png"));
-        assert!(Filter::new(&[]).is_empty());
+        let mut left: Vec<&str> = found.names.iter().map(|(n, _)| n.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["2q9xk1", "cat.png", "original_images/cat.png"]);
+        assert!(found.keys.is_empty());
     }
 }

@@ -149,7 +149,7 @@ pub(super) async fn scan(
         Some(keys) => keys.reads_relative(&mut *conn).await?,
         None => false,
     };
-    let mut relatives: HashSet<(String, i16)> = HashSet::new();
+    let mut relatives = super::relative::Found::default();
     // The values read as text are searched here, each in one pass ([`super::ids::ids_in`]); which of the ids they
     // spell are assets is one question for the whole batch.
     let mut named: Vec<(usize, Uuid, String)> = Vec::new();
@@ -186,7 +186,7 @@ pub(super) async fn scan(
     }
     if let Some(keys) = keys {
         keys.note(&mut *conn, group.relid, spans).await?;
-        super::relative::note(&mut *conn, group.relid, relatives).await?;
+        keys.note_relative(&mut *conn, group.relid, relatives).await?;
     }
     named.retain(|(k, _, _)| group.columns[*k].ids_read());
     if !candidates.is_empty() {
