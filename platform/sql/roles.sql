@@ -69,6 +69,13 @@ BEGIN
         IF pg_catalog.to_regnamespace('asset_sweeper_filters') IS NOT NULL THEN
             EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA asset_sweeper_filters TO %I', name);
         END IF;
+        -- The migrator's records (which migrations and which definition files are applied) and the change
+        -- detector's count are the owner's to write: a digest or a migration row a login wrote would make `migrate`
+        -- skip a later release's fix, and a change row it deleted would hide a DDL change from a settle. The sweep
+        -- folds the detector's count through a definer function that only adds to it.
+        EXECUTE pg_catalog.format('REVOKE INSERT, UPDATE, DELETE ON asset_sweeper.asset_sweeper_definitions,
+            asset_sweeper.asset_sweeper_migrations, asset_sweeper.asset_sweeper_schema_state,
+            asset_sweeper.asset_sweeper_schema_changes FROM %I', name);
         -- A rule's writer, filter function and digest are the owner's triggers' to write, never a function's: the
         -- drop of a rule's function follows what they say.
         EXECUTE pg_catalog.format('REVOKE INSERT, UPDATE ON asset_sweeper.retention_rules FROM %I', name);

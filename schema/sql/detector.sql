@@ -29,9 +29,11 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_schema_changed_at() RETUR
 $$;
 
 -- Folds the changes appended since the last fold into the state row, in one statement: a reader sees either the
--- rows or the count they went into. The sweep, one at a time, calls it before each schema check.
+-- rows or the count they went into. The sweep, one at a time, calls it before each schema check. SECURITY DEFINER:
+-- the sweeper's logins may not write the detector's tables (a change row deleted would hide a DDL change); this
+-- only moves rows into the count, which never goes down.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_fold_schema_changes() RETURNS bigint
-    LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WITH folded AS (DELETE FROM asset_sweeper.asset_sweeper_schema_changes RETURNING changed_at),
          moved AS (UPDATE asset_sweeper.asset_sweeper_schema_state
                       SET generation = generation + (SELECT count(*) FROM folded),

@@ -767,6 +767,59 @@ async fn every_definer_and_trigger_function_is_pinned_and_none_is_public() {
     assert!(!schema_public, "PUBLIC may use the sweeper's schema");
 }
 
+/// Each sweeper login, as an attacker holding it would: rewrite a definition file's digest (so the next release's
+/// fix of that file is skipped as already applied), delete or forge a migration's row, delete the change detector's
+/// rows or reset its count (so a settle takes a changed schema for the one its verdict saw). Each is refused; the
+/// records stay readable, and the sweep's fold of the count, through its definer function, still works.
+#[tokio::test]
+async fn no_sweeper_login_can_rewrite_the_migrators_records_or_the_change_detectors_count() {
+    let db = integration_tests::TestDatabase::new().await;
+    let mut admin = PgConnection::connect(&db.url).await.expect("owner");
+    exec(&mut admin, "CREATE TABLE app_table (id int); DROP TABLE app_table;").await;
+    for group in ["asset_sweeper_sweep", "asset_sweeper_consumer", "asset_sweeper_operator"] {
+        let login = format!("hostile_{}_{}", group.trim_start_matches("asset_sweeper_"), short_id());
+        let password = Uuid::new_v4().simple().to_string();
+        exec(&mut admin, &format!("CREATE ROLE {login} LOGIN PASSWORD '{password}'; GRANT {group} TO {login};")).await;
+        let options: PgConnectOptions = admin_database_url().parse().expect("admin url");
+        let mut conn = PgConnection::connect_with(&options.username(&login).password(&password).database(&db.name))
+            .await
+            .unwrap_or_else(|e| panic!("connect as {login}: {e}"));
+        for attack in [
+            "UPDATE asset_sweeper.asset_sweeper_definitions SET digest = 'stale' WHERE name = 'platform/sql/audit.sql'",
+            "DELETE FROM asset_sweeper.asset_sweeper_definitions",
+            "INSERT INTO asset_sweeper.asset_sweeper_definitions (name, digest) VALUES ('schema/sql/next.sql', 'x')",
+            "DELETE FROM asset_sweeper.asset_sweeper_migrations
+              WHERE version = (SELECT max(version) FROM asset_sweeper.asset_sweeper_migrations)",
+            "INSERT INTO asset_sweeper.asset_sweeper_migrations (version, description, success, checksum, execution_time)
+             VALUES (29991231000001, 'the next release', true, '\\x00', 0)",
+            "DELETE FROM asset_sweeper.asset_sweeper_schema_changes",
+            "UPDATE asset_sweeper.asset_sweeper_schema_state SET generation = 0",
+        ] {
+            refused(&mut conn, attack, "permission denied").await;
+        }
+        let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM asset_sweeper.asset_sweeper_definitions")
+            .fetch_one(&mut conn)
+            .await
+            .expect("the records stay readable");
+        assert_eq!(applied, 9, "{login}");
+        let before: i64 = sqlx::query_scalar("SELECT asset_sweeper.asset_sweeper_schema_generation()")
+            .fetch_one(&mut conn)
+            .await
+            .expect("the generation");
+        sqlx::query_scalar::<_, i64>("SELECT asset_sweeper.asset_sweeper_fold_schema_changes()")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{login} folds the count: {e}"));
+        let after: i64 = sqlx::query_scalar("SELECT asset_sweeper.asset_sweeper_schema_generation()")
+            .fetch_one(&mut conn)
+            .await
+            .expect("the generation");
+        assert_eq!(after, before, "{login}: a fold moves the count, never changes it");
+        drop(conn);
+        exec(&mut admin, &format!("DROP OWNED BY {login}; DROP ROLE {login};")).await;
+    }
+}
+
 /// Before the first migrate, an application that may create schemas plants the sweeper's schema, or a migrations
 /// table of the sweeper's name with a trigger of its own. The migrate refuses a schema another role owns, naming it,
 /// and never takes the planted table for an older install of its own: nothing of the application's runs as the

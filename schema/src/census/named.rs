@@ -273,8 +273,9 @@ pub(super) async fn scan(
         .await?;
     let mut named: HashSet<(String, i16)> = HashSet::new();
     let mut relatives = relative::Found::default();
+    let mut reader = keys.layout.span_reader();
     for (attnum, value) in values {
-        named.extend(keys.layout.spans_in(&value).into_iter().map(|span| (span, attnum)));
+        named.extend(reader.spans_in(&value).into_iter().map(|span| (span, attnum)));
         if relative {
             let json = group.columns.iter().any(|c| c.attnum == attnum && c.family == "json");
             keys.relative_in(&value, json, attnum, &mut relatives);

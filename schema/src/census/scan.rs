@@ -157,6 +157,7 @@ pub(super) async fn scan(
     let mut candidates: HashSet<Uuid> = HashSet::new();
     let mut spelled_in: Vec<(usize, HashSet<Uuid>, String)> = Vec::new();
     let mut spans: HashSet<(String, i16)> = HashSet::new();
+    let mut reader = keys.map(|scan| scan.layout.span_reader());
     for (k, id, spelling, at, text) in read {
         let Some(k) = usize::try_from(k).ok().filter(|k| *k < group.columns.len()) else { continue };
         match (id, spelling, text) {
@@ -167,8 +168,8 @@ pub(super) async fn scan(
             (Some(id), None, _) => named.push((k, id, at)),
             (None, _, Some(text)) => {
                 let column = &group.columns[k];
-                if let Some(scan) = keys.filter(|_| column.keys_read_with_ids()) {
-                    spans.extend(scan.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)));
+                if let (Some(scan), Some(reader)) = (keys.filter(|_| column.keys_read_with_ids()), reader.as_mut()) {
+                    spans.extend(reader.spans_in(&text).into_iter().map(|span| (span, column.attnum)));
                     if relative {
                         scan.relative_in(&text, column.family == "json", column.attnum, &mut relatives);
                     }
