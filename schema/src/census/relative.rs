@@ -49,7 +49,8 @@ fn readings(name: &str, found: &mut impl FnMut(&str)) {
         return;
     }
     let path = url_path(name).unwrap_or(name);
-    let path = path.split(['?', '#']).next().unwrap_or(path);
+    // Bytes, not chars: both are ASCII, and a body of HTML is read this way for every value.
+    let path = path.as_bytes().iter().position(|b| matches!(b, b'?' | b'#')).map_or(path, |end| &path[..end]);
     for (i, reading) in [name, path].into_iter().enumerate() {
         let bare = reading.trim_start_matches('/');
         if bare.is_empty() || bare.ends_with('/') || (i == 1 && reading == name) {
