@@ -184,10 +184,20 @@ impl<'a> KeyScan<'a> {
         let Some(adopted) = self.adopted.get() else { return };
         let keys = adopted.keys.as_deref();
         match adopted.names.as_ref() {
-            Some(names) => relative::each_candidate(value, json, |name| names.resolve(keys, name, attnum, found)),
-            None => relative::each_candidate(value, json, |name| {
-                found.names.insert((name.to_owned(), attnum));
-            }),
+            Some(names) => relative::each_candidate(
+                value,
+                json,
+                |name| names.may_end(name),
+                |name| names.resolve(keys, name, attnum, found),
+            ),
+            None => relative::each_candidate(
+                value,
+                json,
+                |_| true,
+                |name| {
+                    found.names.insert((name.to_owned(), attnum));
+                },
+            ),
         }
     }
 

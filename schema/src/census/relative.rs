@@ -21,7 +21,7 @@ const LONGEST_KEY: usize = 1024;
 /// The names `value` could give a key relative to a root, each once: see [`each_candidate`].
 pub(crate) fn candidates(value: &str, json: bool) -> Vec<String> {
     let mut out = Vec::new();
-    each_candidate(value, json, |name| out.push(name.to_owned()));
+    each_candidate(value, json, |_| true, |name| out.push(name.to_owned()));
     out.sort_unstable();
     out.dedup();
     out
@@ -32,20 +32,27 @@ pub(crate) fn candidates(value: &str, json: bool) -> Vec<String> {
 /// each string in it; each also as the path of a URL (the host and query dropped), without a leading `/`, and
 /// percent-decoded. Each at most [`LONGEST_KEY`] bytes, none empty or ending in `/` (a folder names no file); the
 /// same name may come more than once. Borrowed where it can be: a census reads every short value of the schema
-/// this way, and most of what it reads names nothing.
-pub(crate) fn each_candidate(value: &str, json: bool, mut found: impl FnMut(&str)) {
+/// this way, and most of what it reads names nothing. `may_end` says whether a name ending like the one given
+/// (after its last `/`) could name anything: where it says no, a name with no `?`, `#` or `%` (which a URL's query
+/// or a percent-encoding could change the end of) is not read further.
+pub(crate) fn each_candidate(value: &str, json: bool, may_end: impl Fn(&str) -> bool, mut found: impl FnMut(&str)) {
     let trimmed = value.trim();
     if !json && trimmed.len() <= LONGEST_KEY {
-        readings(trimmed, &mut found);
+        readings(trimmed, &may_end, &mut found);
     }
     if json || trimmed.starts_with(['{', '[']) {
-        json_strings(trimmed, |string| readings(string.trim(), &mut found));
+        json_strings(trimmed, |string| readings(string.trim(), &may_end, &mut found));
     }
 }
 
 /// `name` as written, as a URL's path, without a leading `/`, and percent-decoded: each reading a root may have cut.
-fn readings(name: &str, found: &mut impl FnMut(&str)) {
+/// Without `?`, `#` and `%`, each reading ends as `name` does (a URL's path is its end), so one question of `may_end`
+/// settles them all.
+fn readings(name: &str, may_end: &impl Fn(&str) -> bool, found: &mut impl FnMut(&str)) {
     if name.is_empty() || name.len() > LONGEST_KEY {
+        return;
+    }
+    if memchr::memchr3(b'?', b'#', b'%', name.as_bytes()).is_none() && !may_end(name) {
         return;
     }
     let path = url_path(name).unwrap_or(name);
@@ -226,6 +233,11 @@ impl Names {
         self.hashes.is_empty()
     }
 
+    /// Whether some adopted key may have the file name `name` ends with (the bits alone: a few say yes in vain).
+    pub(super) fn may_end(&self, name: &str) -> bool {
+        self.bits.may_hold(hashed(name))
+    }
+
     /// Notes in `found` what `name` (read in the column `attnum`) names relative to a root: each of `keys` it is the
     /// end of, after a `/` (a key named whole is the span scan's), or the name itself, for the database, when the
     /// pass does not hold the keys. Nothing when no adopted key has its file name.
@@ -320,6 +332,25 @@ mod tests {
         assert!(has("3bx8kq0sd9f2mz7w1c4v6n5p0a", false, "3bx8kq0sd9f2mz7w1c4v6n5p0a"), "a bare key");
         assert!(candidates("images/", false).is_empty(), "a folder names no file");
         assert!(candidates("", false).is_empty());
+    }
+
+    #[test]
+    fn a_name_no_key_could_end_like_is_read_no_further_unless_a_query_or_an_escape_could_change_its_end() {
+        let cat = |name: &str| file_name(name) == "cat.png";
+        let read = |value: &str| {
+            let mut out = Vec::new();
+            each_candidate(value, false, cat, |name| out.push(name.to_owned()));
+            out
+        };
+        assert!(read("original_images/dog.png").is_empty());
+        assert!(read("https://cdn.example.com/original_images/dog.png").is_empty());
+        assert!(
+            read("https://cdn.example.com/original_images/cat.png?w=640")
+                .contains(&"original_images/cat.png".to_owned())
+        );
+        assert!(read("original_images/c%61t.png").contains(&"original_images/cat.png".to_owned()));
+        assert!(read("original_images/cat.png#top").contains(&"original_images/cat.png".to_owned()));
+        assert_eq!(read("/original_images/cat.png"), ["original_images/cat.png"]);
     }
 
     #[test]
