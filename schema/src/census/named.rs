@@ -139,8 +139,8 @@ impl<'a> KeyScan<'a> {
         let mut keys = sqlx::query_scalar!("SELECT storage_key FROM adopted_assets LIMIT $1", ADOPTED_KEYS_HELD + 1)
             .fetch_all(&mut *tx)
             .await?;
-        // Past the keys a pass holds, their file names still filter the names relative to a root: eight bytes a
-        // name, where dropping the filter sent every short value of the schema to the database (8x a cycle).
+        // Past the keys a pass holds, their file names still filter the names relative to a root (a hash and a bit
+        // a name), where dropping the filter sent every short value of the schema to the database (8x a cycle).
         let held = keys.len() as i64 <= ADOPTED_KEYS_HELD;
         let file_names = if held {
             Vec::new()
