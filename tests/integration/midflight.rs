@@ -1,36 +1,13 @@
 //! The schema at commit (invariant 20): a migration that commits while a settle waits for the asset's row — it
 //! adds a column, copies the reference into it and clears the old one — is seen by that settle, which holds the
 //! asset instead of destroying it on a map that no longer says where the reference is. With the change detector
-//! (a lock every DDL command waits for, then the generation) and without it (the catalog fingerprint).
+//! (a lock every DDL command waits for, then the generation) and without it (the catalog fingerprint). And autovacuum's lock on the detector's table, which is no DDL.
 
-use std::time::{Duration, Instant};
-
-use crate::pipeline::{actions, key, last_event, pass, settle_queue};
+use crate::pipeline::{actions, key, last_event, pass, settle_queue, until_a_session_waits};
 use integration_tests::TestContext;
 use integration_tests::fixtures::{object_exists, seed, state};
 use lifecycle::runs::RunOutcome;
 use uuid::Uuid;
-
-/// Waits until a session other than `own` waits for a lock: the consumer's settle, blocked on the asset's row.
-async fn until_a_settle_waits(ctx: &TestContext, own: i32) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let waiting: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-                             WHERE datname = current_database() AND pid <> $1 AND wait_event_type = 'Lock'
-                               AND query LIKE '%FOR UPDATE OF a, o%')",
-        )
-        .bind(own)
-        .fetch_one(ctx.pool())
-        .await
-        .expect("pg_stat_activity");
-        if waiting {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no settle ever waited for the asset's row");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 #[tokio::test]
 async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_the_asset() {
@@ -62,7 +39,6 @@ async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_
 
         // Something holds the asset's row (a write of the application's), so the settle waits for it.
         let mut holding = ctx.pool().begin().await.expect("begin");
-        let own: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *holding).await.expect("pid");
         sqlx::query("SELECT 1 FROM assets WHERE id = $1 FOR KEY SHARE")
             .bind(upload)
             .execute(&mut *holding)
@@ -70,7 +46,13 @@ async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_
             .expect("hold the row");
 
         let migration = async {
-            until_a_settle_waits(&ctx, own).await;
+            until_a_session_waits(
+                ctx.pool(),
+                "Lock",
+                "%FOR UPDATE OF a, o%",
+                "no settle ever waited for the asset's row",
+            )
+            .await;
             // The migration: a new column, the reference copied into it, the old one cleared; committed.
             sqlx::raw_sql(
                 "BEGIN;
@@ -115,22 +97,8 @@ async fn a_vacuum_of_the_change_detectors_table_during_a_settle_does_not_hold_th
         .expect("the vacuum's lock");
     let vacuum_ends = async {
         // The settle found the lock taken and sleeps before it asks again; the vacuum then ends.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let asking: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-                                 WHERE datname = current_database() AND wait_event = 'PgSleep'
-                                   AND query LIKE '%asset_sweeper_hold_schema()%')",
-            )
-            .fetch_one(ctx.pool())
-            .await
-            .expect("pg_stat_activity");
-            if asking {
-                break;
-            }
-            assert!(Instant::now() < deadline, "no settle asked for the lock again");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        let asking = "%asset_sweeper_hold_schema()%";
+        until_a_session_waits(ctx.pool(), "PgSleep", asking, "no settle asked for the lock again").await;
         vacuum.commit().await.expect("the vacuum ends");
     };
     tokio::join!(settle_queue(&ctx), vacuum_ends);

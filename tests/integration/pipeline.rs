@@ -90,20 +90,30 @@ pub(crate) fn key(ws: Uuid) -> String {
 /// (any statement with `""`): how a race test knows the other side reached the lock it holds. Panics, naming
 /// `what`, after a minute.
 pub(crate) async fn until_a_lock_wait(pool: &sqlx::PgPool, running: &str, what: &str) {
+    let escaped = running.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    until_a_session_waits(pool, "Lock", &format!("{escaped}%"), what).await;
+}
+
+/// Waits until a session of the test's database waits on `wait` (a `wait_event_type` such as `Lock`, or a
+/// `wait_event` such as `PgSleep`) running a statement `LIKE` `running`. Asked every 10 ms, so a wait of a few tens
+/// of milliseconds is seen; panics, naming `what`, after a minute.
+pub(crate) async fn until_a_session_waits(pool: &sqlx::PgPool, wait: &str, running: &str, what: &str) {
     let waited = Instant::now();
     loop {
-        let blocked: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock' AND starts_with(query, $1)",
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                             WHERE datname = current_database() AND $1 IN (wait_event_type, wait_event)
+                               AND query LIKE $2)",
         )
+        .bind(wait)
         .bind(running)
         .fetch_one(pool)
         .await
         .expect("pg_stat_activity");
-        if blocked > 0 {
+        if waiting {
             return;
         }
         assert!(waited.elapsed() < Duration::from_secs(60), "{what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
