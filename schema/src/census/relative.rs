@@ -260,57 +260,47 @@ impl Names {
     }
 }
 
-/// Notes, for the table `relid`, each adopted key `found` names relative to a root, with its column, as seen now:
-/// the keys resolved here (by their index in `keys`) written as they are, the names left to the database resolved
-/// by the index on the adopted keys' file names; one statement each for a batch. Answers how many (key, column)
-/// pairs it noted.
+/// Notes, for the table `relid`, each adopted key `found` names relative to a root, with its column, as seen now,
+/// in one statement for a batch: the keys resolved here (by their index in `keys`) as they are, the names left to
+/// the database resolved by the index on the adopted keys' file names. Answers how many (key, column) pairs it
+/// noted.
 pub(super) async fn note(
     conn: &mut PgConnection,
     relid: Oid,
     keys: Option<&[String]>,
     found: Found,
 ) -> Result<u64, sqlx::Error> {
-    let mut noted = 0;
-    if let Some(keys) = keys.filter(|_| !found.keys.is_empty()) {
-        let (named, attnums): (Vec<&str>, Vec<i16>) =
-            found.keys.into_iter().map(|(index, attnum)| (keys[index as usize].as_str(), attnum)).unzip();
-        // A span seen both ways is not relative: the span scan's rows keep `relative` false.
-        noted += sqlx::query!(
-            "INSERT INTO named_keys (storage_key, relid, attnum, seen_at, relative)
-             SELECT k, $1::oid, a, now(), true FROM unnest($2::text[], $3::int2[]) AS t(k, a)
-             ON CONFLICT (storage_key, relid, attnum)
-             DO UPDATE SET seen_at = EXCLUDED.seen_at, relative = named_keys.relative AND EXCLUDED.relative",
-            relid,
-            &named as &[&str],
-            &attnums,
-        )
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-    }
-    if found.names.is_empty() {
-        return Ok(noted);
+    let (resolved, resolved_attnums): (Vec<&str>, Vec<i16>) = match keys {
+        Some(keys) => found.keys.into_iter().map(|(index, attnum)| (keys[index as usize].as_str(), attnum)).unzip(),
+        None => (Vec::new(), Vec::new()),
+    };
+    if resolved.is_empty() && found.names.is_empty() {
+        return Ok(0);
     }
     let (names, attnums): (Vec<String>, Vec<i16>) = found.names.into_iter().unzip();
     // A key a value names whole is the span scan's (its prefix starts it); here only the keys named less a root.
-    // One row per key and column, however many names of it the batch holds (`ON CONFLICT` takes a row once).
-    noted += sqlx::query!(
+    // One row per key and column, however many names of it the batch holds (`ON CONFLICT` takes a row once, so
+    // the `UNION` makes them distinct). A span seen both ways is not relative: the span scan's rows keep it false.
+    let noted = sqlx::query!(
         "INSERT INTO named_keys (storage_key, relid, attnum, seen_at, relative)
-         SELECT d.storage_key, $1::oid, c.attnum, now(), true
-           FROM unnest($2::text[], $3::int2[]) AS c(name, attnum)
-           JOIN adopted_assets d ON d.file_name = substring(c.name FROM '[^/]*$')
-          WHERE right(d.storage_key, length(c.name) + 1) = '/' || c.name
-          GROUP BY d.storage_key, c.attnum
+         SELECT k, $1::oid, a, now(), true
+           FROM (SELECT k, a FROM unnest($2::text[], $3::int2[]) AS t(k, a)
+                 UNION
+                 SELECT d.storage_key, c.attnum
+                   FROM unnest($4::text[], $5::int2[]) AS c(name, attnum)
+                   JOIN adopted_assets d ON d.file_name = substring(c.name FROM '[^/]*$')
+                  WHERE right(d.storage_key, length(c.name) + 1) = '/' || c.name) named(k, a)
          ON CONFLICT (storage_key, relid, attnum)
          DO UPDATE SET seen_at = EXCLUDED.seen_at, relative = named_keys.relative AND EXCLUDED.relative",
         relid,
+        &resolved as &[&str],
+        &resolved_attnums,
         &names,
         &attnums,
     )
     .execute(conn)
-    .await?
-    .rows_affected();
-    Ok(noted)
+    .await?;
+    Ok(noted.rows_affected())
 }
 
 #[cfg(test)]
