@@ -49,6 +49,7 @@ pub const OWN_TABLES: &[&str] = &[
     "reconcile_prefixes",
     "adopted_assets",
     "named_keys",
+    "named_sightings",
     "retention_rules",
     "workspace_quotas",
     "workspace_objects",

@@ -476,6 +476,90 @@ async fn an_adoption_committed_after_the_keys_were_read_waits_for_the_next_scan(
     assert!(named(&ctx, &adopting).await);
 }
 
+/// What a scan saw the scan before is not written again (a million named keys were a million row versions a cycle,
+/// half its time), and the forgetting rule holds as before: a name one complete scan misses (an update can move a
+/// row into a block the scan has read) is kept, a name two scans in a row miss is forgotten; for a key named whole
+/// and one named relative to a root alike. Each scan's sightings are read by the next scan's end, and then go.
+#[tokio::test]
+async fn a_name_one_scan_misses_is_kept_and_one_two_scans_miss_is_forgotten_without_rewriting_what_each_saw() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let (whole, relative) = (key(ws), key(ws));
+    let file_name = relative.rsplit('/').next().expect("a file name").to_owned();
+    sqlx::raw_sql(
+        "CREATE TABLE posts (id serial PRIMARY KEY, html text);
+         CREATE TABLE photos (id serial PRIMARY KEY, file varchar(200));",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("tables");
+    sqlx::query("INSERT INTO posts (html) VALUES ($1)")
+        .bind(format!("<img src=\"https://cdn.example.com/{whole}?w=640\">"))
+        .execute(ctx.pool())
+        .await
+        .expect("post");
+    // As a framework stores a file under its storage root: the key less its leading segment.
+    sqlx::query("INSERT INTO photos (file) VALUES ($1)").bind(&file_name).execute(ctx.pool()).await.expect("photo");
+    let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), PATTERN).expect("the layout");
+    sqlx::query(
+        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+         SELECT gen_random_uuid(), k, $2, 1, now() - interval '1 year', $3 FROM unnest($1::text[]) k",
+    )
+    .bind([&whole, &relative])
+    .bind(ws)
+    .bind(layout.signature())
+    .execute(ctx.pool())
+    .await
+    .expect("adopted files");
+    let census = schema::census::Census {
+        max_batches: u32::MAX,
+        batch_blocks: 1_024,
+        batch_timeout: Duration::from_secs(30),
+        cycle_interval: Duration::ZERO,
+        layout: Some(&layout),
+    };
+    // Each row of `named_keys` as written: its version (`xmin`) changes when it is written again.
+    let versions = || async {
+        sqlx::query_as::<_, (String, bool, String)>(
+            "SELECT storage_key, relative, xmin::text FROM named_keys ORDER BY storage_key, relative",
+        )
+        .fetch_all(ctx.pool())
+        .await
+        .expect("named keys")
+    };
+
+    key_scan(&ctx, &census).await;
+    let first = versions().await;
+    let mut expected = vec![(whole.clone(), false), (relative.clone(), true)];
+    expected.sort();
+    assert_eq!(first.iter().map(|(k, r, _)| (k.clone(), *r)).collect::<Vec<_>>(), expected, "{first:?}");
+    key_scan(&ctx, &census).await;
+    assert_eq!(versions().await, first, "a second scan sights what the first wrote, and writes nothing of it");
+
+    // Both records edited to name nothing: the scan that follows misses the names, and keeps them (the scan before
+    // it saw them); the next one misses them too, and forgets them.
+    sqlx::raw_sql("UPDATE posts SET html = '<p>gone</p>'; UPDATE photos SET file = 'elsewhere.png';")
+        .execute(ctx.pool())
+        .await
+        .expect("edited");
+    key_scan(&ctx, &census).await;
+    assert!(named(&ctx, &whole).await && named_relative(&ctx, &relative).await, "one scan missed them");
+    key_scan(&ctx, &census).await;
+    assert!(!named(&ctx, &whole).await && !named_relative(&ctx, &relative).await, "two scans missed them");
+    let sightings: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM named_sightings").fetch_one(ctx.pool()).await.expect("sightings");
+    assert_eq!(sightings, 0, "two scans that saw nothing leave no sighting behind");
+}
+
+/// Whether `key` is held as named relative to a root.
+async fn named_relative(ctx: &TestContext, key: &str) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM named_keys WHERE storage_key = $1 AND relative)")
+        .bind(key)
+        .fetch_one(ctx.pool())
+        .await
+        .expect("named_keys")
+}
+
 /// One census cycle with its key scan, as a pass runs it.
 async fn key_scan(ctx: &TestContext, census: &schema::census::Census<'_>) {
     use platform::step::{Share, Step};

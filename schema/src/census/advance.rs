@@ -297,6 +297,9 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
            unnamed AS (
                DELETE FROM named_keys n USING gone g WHERE n.relid = g.relid AND n.attnum = g.attnum
            ),
+           unsighted AS (
+               DELETE FROM named_sightings s USING gone g WHERE s.relid = g.relid AND s.attnum = g.attnum
+           ),
            unfound AS (
                DELETE FROM census_findings f USING gone g WHERE f.relid = g.relid AND f.attnum = g.attnum
            ),

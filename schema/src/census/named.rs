@@ -6,7 +6,8 @@
 //! here. A column's scan that ends with one layout throughout covers it, and
 //! forgets the keys of that column two scans in a row did not see. What it keeps in `named_keys` are spans
 //! ([`KeyLayout::spans_in`]): a key is named when a span starts with it (`asset_sweeper_names_key`), so a text full
-//! of keys costs a row per key written, not one per end the pattern allows.
+//! of keys costs a row per key written, not one per end the pattern allows. A row is written once, when a scan
+//! first sees its pair; later scans append sightings ([`sight`]), so a cycle rewrites nothing the cycle before saw.
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -201,45 +202,83 @@ impl<'a> KeyScan<'a> {
         }
     }
 
-    /// Notes, for the table `relid`, what one batch found named relative to a root ([`relative::note`]).
-    pub(super) async fn note_relative(
-        &self,
-        conn: &mut PgConnection,
-        relid: sqlx::postgres::types::Oid,
-        found: relative::Found,
-    ) -> Result<u64, sqlx::Error> {
-        let keys = self.adopted.get().and_then(|a| a.keys.as_deref());
-        relative::note(conn, relid, keys, found).await
-    }
-
-    /// Keeps each (span, column) pair of the table `relid` that names an adopted key, as seen now. Answers how many.
+    /// Keeps what one batch of the table `relid` found named, as seen now, in one statement ([`sight`]): each
+    /// (span, column) pair of `named` that names an adopted key, and each adopted key `relatives` names relative
+    /// to a root. Answers how many pairs.
     pub(super) async fn note(
         &self,
         conn: &mut PgConnection,
         relid: sqlx::postgres::types::Oid,
         named: HashSet<(String, i16)>,
+        relatives: relative::Found,
     ) -> Result<u64, sqlx::Error> {
-        if named.is_empty() {
+        if named.is_empty() && relatives.is_empty() {
             return Ok(0);
         }
         let held = self.adopted(&mut *conn).await?.keys.as_deref();
         let keeps = |span: &str| held.is_none_or(|keys| names_any(keys, span.as_bytes()));
-        let (keys, attnums): (Vec<String>, Vec<i16>) = named.into_iter().filter(|(span, _)| keeps(span)).unzip();
-        if keys.is_empty() {
+        let whole: relative::Pairs<&str> =
+            named.iter().filter(|(span, _)| keeps(span)).map(|(span, attnum)| (span.as_str(), *attnum)).unzip();
+        let (relative, names) = relatives.split(held);
+        if whole.0.is_empty() && relative.0.is_empty() && names.0.is_empty() {
             return Ok(0);
         }
-        sqlx::query!(
-            "INSERT INTO named_keys (storage_key, relid, attnum, seen_at)
-             SELECT k, $1, a, now() FROM unnest($2::text[], $3::int2[]) AS t(k, a)
-             ON CONFLICT (storage_key, relid, attnum) DO UPDATE SET seen_at = EXCLUDED.seen_at",
-            relid,
-            &keys,
-            &attnums,
-        )
-        .execute(conn)
-        .await?;
-        Ok(keys.len() as u64)
+        sight(conn, relid, Sighted { whole, relative, names }).await
     }
+}
+
+/// What one batch saw named: keys named whole (spans), keys named relative to a root resolved in the census, and
+/// names relative to a root the database resolves; each with its column.
+struct Sighted<'k> {
+    whole: relative::Pairs<&'k str>,
+    relative: relative::Pairs<&'k str>,
+    names: relative::Pairs<String>,
+}
+
+/// Keeps each (key, column) pair of the table `relid` `sighted` as seen now, in one statement and one commit for a
+/// batch: a pair no scan saw before is written, and every pair is sighted, a hash in one appended row per column
+/// and way, so a scan rewrites nothing it saw the scan before (the forgetting reads the sightings: [`record`]).
+/// The names left to the database are resolved by the index on the adopted keys' file names: each adopted key
+/// a name is the end of, after a `/`. A pair listed twice is written once (`DO NOTHING`) and sighted twice, which
+/// costs a hash. Answers how many pairs.
+async fn sight(
+    conn: &mut PgConnection,
+    relid: sqlx::postgres::types::Oid,
+    sighted: Sighted<'_>,
+) -> Result<u64, sqlx::Error> {
+    let pairs = sqlx::query_scalar!(
+        r#"WITH named AS (
+               SELECT k, a, false AS r FROM unnest($2::text[], $3::int2[]) AS t(k, a)
+               UNION ALL
+               SELECT k, a, true FROM unnest($4::text[], $5::int2[]) AS t(k, a)
+               UNION ALL
+               SELECT d.storage_key, c.attnum, true
+                 FROM unnest($6::text[], $7::int2[]) AS c(name, attnum)
+                 JOIN adopted_assets d ON d.file_name = substring(c.name FROM '[^/]*$')
+                WHERE right(d.storage_key, length(c.name) + 1) = '/' || c.name
+           ),
+           written AS (
+               INSERT INTO named_keys (storage_key, relid, attnum, seen_at, relative)
+               SELECT k, $1, a, now(), r FROM named
+               ON CONFLICT DO NOTHING
+           ),
+           sighted AS (
+               INSERT INTO named_sightings (relid, attnum, relative, keys)
+               SELECT $1, a, r, array_agg(hashtextextended(k, 0)) FROM named GROUP BY a, r
+               RETURNING cardinality(keys) AS pairs
+           )
+           SELECT coalesce(sum(pairs), 0)::int8 AS "pairs!" FROM sighted"#,
+        relid,
+        &sighted.whole.0 as &[&str],
+        &sighted.whole.1,
+        &sighted.relative.0 as &[&str],
+        &sighted.relative.1,
+        &sighted.names.0,
+        &sighted.names.1,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(u64::try_from(pairs).unwrap_or(0))
 }
 
 /// Whether one of `keys` (sorted bytewise) is a prefix of `span`. Logarithmic: the greatest key not above `span` is
@@ -291,8 +330,7 @@ pub(super) async fn scan(
             keys.relative_in(&value, json, attnum, &mut relatives);
         }
     }
-    let noted = keys.note(&mut *conn, group.relid, named).await?;
-    Ok(noted + keys.note_relative(conn, group.relid, relatives).await?)
+    keys.note(conn, group.relid, named, relatives).await
 }
 
 /// The key scan's statement over `group`'s text and JSON columns the id search does not fetch whole (arrays,
@@ -376,10 +414,24 @@ pub(super) async fn record(
              UPDATE census_columns c SET keys_proven_at = c.scan_started_at
                FROM before b
               WHERE c.relid = b.relid AND c.attnum = b.attnum
-             RETURNING c.relid, c.attnum, b.keys_proven_at AS previous
+             RETURNING c.relid, c.attnum, b.keys_proven_at AS previous, c.keys_proven_at AS started
+         ),
+         sighted AS (
+             SELECT DISTINCT s.relid, s.attnum, s.relative, h
+               FROM named_sightings s JOIN covered c ON s.relid = c.relid AND s.attnum = c.attnum,
+                    unnest(s.keys) AS h
+              WHERE s.seen_at >= c.previous
+         ),
+         forgotten AS (
+             DELETE FROM named_keys n USING covered c
+              WHERE n.relid = c.relid AND n.attnum = c.attnum AND n.seen_at < c.previous
+                AND NOT EXISTS (SELECT 1 FROM sighted s
+                                 WHERE s.relid = n.relid AND s.attnum = n.attnum AND s.relative = n.relative
+                                   AND s.h = hashtextextended(n.storage_key, 0))
          )
-         DELETE FROM named_keys n USING covered c
-          WHERE n.relid = c.relid AND n.attnum = c.attnum AND n.seen_at < c.previous",
+         -- What the next scan's end reads: this scan's sightings; the previous scan's are read for the last time.
+         DELETE FROM named_sightings s USING covered c
+          WHERE s.relid = c.relid AND s.attnum = c.attnum AND s.seen_at < c.started",
         group.relid,
         &attnums,
         signature,

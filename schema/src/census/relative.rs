@@ -12,8 +12,6 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use percent_encoding::percent_decode_str;
-use sqlx::PgConnection;
-use sqlx::postgres::types::Oid;
 
 /// S3's longest key: a longer value cannot name a key, relatively or not.
 const LONGEST_KEY: usize = 1024;
@@ -57,7 +55,7 @@ fn readings(name: &str, may_end: &impl Fn(&str) -> bool, found: &mut impl FnMut(
     }
     let path = url_path(name).unwrap_or(name);
     // Bytes, not chars: both are ASCII, and a body of HTML is read this way for every value.
-    let path = path.as_bytes().iter().position(|b| matches!(b, b'?' | b'#')).map_or(path, |end| &path[..end]);
+    let path = memchr::memchr2(b'?', b'#', path.as_bytes()).map_or(path, |end| &path[..end]);
     for (i, reading) in [name, path].into_iter().enumerate() {
         let bare = reading.trim_start_matches('/');
         if bare.is_empty() || bare.ends_with('/') || (i == 1 && reading == name) {
@@ -89,12 +87,22 @@ fn url_path(text: &str) -> Option<&str> {
 fn json_strings(text: &str, mut found: impl FnMut(&str)) {
     let bytes = text.as_bytes();
     let mut i = 0;
-    while let Some(open) = bytes[i..].iter().position(|b| *b == b'"').map(|p| p + i) {
+    // memchr, not a loop over bytes: a document is mostly the inside of its strings, and every value of a JSON
+    // column is read this way.
+    while let Some(open) = memchr::memchr(b'"', &bytes[i..]).map(|p| p + i) {
         let mut j = open + 1;
         let mut escaped = false;
-        while j < bytes.len() && bytes[j] != b'"' {
-            escaped |= bytes[j] == b'\\';
-            j += if bytes[j] == b'\\' { 2 } else { 1 };
+        while let Some(at) = bytes.get(j..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+            j += at;
+            if bytes[j] == b'"' {
+                break;
+            }
+            escaped = true;
+            j += 2;
+        }
+        j = j.min(bytes.len());
+        if bytes.get(j) != Some(&b'"') {
+            j = bytes.len();
         }
         let Some(literal) = text.get(open..(j + 1).min(text.len())) else { break };
         if j < bytes.len() && literal.len() - 2 <= LONGEST_KEY {
@@ -206,6 +214,26 @@ pub(super) struct Found {
     pub(super) names: HashSet<(String, i16)>,
 }
 
+/// Keys or names, each with its column's attribute number: as a statement binds them, two arrays.
+pub(super) type Pairs<K> = (Vec<K>, Vec<i16>);
+
+impl Found {
+    /// Nothing found.
+    pub(super) fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.names.is_empty()
+    }
+
+    /// The keys resolved here by their text (`keys`: the pass's, which the indexes point into), with their columns;
+    /// and the names left to the database, with theirs.
+    pub(super) fn split(self, keys: Option<&[String]>) -> (Pairs<&str>, Pairs<String>) {
+        let resolved = match keys {
+            Some(keys) => self.keys.into_iter().map(|(index, attnum)| (keys[index as usize].as_str(), attnum)).unzip(),
+            None => (Vec::new(), Vec::new()),
+        };
+        (resolved, self.names.into_iter().unzip())
+    }
+}
+
 impl Names {
     /// The file names of `keys` (the pass's keys, sorted, indexed by their position), each leading to its keys.
     pub(super) fn resolving(keys: &[String]) -> Self {
@@ -260,49 +288,6 @@ impl Names {
     }
 }
 
-/// Notes, for the table `relid`, each adopted key `found` names relative to a root, with its column, as seen now,
-/// in one statement for a batch: the keys resolved here (by their index in `keys`) as they are, the names left to
-/// the database resolved by the index on the adopted keys' file names. Answers how many (key, column) pairs it
-/// noted.
-pub(super) async fn note(
-    conn: &mut PgConnection,
-    relid: Oid,
-    keys: Option<&[String]>,
-    found: Found,
-) -> Result<u64, sqlx::Error> {
-    let (resolved, resolved_attnums): (Vec<&str>, Vec<i16>) = match keys {
-        Some(keys) => found.keys.into_iter().map(|(index, attnum)| (keys[index as usize].as_str(), attnum)).unzip(),
-        None => (Vec::new(), Vec::new()),
-    };
-    if resolved.is_empty() && found.names.is_empty() {
-        return Ok(0);
-    }
-    let (names, attnums): (Vec<String>, Vec<i16>) = found.names.into_iter().unzip();
-    // A key a value names whole is the span scan's (its prefix starts it); here only the keys named less a root.
-    // One row per key and column, however many names of it the batch holds (`ON CONFLICT` takes a row once, so
-    // the `UNION` makes them distinct). A span seen both ways is not relative: the span scan's rows keep it false.
-    let noted = sqlx::query!(
-        "INSERT INTO named_keys (storage_key, relid, attnum, seen_at, relative)
-         SELECT k, $1::oid, a, now(), true
-           FROM (SELECT k, a FROM unnest($2::text[], $3::int2[]) AS t(k, a)
-                 UNION
-                 SELECT d.storage_key, c.attnum
-                   FROM unnest($4::text[], $5::int2[]) AS c(name, attnum)
-                   JOIN adopted_assets d ON d.file_name = substring(c.name FROM '[^/]*$')
-                  WHERE right(d.storage_key, length(c.name) + 1) = '/' || c.name) named(k, a)
-         ON CONFLICT (storage_key, relid, attnum)
-         DO UPDATE SET seen_at = EXCLUDED.seen_at, relative = named_keys.relative AND EXCLUDED.relative",
-        relid,
-        &resolved as &[&str],
-        &resolved_attnums,
-        &names,
-        &attnums,
-    )
-    .execute(conn)
-    .await?;
-    Ok(noted.rows_affected())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +339,19 @@ mod tests {
         assert!(!candidates(&doc, true).iter().any(|c| c.len() > LONGEST_KEY));
         // A long text that is not JSON names nothing as a whole.
         assert!(candidates(&format!("{long}/cat.png"), false).is_empty());
+    }
+
+    #[test]
+    fn a_json_string_ends_at_its_first_unescaped_quote_and_an_unterminated_one_is_no_name() {
+        let strings = |text: &str| {
+            let mut out = Vec::new();
+            json_strings(text, |s| out.push(s.to_owned()));
+            out
+        };
+        assert_eq!(strings(r#"{"a\\":"b\"c.png","d":"e"#), [r"a\", r#"b"c.png"#, "d"]);
+        assert_eq!(strings(r#"["x.png","y\"#), ["x.png"]);
+        assert_eq!(strings(r#""""#), [""]);
+        assert!(strings("no quotes").is_empty());
     }
 
     #[test]

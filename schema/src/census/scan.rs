@@ -186,8 +186,7 @@ pub(super) async fn scan(
         }
     }
     if let Some(keys) = keys {
-        keys.note(&mut *conn, group.relid, spans).await?;
-        keys.note_relative(&mut *conn, group.relid, relatives).await?;
+        keys.note(&mut *conn, group.relid, spans, relatives).await?;
     }
     named.retain(|(k, _, _)| group.columns[*k].ids_read());
     if !candidates.is_empty() {

@@ -162,7 +162,7 @@ async fn slice(
     let unread = Unread { attnum: column.attnum, record: record.to_owned(), stored_bytes: Some(stored), read_chars };
     if let Some(keys) = keys.filter(|_| column.key_scanned()) {
         let spans = keys.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)).collect();
-        keys.note(conn, group.relid, spans).await?;
+        keys.note(conn, group.relid, spans, super::relative::Found::default()).await?;
     }
     let spelled: Vec<Uuid> =
         if column.ids_read() { super::ids::ids_in(&text).into_iter().collect() } else { Vec::new() };
