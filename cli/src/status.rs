@@ -503,7 +503,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             "  {} value(s) too large or slow to read whole within CENSUS_BATCH_TIMEOUT: what their first part names is held, the rest is not proven",
             census.unread
         );
-        for u in &census.unread_sample {
+        for u in census.unread_sample.iter().filter(|u| u.untried) {
+            let _ = writeln!(
+                text,
+                "  ? {} row {}: not tried yet (a pass's share ran out inside its block); read before the column is proven ({})",
+                u.column, u.record, u.recorded_at
+            );
+        }
+        for u in census.unread_sample.iter().filter(|u| !u.untried) {
             let stored = u.stored_bytes.map_or("size unknown".to_owned(), |b| format!("{b} bytes stored"));
             let _ = writeln!(
                 text,

@@ -114,6 +114,10 @@ pub enum Window {
         declared_by: String,
         /// When it ends.
         ends_at: DateTime<Utc>,
+        /// Since when deletes and purges have been held without a break: by this window and those declared before
+        /// it back to back, as an application that re-declares its hold for ever does (the sweep's metric
+        /// `DeletesHeldSeconds`, and the alarm on it). Over the windows of the last 30 days.
+        held_since: DateTime<Utc>,
     },
     /// The schema changed at `changed_at`: a migration half done may still fill a column the census has read empty.
     Quiet {
@@ -125,6 +129,16 @@ pub enum Window {
 }
 
 impl Window {
+    /// How long deletes and purges have been held at `now`: since the first of the declared windows back to back,
+    /// or since the schema's newest change.
+    pub fn held_seconds(&self, now: DateTime<Utc>) -> u64 {
+        let since = match self {
+            Window::Declared { held_since, .. } => *held_since,
+            Window::Quiet { changed_at, .. } => *changed_at,
+        };
+        u64::try_from((now - since).num_seconds()).unwrap_or(0)
+    }
+
     /// When it ends (a declared one, unless released first).
     pub fn ends_at(&self) -> DateTime<Utc> {
         match self {
@@ -135,10 +149,13 @@ impl Window {
     /// One line for a person: what holds, since when or by whom, and until when.
     pub fn describe(&self) -> String {
         match self {
-            Window::Declared { id, reason, declared_by, ends_at } => format!(
-                "hold {id} declared by {declared_by} ({reason}) until {}; release it with `asset-sweeper hold \
-                 release {id}`",
-                ends_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            Window::Declared { id, reason, declared_by, ends_at, held_since } => format!(
+                "hold {id} declared by {declared_by} ({reason}) until {}, deletes and purges held since {} ({} without \
+                 a break); release it with `asset-sweeper hold release {id}`",
+                ends_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                held_since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                // Whole minutes: a person reads "3days 4h 12m", not the seconds.
+                humantime::format_duration(Duration::from_secs(self.held_seconds(Utc::now()) / 60 * 60)),
             ),
             Window::Quiet { changed_at, ends_at } => format!(
                 "the schema changed at {}: deletes and purges wait until {} (SCHEMA_QUIET_PERIOD)",
@@ -154,6 +171,16 @@ impl Window {
 pub async fn window(conn: &mut PgConnection, quiet: Duration) -> Result<Option<Window>, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT h.id AS "id?", h.reason AS "reason?", h.declared_by AS "declared_by?", h.ends_at AS "ends_at?",
+                  -- The start of the unbroken run of windows holding now: the latest start no earlier window
+                  -- still covered (a running maximum of the ends before it), over the last 30 days' windows.
+                  (WITH w AS (SELECT declared_at AS s, least(ends_at, coalesce(released_at, ends_at)) AS e
+                                FROM destruction_holds
+                               WHERE declared_at <= now()
+                                 AND least(ends_at, coalesce(released_at, ends_at)) > now() - interval '30 days'),
+                        r AS (SELECT s, max(e) OVER (ORDER BY s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                                        AS covered_until
+                                FROM w)
+                   SELECT max(s) FROM r WHERE covered_until IS NULL OR covered_until < s) AS held_since,
                   asset_sweeper_schema_changed_at() AS changed_at,
                   asset_sweeper_schema_changed_at() + $1 * interval '1 second' > now() AS "quiet!"
              FROM (SELECT 1) one
@@ -167,7 +194,8 @@ pub async fn window(conn: &mut PgConnection, quiet: Duration) -> Result<Option<W
     if let (Some(id), Some(reason), Some(declared_by), Some(ends_at)) =
         (row.id, row.reason, row.declared_by, row.ends_at)
     {
-        return Ok(Some(Window::Declared { id, reason, declared_by, ends_at }));
+        let held_since = row.held_since.unwrap_or_else(Utc::now);
+        return Ok(Some(Window::Declared { id, reason, declared_by, ends_at, held_since }));
     }
     Ok(match row.changed_at {
         Some(changed_at) if row.quiet && !quiet.is_zero() => {

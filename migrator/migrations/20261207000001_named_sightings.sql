@@ -24,3 +24,9 @@ ALTER TABLE named_keys RESET (fillfactor);
 
 -- Also shipped: `named_sightings` joins the tables the project owns (`asset_sweeper_own_tables()`,
 -- records/sql/retention.sql), on which no retention rule may be declared.
+
+-- No proof covers a value that was not read (docs/design.md, "When it cannot read"): a value left untried when the
+-- census's share of a pass ran out inside a block it was reading value by value is recorded `untried`, and read
+-- (whole, or its first part when it alone outlasts the batch limit) before its column's scan may end. Before, it was
+-- recorded with nothing read and the column proven over it.
+ALTER TABLE census_unread ADD COLUMN untried boolean NOT NULL DEFAULT false;

@@ -378,6 +378,9 @@ pub fn metrics_line(report: &SweepReport) -> String {
             report.records.as_ref().map_or(u64::from(report.records_error.is_some()), |r| r.failed()),
         ),
         ("RetentionRulesHeld", report.records.as_ref().map_or(0, |r| r.held())),
+        // How long deletes and purges have been held without a break (0 when they are not): an application that
+        // re-declares its window for ever stops every delete in silence, and an alarm should say so.
+        ("DeletesHeldSeconds", report.window.as_ref().map_or(0, |w| w.held_seconds(chrono::Utc::now()))),
     ];
     // Only from a pass that read the bucket: a skipped pass says nothing about it, rather than "fine".
     if let Some(bucket) = &report.bucket {

@@ -894,3 +894,175 @@ async fn a_migrate_refuses_a_planted_schema_and_ignores_a_planted_migrations_tab
         let _ = sqlx::raw_sql(AssertSqlSafe(format!("DROP ROLE IF EXISTS {login}"))).execute(&mut cluster).await;
     }
 }
+
+/// No proof covers a value nobody read. An end user writes a comment too large to read within the census's batch
+/// limit, and another writes, in the same block, a link to an upload they never attached. A pass's census share runs
+/// out while that block is read value by value (here every time: a share of a fifth of a second against a limit of a
+/// quarter). Before, every value of the block left untried was recorded unread with nothing read, the column was
+/// proven anyway, and the upload was deleted: S3 answered 404 for a file a record names. Now the values left untried
+/// are read before the column is proven, and the link holds the upload.
+#[tokio::test]
+async fn a_census_share_that_runs_out_inside_a_block_proves_nothing_over_the_values_it_left_untried() {
+    use platform::step::{Share, Step};
+    // A failpoint of another test (`census::advance`) would fail this one's census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let upload_key = crate::pipeline::key(ws);
+    let upload = integration_tests::fixtures::seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    sqlx::raw_sql(
+        "CREATE TABLE comments (id serial PRIMARY KEY, body text);
+         ALTER TABLE comments ALTER COLUMN body SET STORAGE EXTERNAL;",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("comments");
+    // Past the rows the schema check samples: a comment of 96 MB, and right after it the link.
+    sqlx::query(
+        "INSERT INTO comments (body)
+         SELECT CASE WHEN g = 1000 THEN repeat('and on and on and on. ', 4500000)
+                     WHEN g = 1001 THEN 'my picture: https://cdn.example.com/i/' || $1::text || '.jpg'
+                     ELSE 'a fine product, I would buy it again ' || g END
+           FROM generate_series(1, 2000) g",
+    )
+    .bind(upload)
+    .execute(ctx.pool())
+    .await
+    .expect("the comments");
+    let same_block: bool =
+        sqlx::query_scalar("SELECT count(DISTINCT (ctid::text::point)[0]) = 1 FROM comments WHERE id IN (1000, 1001)")
+            .fetch_one(ctx.pool())
+            .await
+            .expect("blocks");
+    assert!(same_block, "the link shares the large comment's block");
+
+    let census = schema::census::Census {
+        max_batches: u32::MAX,
+        batch_blocks: 1,
+        batch_timeout: Duration::from_millis(250),
+        cycle_interval: Duration::ZERO,
+        layout: None,
+    };
+    let mut left_untried = 0i64;
+    let mut proven = false;
+    for _ in 0..300 {
+        let share = Share::of(100, Instant::now() + Duration::from_millis(200));
+        let progress = census.advance(ctx.pool(), share).await.expect("the census");
+        let untried: i64 = sqlx::query_scalar("SELECT count(*) FROM census_unread WHERE untried")
+            .fetch_one(ctx.pool())
+            .await
+            .expect("untried");
+        if untried > 0 && left_untried == 0 {
+            let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
+            let status = String::from_utf8(status.stdout).expect("utf-8");
+            assert!(status.contains("public.comments.body row (") && status.contains("not tried yet"), "{status}");
+        }
+        left_untried = left_untried.max(untried);
+        if progress.columns_unproven == 0 {
+            proven = true;
+            break;
+        }
+    }
+    assert!(proven, "each pass reads at least one value it left untried, so the column is proven in the end");
+    let found: Option<String> = sqlx::query_scalar(
+        "SELECT format('%s.%s', c.table_name, c.column_name) FROM census_findings f
+           JOIN census_columns c ON c.relid = f.relid AND c.attnum = f.attnum WHERE f.asset_id = $1",
+    )
+    .bind(upload)
+    .fetch_optional(ctx.pool())
+    .await
+    .expect("findings");
+    assert_eq!(found.as_deref(), Some("comments.body"), "the link was read before the column was proven");
+    assert!(left_untried > 1, "a share ran out inside the block, leaving values untried ({left_untried})");
+
+    // A real pass and its settles: the upload the link names keeps its bytes.
+    crate::pipeline::pass(&ctx, &[("CENSUS_BATCH_TIMEOUT", "250ms"), ("DISCOVERY_ENABLED", "false")]).await;
+    crate::pipeline::settle_queue(&ctx).await;
+    assert_eq!(integration_tests::fixtures::state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await, "a file a record names keeps its bytes");
+}
+
+/// An application that keeps re-declaring its migration window holds every delete and purge for ever, each window
+/// within its week, none ever released. It is shown, not silent: the window's line says since when deletes have
+/// been held without a break and who declared it, each pass reports it as `DeletesHeldSeconds`, past the stack's
+/// `DeletesHeldAlarm` threshold (`HeldAlarmSeconds`, 3 days), and the count is back to 0 once the window is
+/// released.
+#[tokio::test]
+async fn an_application_that_redeclares_its_hold_for_ever_is_shown_and_alarmed() {
+    let ctx = TestContext::new().await;
+    let login = format!("hostile_app_{}", short_id());
+    let password = Uuid::new_v4().simple().to_string();
+    let mut admin = PgConnection::connect(&ctx.db.url).await.expect("owner");
+    exec(
+        &mut admin,
+        &format!("CREATE ROLE {login} LOGIN PASSWORD '{password}'; GRANT asset_sweeper_application TO {login};"),
+    )
+    .await;
+    // Its windows of the last four days, each declared a day after the one before and outliving it by an hour.
+    sqlx::query(
+        "INSERT INTO asset_sweeper.destruction_holds (reason, declared_by, declared_at, ends_at)
+         SELECT 'nightly reindex', $1, now() - make_interval(days => d), now() - make_interval(days => d - 1)
+                                                                          + interval '1 hour'
+           FROM generate_series(4, 1, -1) d",
+    )
+    .bind(&login)
+    .execute(&mut admin)
+    .await
+    .expect("the windows of the last days");
+    let options: PgConnectOptions = admin_database_url().parse().expect("admin url");
+    let mut app = PgConnection::connect_with(&options.username(&login).password(&password).database(&ctx.db.name))
+        .await
+        .expect("the application's login");
+    // Today's, declared before yesterday's ends.
+    let today: i64 =
+        sqlx::query_scalar("SELECT asset_sweeper.asset_sweeper_hold(now() + interval '1 day', 'nightly reindex')")
+            .fetch_one(&mut app)
+            .await
+            .expect("declared");
+
+    let held = crate::pipeline::pass(&ctx, &[]).await;
+    let Some(window @ lifecycle::holds::Window::Declared { declared_by, held_since, .. }) = &held.window else {
+        panic!("a declared window holds: {:?}", held.window)
+    };
+    assert_eq!(declared_by, &login);
+    let since = (chrono::Utc::now() - *held_since).num_minutes();
+    assert!((4 * 24 * 60 - 5..=4 * 24 * 60 + 5).contains(&since), "held since {held_since}: {since} minutes ago");
+    let line: Value = serde_json::from_str(&sweep_lambda::record::metrics_line(&held)).expect("the metrics line");
+    let seconds = line["DeletesHeldSeconds"].as_f64().expect("DeletesHeldSeconds");
+    assert!(seconds > 259_200.0, "past the alarm's default threshold: {seconds}");
+    let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
+    let status = String::from_utf8(status.stdout).expect("utf-8");
+    assert!(
+        status.contains(&format!("declared by {login} (nightly reindex)"))
+            && status
+                .contains(&format!("held since {}", held_since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+            && status.contains("4days"),
+        "{status}"
+    );
+    assert!(window.describe().contains("without a break"), "{}", window.describe());
+
+    // Its windows released (yesterday's is open an hour more), the next pass reports nothing held, and the alarm
+    // clears.
+    let open: Vec<i64> = sqlx::query_scalar(
+        "SELECT id FROM asset_sweeper.destruction_holds WHERE released_at IS NULL AND ends_at > now() ORDER BY id",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("open windows");
+    assert_eq!(open.len(), 2, "yesterday's and today's: {open:?}");
+    assert!(open.contains(&today));
+    for id in open {
+        let released: bool = sqlx::query_scalar("SELECT asset_sweeper.asset_sweeper_release_hold($1)")
+            .bind(id)
+            .fetch_one(&mut app)
+            .await
+            .expect("released");
+        assert!(released, "{id}");
+    }
+    let free = crate::pipeline::pass(&ctx, &[]).await;
+    assert!(free.window.is_none(), "{:?}", free.window);
+    let line: Value = serde_json::from_str(&sweep_lambda::record::metrics_line(&free)).expect("the metrics line");
+    assert_eq!(line["DeletesHeldSeconds"].as_f64(), Some(0.0));
+    drop(app);
+    exec(&mut admin, &format!("DROP OWNED BY {login}; DROP ROLE {login};")).await;
+}

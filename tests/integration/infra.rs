@@ -194,6 +194,7 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     expect("AssetSweeper", "AssetsLost", 0.0, ComparisonOperator::GreaterThanThreshold);
     expect("AssetSweeper", "RetentionRulesFailed", 0.0, ComparisonOperator::GreaterThanThreshold);
     expect("AssetSweeper", "RetentionRulesHeld", 0.0, ComparisonOperator::GreaterThanThreshold);
+    expect("AssetSweeper", "DeletesHeldSeconds", 259_200.0, ComparisonOperator::GreaterThanThreshold);
     assert_eq!(found.len(), names.len());
     assert!(
         alarms

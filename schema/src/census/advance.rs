@@ -166,7 +166,7 @@ async fn read(
             end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
         }
         let started = Instant::now();
-        let found = if current.next_block < end {
+        let mut found = if current.next_block < end {
             limit(conn, Some(budget.batch_timeout)).await?;
             let rows = Rows::blocks(current.next_block, end);
             let scanned = match (scan(conn, current, rows, keys).await, keys) {
@@ -201,6 +201,23 @@ async fn read(
         } else {
             vec![Found::default(); current.columns.len()]
         };
+        // At the table's end, the values a block read value by value left untried (its pass's share ran out) are
+        // read before the scan may end: no proof covers a value nobody read.
+        let mut finished = end >= current.blocks;
+        if finished {
+            limit(conn, Some(budget.batch_timeout)).await?;
+            let retried = unread::retry(conn, current, keys, budget.until).await?;
+            for (f, more) in found.iter_mut().zip(retried.found) {
+                f.rows += more.rows;
+                for (id, at) in more.assets {
+                    if !f.assets.iter().any(|(a, _)| *a == id) {
+                        f.assets.push((id, at));
+                    }
+                }
+            }
+            unread += retried.unread;
+            finished = retried.left == 0;
+        }
         limit(conn, None).await?;
         let took = started.elapsed();
         longest = longest.max(took);
@@ -210,7 +227,6 @@ async fn read(
             current.batch_blocks = (doubled < configured).then_some(doubled);
             remember_batch(conn, current.relid, current.batch_blocks).await?;
         }
-        let finished = end >= current.blocks;
         let first = current.next_block == 0;
         // A scan begun here is dated from the batch's start, or from when the key scan read the adopted keys if
         // that was earlier (an adoption after it is not covered by this scan).
@@ -480,8 +496,10 @@ async fn record(
                SELECT c.attnum, r.rewritten, c.proven_at AS previous,
                       CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
                            ELSE c.scan_started_at END AS started,
-                      -- The scan ended on the file it began on.
-                      $3 AND NOT r.rewritten AS clean_end
+                      -- The scan ended on the file it began on, with no value it left untried.
+                      $3 AND NOT r.rewritten
+                         AND NOT EXISTS (SELECT 1 FROM census_unread u
+                                          WHERE u.relid = c.relid AND u.attnum = c.attnum AND u.untried) AS clean_end
                  FROM census_columns c
                 CROSS JOIN LATERAL (
                       SELECT CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END
@@ -491,7 +509,7 @@ async fn record(
            ),
            updated AS (
                UPDATE census_columns c
-                  SET next_block = CASE WHEN w.rewritten OR $3 THEN 0 ELSE $4::bigint END,
+                  SET next_block = CASE WHEN w.rewritten OR w.clean_end THEN 0 ELSE $4::bigint END,
                       filenode = CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END,
                       scan_started_at = CASE WHEN w.rewritten THEN NULL
                                              WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'

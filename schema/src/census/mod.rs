@@ -313,7 +313,9 @@ pub struct UnreadValue {
     pub stored_bytes: Option<i64>,
     /// The characters read from its start.
     pub read_chars: i32,
-    /// When it was tried.
+    /// Not tried yet: the pass's share ran out inside its block. Read before its column's scan may end.
+    pub untried: bool,
+    /// When it was tried (or left untried).
     pub recorded_at: String,
 }
 
@@ -345,7 +347,8 @@ pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
     .await?;
     let unread = sqlx::query!(
         r#"SELECT format('%s.%s.%s', c.table_schema, c.table_name, c.column_name) AS "column!", u.record,
-                  u.stored_bytes, u.read_chars, u.recorded_at::text AS "recorded_at!", count(*) OVER () AS "of!"
+                  u.stored_bytes, u.read_chars, u.untried, u.recorded_at::text AS "recorded_at!",
+                  count(*) OVER () AS "of!"
              FROM census_unread u JOIN census_columns c ON c.relid = u.relid AND c.attnum = u.attnum
             ORDER BY u.recorded_at DESC, 1, u.record
             LIMIT 10"#
@@ -369,6 +372,7 @@ pub async fn summary(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {
                 record: u.record,
                 stored_bytes: u.stored_bytes,
                 read_chars: u.read_chars,
+                untried: u.untried,
                 recorded_at: u.recorded_at,
             })
             .collect(),

@@ -7,7 +7,8 @@
 //! `census_unread` with what was read. What the slice names is held as it would be had the whole been read — an
 //! asset id as a finding, a key of ours as named — and the scan moves on, so the column is proven without it.
 //! The rest of the value is not proven: `status` and the run record name the row, and the next cycle tries it
-//! again.
+//! again. Values a block leaves untried when the pass's share runs out are recorded `untried` and read before the
+//! column's scan may end ([`retry`]): a column is never proven over a value nobody read.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -34,6 +35,8 @@ struct Unread {
     stored_bytes: Option<i64>,
     /// The characters read from its start.
     read_chars: i32,
+    /// Not tried: the pass's share ran out first. Read before the column's scan may end ([`retry`]).
+    untried: bool,
 }
 
 /// Reads block `block` of the group's table value by value, each within the session's statement timeout (the
@@ -71,6 +74,7 @@ pub(super) async fn read_block(
                     record: record.clone(),
                     stored_bytes: None,
                     read_chars: 0,
+                    untried: true,
                 });
                 continue;
             };
@@ -99,6 +103,86 @@ pub(super) async fn read_block(
     let count = unread.len() as u64;
     note(conn, group, unread).await?;
     Ok((found, count))
+}
+
+/// What [`retry`] read.
+pub(super) struct Retried {
+    /// Per column, as a batch finds.
+    pub(super) found: Vec<Found>,
+    /// Values it could read only in part (recorded again as tried).
+    pub(super) unread: u64,
+    /// Values still untried: the share ran out first. The column's scan may not end while there are any.
+    pub(super) left: u64,
+}
+
+/// Reads the values of the group's columns recorded untried (the share ran out inside a block read value by value),
+/// in their order in the table, each as [`read_block`] reads one: whole, or its first part when it alone outlasts
+/// the batch limit. The first is read whatever the time, so every pass moves on by at least one value; the rest
+/// while `until` is ahead. A value read is no longer untried (recorded as read in part, or gone when read whole).
+pub(super) async fn retry(
+    conn: &mut PgConnection,
+    group: &Group,
+    keys: Option<&KeyScan<'_>>,
+    until: Instant,
+) -> Result<Retried, sqlx::Error> {
+    let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
+    let untried = sqlx::query!(
+        r#"SELECT attnum AS "attnum!", record AS "record!",
+                  (record::tid::text::point)[0]::int8 AS "block!", (record::tid::text::point)[1]::int4 AS "line!"
+             FROM census_unread WHERE relid = $1 AND attnum = ANY ($2) AND untried
+            ORDER BY record::tid, attnum"#,
+        group.relid,
+        &attnums,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut retried = Retried { found: vec![Found::default(); group.columns.len()], unread: 0, left: 0 };
+    let mut unread: Vec<Unread> = Vec::new();
+    for (n, value) in untried.iter().enumerate() {
+        let Some(k) = group.columns.iter().position(|c| c.attnum == value.attnum) else { continue };
+        if n > 0 && Instant::now() >= until {
+            retried.left += 1;
+            continue;
+        }
+        let alone = Group {
+            relid: group.relid,
+            filenode: group.filenode,
+            next_block: value.block,
+            heap: group.heap.clone(),
+            blocks: group.blocks,
+            batch_blocks: Some(1),
+            columns: vec![group.columns[k].clone()],
+        };
+        let named: Vec<Uuid> = match whole(conn, &alone, Rows::row(value.block, value.line), keys).await {
+            Ok(mut f) => f.pop().map(|f| f.assets.into_iter().map(|(id, _)| id).collect()).unwrap_or_default(),
+            Err(e) if timed_out(&e) => {
+                let (ids, part) = slice(conn, group, k, &value.record, keys).await?;
+                unread.extend(part);
+                ids
+            }
+            Err(e) => return Err(e),
+        };
+        if !named.is_empty() {
+            retried.found[k].rows += 1;
+        }
+        for id in named {
+            if !retried.found[k].assets.iter().any(|(a, _)| *a == id) {
+                retried.found[k].assets.push((id, value.record.clone()));
+            }
+        }
+        // Read: whole (nothing to record), or in part (recorded below as tried).
+        sqlx::query!(
+            "DELETE FROM census_unread WHERE relid = $1 AND attnum = $2 AND record = $3 AND untried",
+            group.relid,
+            value.attnum,
+            value.record,
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    retried.unread = unread.len() as u64;
+    note(conn, group, unread).await?;
+    Ok(retried)
 }
 
 /// The line numbers of the block's rows; reading addresses alone reads no value.
@@ -153,13 +237,25 @@ async fn slice(
         Ok(Some(read)) => read,
         Ok(None) => return Ok((Vec::new(), None)),
         Err(e) if timed_out(&e) => {
-            let unread = Unread { attnum: column.attnum, record: record.to_owned(), stored_bytes: None, read_chars: 0 };
+            let unread = Unread {
+                attnum: column.attnum,
+                record: record.to_owned(),
+                stored_bytes: None,
+                read_chars: 0,
+                untried: false,
+            };
             return Ok((Vec::new(), Some(unread)));
         }
         Err(e) => return Err(e),
     };
     let read_chars = i32::try_from(text.chars().count()).unwrap_or(i32::MAX);
-    let unread = Unread { attnum: column.attnum, record: record.to_owned(), stored_bytes: Some(stored), read_chars };
+    let unread = Unread {
+        attnum: column.attnum,
+        record: record.to_owned(),
+        stored_bytes: Some(stored),
+        read_chars,
+        untried: false,
+    };
     if let Some(keys) = keys.filter(|_| column.key_scanned()) {
         let spans = keys.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)).collect();
         keys.note(conn, group.relid, spans, super::relative::Found::default()).await?;
@@ -181,6 +277,15 @@ async fn note(conn: &mut PgConnection, group: &Group, unread: Vec<Unread>) -> Re
     }
     for value in &unread {
         let column = group.columns.iter().find(|c| c.attnum == value.attnum).map_or("?", |c| c.name.as_str());
+        if value.untried {
+            tracing::info!(
+                table = %group.heap,
+                column,
+                record = %value.record,
+                "a value left untried when the census's share ran out: read before its column's scan ends"
+            );
+            continue;
+        }
         tracing::warn!(
             table = %group.heap,
             column,
@@ -194,16 +299,20 @@ async fn note(conn: &mut PgConnection, group: &Group, unread: Vec<Unread>) -> Re
     let records: Vec<String> = unread.iter().map(|u| u.record.clone()).collect();
     let stored: Vec<Option<i64>> = unread.iter().map(|u| u.stored_bytes).collect();
     let read: Vec<i32> = unread.iter().map(|u| u.read_chars).collect();
+    let untried: Vec<bool> = unread.iter().map(|u| u.untried).collect();
     sqlx::query!(
-        "INSERT INTO census_unread AS u (relid, attnum, record, stored_bytes, read_chars)
-         SELECT $1, a, r, s, c FROM unnest($2::int2[], $3::text[], $4::int8[], $5::int4[]) AS t(a, r, s, c)
+        "INSERT INTO census_unread AS u (relid, attnum, record, stored_bytes, read_chars, untried)
+         SELECT $1, a, r, s, c, n
+           FROM unnest($2::int2[], $3::text[], $4::int8[], $5::int4[], $6::bool[]) AS t(a, r, s, c, n)
          ON CONFLICT (relid, attnum, record) DO UPDATE
-            SET stored_bytes = EXCLUDED.stored_bytes, read_chars = EXCLUDED.read_chars, recorded_at = now()",
+            SET stored_bytes = EXCLUDED.stored_bytes, read_chars = EXCLUDED.read_chars, untried = EXCLUDED.untried,
+                recorded_at = now()",
         group.relid,
         &attnums,
         &records,
         &stored as &[Option<i64>],
         &read,
+        &untried,
     )
     .execute(conn)
     .await?;
