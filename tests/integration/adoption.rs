@@ -801,3 +801,58 @@ async fn an_approved_prefix_whose_next_report_has_fifty_times_the_unknown_keys_a
     assert_eq!(adopting.adopted_keys, 100, "{adopting:?}");
     assert!(adopting.withdrawn.is_empty());
 }
+
+/// A document too large to read within the census's batch limit names an adopted file relative to a root in its
+/// first part (a framework's JSON of a page, stored as text): the slice the census reads of it holds the file as
+/// the whole would have. Before, only keys named whole were read in a slice.
+#[tokio::test]
+async fn a_name_relative_to_a_root_in_the_read_part_of_a_value_too_large_to_read_holds_its_file() {
+    // A failpoint of another test (`census::advance`) would fail this one's census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let adopted_key = key(ws);
+    let relative = adopted_key.rsplit('/').next().expect("a file name").to_owned();
+    sqlx::raw_sql(
+        "CREATE TABLE pages (id serial PRIMARY KEY, content text);
+         ALTER TABLE pages ALTER COLUMN content SET STORAGE EXTERNAL;",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("pages");
+    // 96 MB: past a quarter second's limit, read in part.
+    sqlx::query(
+        "INSERT INTO pages (content)
+         SELECT '{\"hero\":{\"file\":\"' || $1 || '\"},\"body\":\"' || repeat('and on and on and on. ', 4500000) || '\"}'",
+    )
+    .bind(&relative)
+    .execute(ctx.pool())
+    .await
+    .expect("the page");
+    let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), PATTERN).expect("the layout");
+    sqlx::query(
+        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+         VALUES (gen_random_uuid(), $1, $2, 1, now() - interval '1 year', $3)",
+    )
+    .bind(&adopted_key)
+    .bind(ws)
+    .bind(layout.signature())
+    .execute(ctx.pool())
+    .await
+    .expect("the adopted file");
+    let census = schema::census::Census {
+        max_batches: u32::MAX,
+        batch_blocks: 1_024,
+        batch_timeout: Duration::from_millis(250),
+        cycle_interval: Duration::ZERO,
+        layout: Some(&layout),
+    };
+    key_scan(&ctx, &census).await;
+    let (read, chars): (i64, Option<i32>) =
+        sqlx::query_as("SELECT count(*), max(read_chars) FROM census_unread WHERE NOT untried")
+            .fetch_one(ctx.pool())
+            .await
+            .expect("unread");
+    assert_eq!((read, chars), (1, Some(schema::census::unread::SLICE_CHARS)), "read in part");
+    assert!(named_relative(&ctx, &adopted_key).await, "the name in the part read holds the file");
+}

@@ -258,7 +258,12 @@ async fn slice(
     };
     if let Some(keys) = keys.filter(|_| column.key_scanned()) {
         let spans = keys.layout.spans_in(&text).into_iter().map(|span| (span, column.attnum)).collect();
-        keys.note(conn, group.relid, spans, super::relative::Found::default()).await?;
+        // The names relative to a root in what was read: a document's strings (a slice is too long to be one name).
+        let mut relatives = super::relative::Found::default();
+        if keys.reads_relative(&mut *conn).await? {
+            keys.relative_in(&text, column.family == "json", column.attnum, &mut relatives);
+        }
+        keys.note(conn, group.relid, spans, relatives).await?;
     }
     let spelled: Vec<Uuid> =
         if column.ids_read() { super::ids::ids_in(&text).into_iter().collect() } else { Vec::new() };
