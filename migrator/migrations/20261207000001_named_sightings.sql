@@ -18,8 +18,13 @@ CREATE INDEX named_sightings_column ON named_sightings (relid, attnum);
 -- A key named both whole and relative to a root has a row each way, so neither way's sighting is taken for the
 -- other's and a pair is never written twice: `status` counts a key as named only relatively when every row of it
 -- is relative. Rows are no longer updated: no room is left on a page for a new version.
-ALTER TABLE named_keys DROP CONSTRAINT named_keys_pkey,
-                       ADD PRIMARY KEY (storage_key, relid, attnum, relative);
+-- The keys are compared bytewise (`COLLATE "C"`): every pair a batch sees probes the primary key once, and a
+-- locale's comparison cost a good part of that; the bytewise range `asset_sweeper_names_key` asks is then the primary
+-- key's own, and the index kept for it alone goes.
+ALTER TABLE named_keys DROP CONSTRAINT named_keys_pkey;
+DROP INDEX named_keys_span;
+ALTER TABLE named_keys ALTER COLUMN storage_key TYPE text COLLATE "C";
+ALTER TABLE named_keys ADD PRIMARY KEY (storage_key, relid, attnum, relative);
 ALTER TABLE named_keys RESET (fillfactor);
 
 -- Also shipped: `named_sightings` joins the tables the project owns (`asset_sweeper_own_tables()`,

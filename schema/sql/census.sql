@@ -82,8 +82,8 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Whether `span`, kept by the key scan, names `storage_key`: it starts with it (the walk that made the span met the
--- key's end, since a key of ours matches the pattern). Written as a bytewise range the index `named_keys_span`
--- answers, then exactly. One home for the test the sweep makes adopted assets due by and the consumer holds them by.
+-- key's end, since a key of ours matches the pattern). Written as a bytewise range `named_keys`' primary key (its
+-- keys compared bytewise) answers, then exactly. One home for the test the sweep makes adopted assets due by and the consumer holds them by.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_names_key(span text, storage_key text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN span COLLATE "C" >= storage_key COLLATE "C"
