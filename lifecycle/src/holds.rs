@@ -173,13 +173,12 @@ pub async fn window(conn: &mut PgConnection, quiet: Duration) -> Result<Option<W
         r#"SELECT h.id AS "id?", h.reason AS "reason?", h.declared_by AS "declared_by?", h.ends_at AS "ends_at?",
                   -- The start of the unbroken run of windows holding now: the latest start no earlier window
                   -- still covered (a running maximum of the ends before it), over the last 30 days' windows.
-                  (WITH w AS (SELECT declared_at AS s, least(ends_at, coalesce(released_at, ends_at)) AS e
-                                FROM destruction_holds
-                               WHERE declared_at <= now()
-                                 AND least(ends_at, coalesce(released_at, ends_at)) > now() - interval '30 days'),
+                  -- A window ends at its end or its release, whichever came first (`least` passes over NULL).
+                  (WITH w AS (SELECT declared_at AS s, least(ends_at, released_at) AS e
+                                FROM destruction_holds WHERE declared_at <= now()),
                         r AS (SELECT s, max(e) OVER (ORDER BY s ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                                         AS covered_until
-                                FROM w)
+                                FROM w WHERE e > now() - interval '30 days')
                    SELECT max(s) FROM r WHERE covered_until IS NULL OR covered_until < s) AS held_since,
                   asset_sweeper_schema_changed_at() AS changed_at,
                   asset_sweeper_schema_changed_at() + $1 * interval '1 second' > now() AS "quiet!"

@@ -28,7 +28,8 @@ ALTER TABLE named_keys ADD PRIMARY KEY (storage_key, relid, attnum, relative);
 ALTER TABLE named_keys RESET (fillfactor);
 
 -- Also shipped: `named_sightings` joins the tables the project owns (`asset_sweeper_own_tables()`,
--- records/sql/retention.sql), on which no retention rule may be declared.
+-- records/sql/retention.sql), on which no retention rule may be declared; and `asset_sweeper_ends_key`
+-- (schema/sql/census.sql), the one test of a name relative to a root the database makes.
 
 -- No proof covers a value that was not read (docs/design.md, "When it cannot read"): a value left untried when the
 -- census's share of a pass ran out inside a block it was reading value by value is recorded `untried`, and read

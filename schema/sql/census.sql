@@ -81,6 +81,12 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT root, part, nested FROM walk
 $$;
 
+-- Whether `name` names `storage_key` relative to a root: it is the key with leading path segments removed, down to
+-- its file name, cut after a `/`. One home for the key scan's resolution in the database and the naming probe's.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_ends_key(storage_key text, name text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN right(storage_key, length(name) + 1) = '/' || name;
+
 -- Whether `span`, kept by the key scan, names `storage_key`: it starts with it (the walk that made the span met the
 -- key's end, since a key of ours matches the pattern). Written as a bytewise range `named_keys`' primary key (its
 -- keys compared bytewise) answers, then exactly. One home for the test the sweep makes adopted assets due by and the consumer holds them by.

@@ -242,7 +242,7 @@ pub async fn probe(conn: &mut PgConnection, layout: &KeyLayout, keys: &str) -> R
            FROM ({keys}) k
            JOIN unnest($1::text[], $2::int4[], $3::bool[]) AS n(name, col, relative)
              ON substring(n.name FROM '[^/]*$') = substring(k.storage_key FROM '[^/]*$')
-          WHERE k.storage_key = n.name OR right(k.storage_key, length(n.name) + 1) = '/' || n.name
+          WHERE k.storage_key = n.name OR asset_sweeper_ends_key(k.storage_key, n.name)
           ORDER BY k.storage_key, n.relative, n.col"
     )))
     .bind(&names)

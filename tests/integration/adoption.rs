@@ -346,13 +346,7 @@ async fn an_adoption_being_written_as_the_key_scan_begins_keeps_its_key_named() 
         .await
         .expect("posts");
     let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), PATTERN).expect("the layout");
-    let census = schema::census::Census {
-        max_batches: u32::MAX,
-        batch_blocks: 1_024,
-        batch_timeout: Duration::from_secs(30),
-        cycle_interval: Duration::ZERO,
-        layout: Some(&layout),
-    };
+    let census = census_with(&layout, Duration::from_secs(30));
     // Nothing adopted: the texts name keys of ours, and none is kept.
     key_scan(&ctx, &census).await;
     assert!(!named(&ctx, &adopting).await && !named(&ctx, &never).await);
@@ -450,13 +444,7 @@ async fn an_adoption_committed_after_the_keys_were_read_waits_for_the_next_scan(
         .expect("the adoption's thread");
     })
     .expect("failpoint");
-    let census = schema::census::Census {
-        max_batches: u32::MAX,
-        batch_blocks: 1_024,
-        batch_timeout: Duration::from_secs(30),
-        cycle_interval: Duration::ZERO,
-        layout: Some(&layout),
-    };
+    let census = census_with(&layout, Duration::from_secs(30));
     key_scan(&ctx, &census).await;
     fail::remove("census::keys_read");
 
@@ -501,23 +489,8 @@ async fn a_name_one_scan_misses_is_kept_and_one_two_scans_miss_is_forgotten_with
     // As a framework stores a file under its storage root: the key less its leading segment.
     sqlx::query("INSERT INTO photos (file) VALUES ($1)").bind(&file_name).execute(ctx.pool()).await.expect("photo");
     let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), PATTERN).expect("the layout");
-    sqlx::query(
-        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
-         SELECT gen_random_uuid(), k, $2, 1, now() - interval '1 year', $3 FROM unnest($1::text[]) k",
-    )
-    .bind([&whole, &relative])
-    .bind(ws)
-    .bind(layout.signature())
-    .execute(ctx.pool())
-    .await
-    .expect("adopted files");
-    let census = schema::census::Census {
-        max_batches: u32::MAX,
-        batch_blocks: 1_024,
-        batch_timeout: Duration::from_secs(30),
-        cycle_interval: Duration::ZERO,
-        layout: Some(&layout),
-    };
+    adopt_keys(&ctx, &[whole.clone(), relative.clone()], ws, &layout).await;
+    let census = census_with(&layout, Duration::from_secs(30));
     // Each row of `named_keys` as written: its version (`xmin`) changes when it is written again.
     let versions = || async {
         sqlx::query_as::<_, (String, bool, String)>(
@@ -562,6 +535,32 @@ async fn named_relative(ctx: &TestContext, key: &str) -> bool {
         .fetch_one(ctx.pool())
         .await
         .expect("named_keys")
+}
+
+/// The census as a pass runs it, with the key scan's `layout` and a batch limit of `batch_timeout`, never resting
+/// between cycles.
+fn census_with(layout: &platform::keys::KeyLayout, batch_timeout: Duration) -> schema::census::Census<'_> {
+    schema::census::Census {
+        max_batches: u32::MAX,
+        batch_blocks: 1_024,
+        batch_timeout,
+        cycle_interval: Duration::ZERO,
+        layout: Some(layout),
+    }
+}
+
+/// `keys` of `ws`, adopted a year ago with `layout`: the `adopted_assets` rows the key scan reads.
+pub(crate) async fn adopt_keys(ctx: &TestContext, keys: &[String], ws: Uuid, layout: &platform::keys::KeyLayout) {
+    sqlx::query(
+        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
+         SELECT gen_random_uuid(), k, $2, 1, now() - interval '1 year', $3 FROM unnest($1::text[]) k",
+    )
+    .bind(keys)
+    .bind(ws)
+    .bind(layout.signature())
+    .execute(ctx.pool())
+    .await
+    .expect("adopted files");
 }
 
 /// One census cycle with its key scan, as a pass runs it.
@@ -813,13 +812,7 @@ async fn a_name_relative_to_a_root_in_the_read_part_of_a_value_too_large_to_read
     let ws = Uuid::new_v4();
     let adopted_key = key(ws);
     let relative = adopted_key.rsplit('/').next().expect("a file name").to_owned();
-    sqlx::raw_sql(
-        "CREATE TABLE pages (id serial PRIMARY KEY, content text);
-         ALTER TABLE pages ALTER COLUMN content SET STORAGE EXTERNAL;",
-    )
-    .execute(ctx.pool())
-    .await
-    .expect("pages");
+    crate::findings::long_texts(&ctx, "pages", "content").await;
     // 96 MB: past a quarter second's limit, read in part.
     sqlx::query(
         "INSERT INTO pages (content)
@@ -830,23 +823,8 @@ async fn a_name_relative_to_a_root_in_the_read_part_of_a_value_too_large_to_read
     .await
     .expect("the page");
     let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), PATTERN).expect("the layout");
-    sqlx::query(
-        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
-         VALUES (gen_random_uuid(), $1, $2, 1, now() - interval '1 year', $3)",
-    )
-    .bind(&adopted_key)
-    .bind(ws)
-    .bind(layout.signature())
-    .execute(ctx.pool())
-    .await
-    .expect("the adopted file");
-    let census = schema::census::Census {
-        max_batches: u32::MAX,
-        batch_blocks: 1_024,
-        batch_timeout: Duration::from_millis(250),
-        cycle_interval: Duration::ZERO,
-        layout: Some(&layout),
-    };
+    adopt_keys(&ctx, std::slice::from_ref(&adopted_key), ws, &layout).await;
+    let census = census_with(&layout, Duration::from_millis(250));
     key_scan(&ctx, &census).await;
     let (read, chars): (i64, Option<i32>) =
         sqlx::query_as("SELECT count(*), max(read_chars) FROM census_unread WHERE NOT untried")

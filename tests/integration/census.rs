@@ -444,16 +444,7 @@ async fn a_megabyte_of_keys_and_ids_in_one_value_is_scanned_within_its_batch() {
         .expect("the comment");
     let layout = platform::keys::KeyLayout::new(&format!("{ws}/"), KEY_PATTERN).expect("the layout");
     let adopted: Vec<String> = keys.iter().step_by(26).cloned().collect();
-    sqlx::query(
-        "INSERT INTO adopted_assets (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
-         SELECT gen_random_uuid(), k, $2, 1, now() - interval '1 year', $3 FROM unnest($1::text[]) k",
-    )
-    .bind(&adopted)
-    .bind(ws)
-    .bind(layout.signature())
-    .execute(ctx.pool())
-    .await
-    .expect("adopted files");
+    crate::adoption::adopt_keys(&ctx, &adopted, ws, &layout).await;
     let size: i32 =
         sqlx::query_scalar("SELECT octet_length(body) FROM comments").fetch_one(ctx.pool()).await.expect("size");
     assert!(size > 1_000_000, "{size}");

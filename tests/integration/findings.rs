@@ -154,13 +154,7 @@ async fn a_value_too_large_for_the_batch_limit_holds_what_its_start_names_withou
     // Two thousand ordinary comments, and in their midst (past the rows the schema check samples, before the
     // blocks it reads at the end) one of 96 MB that names an asset in its first line, stored uncompressed out of
     // line as a long text often is.
-    sqlx::raw_sql(
-        "CREATE TABLE comments (id serial PRIMARY KEY, body text);
-         ALTER TABLE comments ALTER COLUMN body SET STORAGE EXTERNAL;",
-    )
-    .execute(ctx.pool())
-    .await
-    .expect("comments");
+    long_texts(&ctx, "comments", "body").await;
     sqlx::query(
         "INSERT INTO comments (body)
          SELECT CASE WHEN g = 1000 THEN 'my banner ' || $1::text || E'\\n' || repeat('and on and on and on. ', 4500000)
@@ -227,4 +221,16 @@ async fn a_value_too_large_for_the_batch_limit_holds_what_its_start_names_withou
     let unread: i64 =
         sqlx::query_scalar("SELECT count(*) FROM census_unread").fetch_one(ctx.pool()).await.expect("unread");
     assert_eq!(unread, 0);
+}
+
+/// A table `table (id serial, column text)` whose texts are stored uncompressed out of line, as a long text often
+/// is: the census reads the start of one without the rest.
+pub(crate) async fn long_texts(ctx: &TestContext, table: &str, column: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE {table} (id serial PRIMARY KEY, {column} text);
+         ALTER TABLE {table} ALTER COLUMN {column} SET STORAGE EXTERNAL;"
+    )))
+    .execute(ctx.pool())
+    .await
+    .expect("a table of long texts");
 }

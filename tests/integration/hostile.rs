@@ -910,13 +910,7 @@ async fn a_census_share_that_runs_out_inside_a_block_proves_nothing_over_the_val
     let ws = Uuid::new_v4();
     let upload_key = crate::pipeline::key(ws);
     let upload = integration_tests::fixtures::seed(&ctx, ws, "pending", "8 days", &upload_key).await;
-    sqlx::raw_sql(
-        "CREATE TABLE comments (id serial PRIMARY KEY, body text);
-         ALTER TABLE comments ALTER COLUMN body SET STORAGE EXTERNAL;",
-    )
-    .execute(ctx.pool())
-    .await
-    .expect("comments");
+    crate::findings::long_texts(&ctx, "comments", "body").await;
     // Past the rows the schema check samples: a comment of 96 MB, and right after it the link.
     sqlx::query(
         "INSERT INTO comments (body)

@@ -210,9 +210,7 @@ async fn read(
             for (f, more) in found.iter_mut().zip(retried.found) {
                 f.rows += more.rows;
                 for (id, at) in more.assets {
-                    if !f.assets.iter().any(|(a, _)| *a == id) {
-                        f.assets.push((id, at));
-                    }
+                    f.add(id, at);
                 }
             }
             unread += retried.unread;

@@ -255,7 +255,7 @@ async fn sight(
                SELECT d.storage_key, c.attnum, true
                  FROM unnest($6::text[], $7::int2[]) AS c(name, attnum)
                  JOIN adopted_assets d ON d.file_name = substring(c.name FROM '[^/]*$')
-                WHERE right(d.storage_key, length(c.name) + 1) = '/' || c.name
+                WHERE asset_sweeper_ends_key(d.storage_key, c.name)
            ),
            written AS (
                INSERT INTO named_keys (storage_key, relid, attnum, seen_at, relative)

@@ -116,6 +116,15 @@ pub(super) struct Found {
     pub(super) assets: Vec<(Uuid, String)>,
 }
 
+impl Found {
+    /// Notes `asset` as found in the row at `at`, once: the first row found holding it is the one kept.
+    pub(super) fn add(&mut self, asset: Uuid, at: String) {
+        if !self.assets.iter().any(|(a, _)| *a == asset) {
+            self.assets.push((asset, at));
+        }
+    }
+}
+
 /// Reads `rows` of the group's table; for each column, in order, what it found. Spellings of ids at a declared path
 /// other than all lowercase or all uppercase are noted for the recheck, not found. With the pass's key scan, the
 /// keys of ours named in the values it fetches anyway ([`Column::keys_read_with_ids`]) are noted too; the key scan's own

@@ -55,44 +55,16 @@ pub(super) async fn read_block(
     let mut holding: Vec<HashSet<String>> = vec![HashSet::new(); group.columns.len()];
     let mut unread: Vec<Unread> = Vec::new();
     for line in lines {
-        let record = format!("({block},{line})");
         for (k, column) in group.columns.iter().enumerate() {
-            let alone = Group {
-                relid: group.relid,
-                filenode: group.filenode,
-                next_block: block,
-                heap: group.heap.clone(),
-                blocks: group.blocks,
-                batch_blocks: Some(1),
-                columns: vec![column.clone()],
-            };
-            let read = if Instant::now() < until {
-                whole(conn, &alone, Rows::row(block, line), keys).await
-            } else {
-                unread.push(Unread {
-                    attnum: column.attnum,
-                    record: record.clone(),
-                    stored_bytes: None,
-                    read_chars: 0,
-                    untried: true,
-                });
+            if Instant::now() >= until {
+                let record = format!("({block},{line})");
+                unread.push(Unread { attnum: column.attnum, record, stored_bytes: None, read_chars: 0, untried: true });
                 continue;
-            };
-            let mut named_here: Vec<(Uuid, String)> = match read {
-                Ok(mut f) => f.pop().map(|f| f.assets).unwrap_or_default(),
-                Err(e) if timed_out(&e) => {
-                    let (ids, value) = slice(conn, group, k, &record, keys).await?;
-                    if let Some(value) = value {
-                        unread.push(value);
-                    }
-                    ids.into_iter().map(|id| (id, record.clone())).collect()
-                }
-                Err(e) => return Err(e),
-            };
-            for (id, at) in named_here.drain(..) {
-                if !found[k].assets.iter().any(|(a, _)| *a == id) {
-                    found[k].assets.push((id, at.clone()));
-                }
+            }
+            let (named_here, part) = one_value(conn, group, k, block, line, keys).await?;
+            unread.extend(part);
+            for (id, at) in named_here {
+                found[k].add(id, at.clone());
                 holding[k].insert(at);
             }
         }
@@ -138,51 +110,66 @@ pub(super) async fn retry(
     .await?;
     let mut retried = Retried { found: vec![Found::default(); group.columns.len()], unread: 0, left: 0 };
     let mut unread: Vec<Unread> = Vec::new();
-    for (n, value) in untried.iter().enumerate() {
+    let (mut read_attnums, mut read_records) = (Vec::new(), Vec::new());
+    for (n, value) in untried.into_iter().enumerate() {
         let Some(k) = group.columns.iter().position(|c| c.attnum == value.attnum) else { continue };
         if n > 0 && Instant::now() >= until {
             retried.left += 1;
             continue;
         }
-        let alone = Group {
-            relid: group.relid,
-            filenode: group.filenode,
-            next_block: value.block,
-            heap: group.heap.clone(),
-            blocks: group.blocks,
-            batch_blocks: Some(1),
-            columns: vec![group.columns[k].clone()],
-        };
-        let named: Vec<Uuid> = match whole(conn, &alone, Rows::row(value.block, value.line), keys).await {
-            Ok(mut f) => f.pop().map(|f| f.assets.into_iter().map(|(id, _)| id).collect()).unwrap_or_default(),
-            Err(e) if timed_out(&e) => {
-                let (ids, part) = slice(conn, group, k, &value.record, keys).await?;
-                unread.extend(part);
-                ids
-            }
-            Err(e) => return Err(e),
-        };
-        if !named.is_empty() {
-            retried.found[k].rows += 1;
+        let (named, part) = one_value(conn, group, k, value.block, value.line, keys).await?;
+        unread.extend(part);
+        retried.found[k].rows += i64::from(!named.is_empty());
+        for (id, at) in named {
+            retried.found[k].add(id, at);
         }
-        for id in named {
-            if !retried.found[k].assets.iter().any(|(a, _)| *a == id) {
-                retried.found[k].assets.push((id, value.record.clone()));
-            }
-        }
-        // Read: whole (nothing to record), or in part (recorded below as tried).
-        sqlx::query!(
-            "DELETE FROM census_unread WHERE relid = $1 AND attnum = $2 AND record = $3 AND untried",
-            group.relid,
-            value.attnum,
-            value.record,
-        )
-        .execute(&mut *conn)
-        .await?;
+        read_attnums.push(value.attnum);
+        read_records.push(value.record);
     }
+    // Read: whole (nothing left to record), or in part (recorded again below, as tried).
+    sqlx::query!(
+        "DELETE FROM census_unread u USING unnest($2::int2[], $3::text[]) AS r(attnum, record)
+          WHERE u.relid = $1 AND u.attnum = r.attnum AND u.record = r.record AND u.untried",
+        group.relid,
+        &read_attnums,
+        &read_records,
+    )
+    .execute(&mut *conn)
+    .await?;
     retried.unread = unread.len() as u64;
     note(conn, group, unread).await?;
     Ok(retried)
+}
+
+/// One value, column `k` of the row at (`block`, `line`), read as a batch reads it: whole, or from its start when it
+/// alone outlasts the batch limit, and then also answered as unread with what was read. Answers the assets it
+/// names, each with the row.
+async fn one_value(
+    conn: &mut PgConnection,
+    group: &Group,
+    k: usize,
+    block: i64,
+    line: i32,
+    keys: Option<&KeyScan<'_>>,
+) -> Result<(Vec<(Uuid, String)>, Option<Unread>), sqlx::Error> {
+    let alone = Group {
+        relid: group.relid,
+        filenode: group.filenode,
+        next_block: block,
+        heap: group.heap.clone(),
+        blocks: group.blocks,
+        batch_blocks: Some(1),
+        columns: vec![group.columns[k].clone()],
+    };
+    match whole(conn, &alone, Rows::row(block, line), keys).await {
+        Ok(mut found) => Ok((found.pop().map(|f| f.assets).unwrap_or_default(), None)),
+        Err(e) if timed_out(&e) => {
+            let record = format!("({block},{line})");
+            let (ids, part) = slice(conn, group, k, &record, keys).await?;
+            Ok((ids.into_iter().map(|id| (id, record.clone())).collect(), part))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The line numbers of the block's rows; reading addresses alone reads no value.
