@@ -110,6 +110,10 @@ BEGIN
         GRANT INSERT (table_name, timestamp_column, keep, filter, description),
               UPDATE (table_name, timestamp_column, keep, filter, description)
             ON asset_sweeper.retention_rules TO asset_sweeper_application;
+        -- The reference guard's privileged half, which every write to a guarded column calls as its writer: it
+        -- takes uuids and text, and only keeps (a lock, a spelling).
+        GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_guard_refers(text, text, text, uuid[], text[], text)
+            TO asset_sweeper_application;
         GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_check_upload(uuid, bigint),
                                   asset_sweeper.asset_sweeper_usage(uuid)
             TO asset_sweeper_application;

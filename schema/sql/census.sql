@@ -95,3 +95,41 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_names_key(span text, stor
     RETURN span COLLATE "C" >= storage_key COLLATE "C"
            AND span COLLATE "C" < (storage_key || chr(1114111)) COLLATE "C"
            AND starts_with(span, storage_key);
+
+-- Locks each of `relations` (quoted names) against a change of its columns' types until the caller's transaction
+-- ends (ACCESS SHARE, which `ALTER TABLE ... TYPE` must wait for), then fails with SQLSTATE AS001, naming the
+-- column, when one of `columns` is gone or its type is no longer `types` (an oid, or the name `format_type` or
+-- `regtype` prints). What every statement of the sweeper's that reads an application's column by a reading
+-- planned for its type asks first, in the same transaction: Postgres resolves a cast, an operator or a function
+-- when it parses a statement, by the types the catalog shows then, so a column the application retyped to a type
+-- of its own, with a cast of its own, would run that cast as the sweeper (docs/security.md, "The rule"). Not
+-- pinned to a path: the type names are compared as the caller's session prints them.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_read_as_planned(relations text[], columns text[], types text[])
+RETURNS void LANGUAGE plpgsql AS $$
+    DECLARE
+        relation text;
+        changed record;
+    BEGIN
+        FOR relation IN SELECT DISTINCT r FROM pg_catalog.unnest(relations) AS r ORDER BY 1 LOOP
+            EXECUTE pg_catalog.format('LOCK TABLE ONLY %s IN ACCESS SHARE MODE', relation::regclass);
+        END LOOP;
+        SELECT p.relation, p.col, p.planned, pg_catalog.format_type(a.atttypid, a.atttypmod) AS now INTO changed
+          FROM unnest(relations, columns, types) AS p(relation, col, planned)
+          LEFT JOIN pg_catalog.pg_attribute a
+                 ON a.attrelid = p.relation::regclass AND a.attname = p.col AND a.attnum > 0 AND NOT a.attisdropped
+         WHERE a.atttypid IS NULL
+            OR p.planned NOT IN (a.atttypid::text, pg_catalog.format_type(a.atttypid, a.atttypmod),
+                                 a.atttypid::regtype::text)
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION USING
+                ERRCODE = 'AS001',
+                MESSAGE = pg_catalog.format('asset-sweeper: %s.%I is %s now, not the type its reading was planned for (%s): not read',
+                                            changed.relation, changed.col, coalesce(changed.now, 'gone'),
+                                            CASE WHEN changed.planned ~ '^[0-9]+$'
+                                                 THEN pg_catalog.format_type(changed.planned::oid, NULL)
+                                                 ELSE changed.planned END),
+                HINT = 'The next pass plans the column for its new type; until its census reads it again, it is unproven.';
+        END IF;
+    END
+$$;

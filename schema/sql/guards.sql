@@ -15,15 +15,23 @@
 -- left to lock and the write fails, naming it. A write that locked first makes the settle wait until it commits,
 -- and the settle's recheck then sees the reference and keeps the asset. Ids that were never assets are left
 -- alone (a declared path such as `$.**` sees every string in a document); only an id the sweeper removed fails.
--- SECURITY DEFINER: the check reads the sweeper's own tables whatever the writing role may read, as a foreign
--- key's check runs as the table's owner.
+--
+-- Two halves (docs/security.md, "The rule"). The trigger function runs as the writer: it reads the row's value,
+-- whose type is the application's and whose casts (to JSON, to text) may be the application's code, so that code
+-- runs with the writer's rights and no more. It hands plain uuids, strings and a key to
+-- `asset_sweeper_guard_refers`, the one privileged half, which takes nothing of the application's types and reads
+-- the sweeper's tables whatever the writer may read, as a foreign key's check runs as the table's owner.
+--
+-- The fourth argument is the type `guards install` validated the column as (its oid): a column whose type changed
+-- since is not read at all (the write goes through, and the schema check finds the guard no longer the one the
+-- source needs, so nothing is deleted or purged until `guards install` validates it again).
 --
 -- At a declared path it notes mixed-case spellings (whether or not the asset exists yet: an application may write
 -- an id before its row), it reads the path as the recheck does (a filter on strings, so a path that selects an
 -- array reaches the ids in it), and a strict path that does not match a document selects nothing instead of
 -- failing the write, as `@?` does for the recheck.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
     DECLARE
         value jsonb;
         previous jsonb;
@@ -31,17 +39,21 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
         previous_ids uuid[];
         -- For a JSON source: the uuid-shaped strings its path selects, as written.
         spelled text[];
-        removed uuid[];
         -- For a key source: the storage key the row names.
         key text;
     BEGIN
-        -- The guarded column alone: the row as a whole would run the cast to JSON of every other column's type,
-        -- the application's code among them, as the owner. A source column is an asset_id (or a domain over it,
-        -- whose casts Postgres ignores), an array of them, or jsonb.
+        IF TG_NARGS >= 4 AND NOT EXISTS (
+               SELECT 1 FROM pg_attribute a
+                WHERE a.attrelid = TG_RELID AND a.attname = TG_ARGV[0] AND NOT a.attisdropped
+                  AND a.atttypid::text = TG_ARGV[3]) THEN
+            RETURN NULL;
+        END IF;
+        -- The guarded column alone: the row as a whole would run the cast to JSON of every other column's type.
+        -- A source column is an asset_id (or a domain over it, whose casts Postgres ignores), an array of them, or
+        -- jsonb.
         -- Every update, whatever it names: a trigger of the application's may change the column in a statement
         -- that does not. One statement reads the new value and the old (OLD is NULL on an insert).
-        -- A composite holding asset_id is read by its output function alone (`asset_sweeper_nested_ids`): its JSON
-        -- form would run any cast to JSON the application gave one of its types, as the owner.
+        -- A composite holding asset_id is read by its output function alone (`asset_sweeper_nested_ids`).
         -- A key source names assets by their storage key, which its template makes of the row's columns: the assets
         -- under that key are the ones the write refers to. An insert or an update that leaves the key as it was
         -- names nothing new.
@@ -50,7 +62,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
             IF key IS NULL OR (TG_OP = 'UPDATE' AND key IS NOT DISTINCT FROM asset_sweeper.asset_sweeper_key_of(OLD, TG_ARGV[2])) THEN
                 RETURN NULL;
             END IF;
-            ids := ARRAY(SELECT a.id FROM asset_sweeper.assets a WHERE a.storage_key = key);
+            ids := '{}';
         ELSIF TG_ARGV[1] = 'nested' THEN
             EXECUTE format('SELECT asset_sweeper.asset_sweeper_nested_ids(($1).%1$I),
                                    asset_sweeper.asset_sweeper_nested_ids(($2).%1$I)', TG_ARGV[0])
@@ -82,16 +94,37 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
         IF ids IS NULL THEN
             RAISE EXCEPTION 'asset-sweeper guard on %.%: unknown source kind %', TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[1];
         END IF;
-        IF cardinality(ids) = 0 THEN
+        IF cardinality(ids) = 0 AND key IS NULL THEN
             RETURN NULL;
         END IF;
+        PERFORM asset_sweeper.asset_sweeper_guard_refers(TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], ids, spelled, key);
+        RETURN NULL;
+    END
+$$;
+
+-- The guard's privileged half: the write it runs for refers to the assets `ids`, and to those stored under `key`.
+-- Locks them FOR KEY SHARE, notes the mixed-case `spelled` ids (any string Postgres reads as the id but its own
+-- lowercase and uppercase), and fails naming the column when one of them is an asset the sweeper removed.
+-- SECURITY DEFINER, on uuids and text alone: nothing of the application's types reaches it, so nothing of the
+-- application's runs here (docs/security.md, "The rule"). It only keeps: a lock, a spelling that matches more.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard_refers(
+    table_schema text, table_name text, column_name text, ids uuid[], spelled text[], key text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    DECLARE
+        removed uuid[];
+    BEGIN
+        IF key IS NOT NULL THEN
+            ids := coalesce(ids, '{}') || ARRAY(SELECT a.id FROM asset_sweeper.assets a WHERE a.storage_key = key);
+        END IF;
+        IF coalesce(cardinality(ids), 0) = 0 THEN
+            RETURN;
+        END IF;
         PERFORM 1 FROM asset_sweeper.assets WHERE id = ANY (ids) FOR KEY SHARE;
-        -- Every spelling but the id's own lowercase and uppercase is noted: a mixed case, no hyphens or other
-        -- groupings, braces (any string Postgres reads as the id).
-        IF TG_ARGV[1] = 'json' AND EXISTS (SELECT 1 FROM unnest(spelled) AS s
-                                            WHERE s NOT IN (s::uuid::text, upper(s::uuid::text))) THEN
+        IF EXISTS (SELECT 1 FROM unnest(spelled) AS s
+                    WHERE s ~* '{{uuid_pattern}}' AND s NOT IN (s::uuid::text, upper(s::uuid::text))) THEN
             INSERT INTO asset_sweeper.asset_id_spellings (asset_id, spelling)
-            SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s WHERE s NOT IN (s::uuid::text, upper(s::uuid::text))
+            SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s
+             WHERE s ~* '{{uuid_pattern}}' AND s NOT IN (s::uuid::text, upper(s::uuid::text))
             ON CONFLICT DO NOTHING;
         END IF;
         SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i
@@ -101,18 +134,12 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
             RAISE EXCEPTION USING
                 ERRCODE = 'foreign_key_violation',
                 MESSAGE = format('asset-sweeper: %I.%I.%I refers to asset %s, which asset-sweeper has removed',
-                                 TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], array_to_string(removed, ', ')),
+                                 table_schema, table_name, column_name, array_to_string(removed, ', ')),
                 HINT = 'Refer to an asset that exists; asset-sweeper undelete brings a removed one back while the bucket keeps its bytes.';
         END IF;
-        RETURN NULL;
     END
 $$;
 
--- The storage key `template` (a key source's: literal text and `{column}` placeholders) makes of `row`, or NULL when
--- a column it reads is NULL. A column is read as text only while its type is one whose text the system makes (the
--- key source's check allows no other): an application that changed the type since gets no key read, and the schema
--- check refuses the map until the declaration is fixed. Called by the guard, as the owner: nothing of the
--- application's may run here.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_key_of(row_value anyelement, template text) RETURNS text
     LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
     DECLARE

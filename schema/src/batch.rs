@@ -27,11 +27,32 @@ pub async fn unreferenced(
 ) -> Result<Vec<Uuid>, sqlx::Error> {
     let (Some(first), Some(last)) = (batch.first(), batch.last()) else { return Ok(Vec::new()) };
     let Some((sql, paths)) = statement(map) else { return Ok(batch.to_vec()) };
+    // Under the sources' locks, their columns' types confirmed first: an operator or cast planned for a column's
+    // type is never resolved against a type the application gave it since ([`crate::typed`]).
+    crate::typed::hold(&mut *conn, &planned(map)).await?;
     let mut query = sqlx::query_scalar::<_, Uuid>(AssertSqlSafe(sql)).bind(batch).bind(first).bind(last);
     for path in paths {
         query = query.bind(path);
     }
     query.persistent(false).fetch_all(conn).await
+}
+
+/// The columns `map`'s batch question reads, each with the type the map was derived for: a source's column, and
+/// each column a key source's template reads.
+fn planned(map: &ReferenceMap) -> crate::typed::Planned {
+    let mut planned = crate::typed::Planned::default();
+    for source in &map.sources {
+        let table = source.quoted_table();
+        match &source.kind {
+            SourceKind::Key(template) => {
+                for (column, type_name) in &template.columns {
+                    planned.add(&table, column, type_name);
+                }
+            }
+            _ => planned.add(&table, &source.column, &source.column_type),
+        }
+    }
+    planned
 }
 
 /// The batch question's statement for `map`, and the declared paths it binds: `$1` is the batch (ascending), `$2`

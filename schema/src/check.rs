@@ -206,7 +206,9 @@ async fn sample(
         .await?;
     let mut problems = Vec::new();
     // A column excluded for ids is the key scan's alone.
-    for Candidate { schema, table, column, shape, family, .. } in candidates.iter().filter(|c| c.reads != "keys") {
+    for Candidate { schema, table, column, shape, family, type_oid, .. } in
+        candidates.iter().filter(|c| c.reads != "keys")
+    {
         // Built here, not checked at compile time: the table and column are the application's, known only now.
         let table_sql = format!("{}.{}", quote_ident(schema), quote_ident(table));
         let col = quote_ident(column);
@@ -243,13 +245,35 @@ async fn sample(
              SELECT NULL::uuid, s.rel, s.at::text, s.v, (SELECT count(*) FROM rows) FROM sample s
              {storage_keys}"
         );
-        let read: Vec<SampledRow> = sqlx::query_as(AssertSqlSafe(sql))
-            .bind(i64::from(sample_rows))
-            .bind(SAMPLE_TAIL_BLOCKS)
-            .bind(crate::census::unread::SLICE_CHARS)
-            .persistent(false)
-            .fetch_all(&mut *conn)
-            .await?;
+        // Under the table's lock, the column's type confirmed first: one retyped since the candidates were read is
+        // not read by a reading planned for its old type. A schema change, so this verdict goes stale anyway.
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let mut planned = crate::typed::Planned::default();
+        planned.add(&table_sql, column, type_oid);
+        let read: Result<Vec<SampledRow>, sqlx::Error> = match crate::typed::hold(&mut tx, &planned).await {
+            Ok(()) => {
+                sqlx::query_as(AssertSqlSafe(sql))
+                    .bind(i64::from(sample_rows))
+                    .bind(SAMPLE_TAIL_BLOCKS)
+                    .bind(crate::census::unread::SLICE_CHARS)
+                    .persistent(false)
+                    .fetch_all(&mut *tx)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let read = match read {
+            Ok(read) => {
+                tx.commit().await?;
+                read
+            }
+            Err(e) if crate::typed::retyped(&e) => {
+                tx.rollback().await?;
+                tracing::warn!(%table_sql, %column, error = %e, "the sample read nothing of a column retyped since");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let Some(sampled) = read.first().map(|r| r.4) else { continue };
         // Each value searched in one pass (`census::ids`); which ids are assets, one question per column.
         let mut found: Vec<(Uuid, Oid, String)> = Vec::new();

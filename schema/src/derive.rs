@@ -377,6 +377,12 @@ async fn candidates(
              SELECT p.root,
                     CASE WHEN bool_or(t.typtype = 'd' AND t.typname = 'lo' AND t.typbasetype = 'oid'::regtype)
                               THEN 'refused'
+                         -- A part written out by a function in a language any role may write in: writing a value
+                         -- out would run that code as the sweeper (docs/security.md, "The rule"). Only a superuser
+                         -- can write in C, or make a function internal.
+                         WHEN bool_or(EXISTS (SELECT 1 FROM pg_proc o JOIN pg_language l ON l.oid = o.prolang
+                                               WHERE o.oid = t.typoutput AND l.lanname NOT IN ('internal', 'c')))
+                              THEN 'refused'
                          -- A composite is read whole, by its output function.
                          WHEN bool_or(p.nested) THEN CASE WHEN bool_or(b.family IS NOT NULL) THEN 'value' END
                          ELSE max(b.family) END AS family
@@ -398,6 +404,7 @@ async fn candidates(
                 -- An array of byte strings is read by its output function, as hex.
                 CASE WHEN t.typcategory = 'A' AND f.family = 'bytea' THEN 'value' ELSE f.family END AS "family!",
                 format_type(a.atttypid, a.atttypmod) AS "data_type!",
+                a.atttypid AS "type_oid!",
                 -- Rows on another server: a foreign table, or a partitioned table with a foreign partition.
                 (c.relkind = 'f' OR (c.relkind = 'p' AND EXISTS (
                     SELECT 1 FROM pg_partition_tree(c.oid) p JOIN pg_class l ON l.oid = p.relid
@@ -444,7 +451,15 @@ async fn candidates(
             problems.push(SchemaProblem::UnreadableShape { schema, table, column, data_type: row.data_type, exclude });
             continue;
         }
-        found.push(Candidate { schema, table, column, shape: row.shape, family: row.family, reads: row.reads });
+        found.push(Candidate {
+            schema,
+            table,
+            column,
+            shape: row.shape,
+            family: row.family,
+            reads: row.reads,
+            type_oid: row.type_oid.0,
+        });
     }
     Ok(found)
 }

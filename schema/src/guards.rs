@@ -23,7 +23,8 @@ pub const INSTALL: &str = "asset-sweeper guards install";
 pub struct Guard {
     /// The trigger's name on the source's table.
     pub trigger: String,
-    /// The trigger function's arguments: the column, the source kind, the JSON path (empty but for JSON).
+    /// The trigger function's arguments: the column, the source kind, the JSON path (empty but for JSON). A fourth,
+    /// the column's type as `install` validated it, is read off the catalog when the guard is installed.
     pub args: [String; 3],
 }
 
@@ -71,7 +72,7 @@ pub async fn unguarded(
     Ok(needed
         .iter()
         .zip(guarded)
-        .filter(|(_, guarded)| !guarded)
+        .filter(|(_, (guarded, _))| !guarded)
         .map(|((source, _), _)| SchemaProblem::UnguardedSource {
             schema: source.schema.clone(),
             table: source.table.clone(),
@@ -87,8 +88,12 @@ fn needed(sources: &[ReferenceSource]) -> Vec<(&ReferenceSource, Guard)> {
     sources.iter().filter(|s| !s.column_type.is_empty()).filter_map(|s| Guard::of(s).map(|g| (s, g))).collect()
 }
 
-/// Whether each of `needed` has its guard in place, as it needs it.
-async fn in_place(conn: &mut PgConnection, needed: &[(&ReferenceSource, Guard)]) -> Result<Vec<bool>, sqlx::Error> {
+/// Whether each of `needed` has its guard in place, as it needs it, and the type its column has now (the oid the
+/// guard is installed with: a guard installed for another type no longer reads the column).
+async fn in_place(
+    conn: &mut PgConnection,
+    needed: &[(&ReferenceSource, Guard)],
+) -> Result<Vec<(bool, String)>, sqlx::Error> {
     if needed.is_empty() {
         return Ok(Vec::new());
     }
@@ -98,20 +103,29 @@ async fn in_place(conn: &mut PgConnection, needed: &[(&ReferenceSource, Guard)])
     let triggers: Vec<&str> = needed.iter().map(|(_, g)| g.trigger.as_str()).collect();
     let args: Vec<Vec<u8>> = needed.iter().map(|(_, g)| g.stored_args()).collect();
     // Row trigger (1), after (not 2), on insert (4) and update (16); enabled always, so a replica-mode session
-    // (a bulk loader, logical replication) is guarded too; on any update, or on updates of this column.
-    let guarded = sqlx::query_scalar!(
+    // (a bulk loader, logical replication) is guarded too; on any update, or on updates of this column; its last
+    // argument the column's type now.
+    let rows = sqlx::query!(
         r#"SELECT EXISTS (
                   SELECT 1 FROM pg_trigger t
                     JOIN pg_class c ON c.oid = t.tgrelid
                     JOIN pg_namespace n ON n.oid = c.relnamespace
-                    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.col
                    WHERE n.nspname = s.schema AND c.relname = s.tbl AND t.tgname = s.name
-                     AND t.tgenabled = 'A' AND t.tgfoid = to_regproc('asset_sweeper_guard') AND t.tgargs = s.args
+                     AND t.tgenabled = 'A' AND t.tgfoid = to_regproc('asset_sweeper_guard')
+                     AND t.tgargs = s.args || convert_to(a.typ, 'UTF8') || '\x00'::bytea
                      AND (t.tgtype & 23) = 21
                      AND (cardinality(t.tgattr::int2[]) = 0 OR a.attnum = ANY (t.tgattr::int2[]))
-              ) AS "guarded!"
+              ) AS "guarded!",
+              coalesce(a.typ, '') AS "type_oid!"
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])
                   WITH ORDINALITY AS s(schema, tbl, col, name, args)
+             LEFT JOIN LATERAL (
+                  SELECT a.attnum, a.atttypid::text AS typ
+                    FROM pg_attribute a
+                    JOIN pg_class c ON c.oid = a.attrelid
+                    JOIN pg_namespace n ON n.oid = c.relnamespace
+                   WHERE n.nspname = s.schema AND c.relname = s.tbl AND a.attname = s.col AND NOT a.attisdropped
+             ) a ON true
             ORDER BY s.ordinality"#,
         &schemas as &[&str],
         &tables as &[&str],
@@ -121,7 +135,7 @@ async fn in_place(conn: &mut PgConnection, needed: &[(&ReferenceSource, Guard)])
     )
     .fetch_all(&mut *conn)
     .await?;
-    Ok(guarded)
+    Ok(rows.into_iter().map(|r| (r.guarded, r.type_oid)).collect())
 }
 
 /// What `install` did to one source.
@@ -193,14 +207,14 @@ pub async fn install(
     let mut report = Report::default();
     // Per table, in the order the sources come: the statements its missing guards need, and what they install.
     let mut tables: Vec<(String, Vec<String>, Vec<Installed>)> = Vec::new();
-    for ((source, guard), guarded) in needed.iter().zip(guarded) {
+    for ((source, guard), (guarded, type_oid)) in needed.iter().zip(guarded) {
         let installed = Installed { source: source.to_string(), trigger: guard.trigger.clone() };
         if guarded {
             report.in_place.push(installed);
             continue;
         }
         let table = source.quoted_table();
-        let args: Vec<String> = guard.args.iter().map(|a| quote_literal(a)).collect();
+        let args: Vec<String> = guard.args.iter().chain(std::iter::once(&type_oid)).map(|a| quote_literal(a)).collect();
         // Built here: the table, column and path are the application's.
         let create = format!(
             // Every update, not only those naming the column: an application's trigger may change it in a

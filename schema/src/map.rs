@@ -442,6 +442,8 @@ pub struct Candidate {
     /// What is read in it: `ids`, `keys` or `both`, what its exclusion (`asset_reference_exclusions.excludes`)
     /// leaves.
     pub reads: String,
+    /// The column's type (its oid) when its reading was chosen: the census reads it only while it still has it.
+    pub type_oid: u32,
 }
 
 /// The statement that lists `schema.table.column` in `asset_reference_exclusions` for `excludes` (`ids`, `keys`

@@ -216,7 +216,10 @@ pub async fn probe(conn: &mut PgConnection, layout: &KeyLayout, keys: &str) -> R
             source.quoted_table(),
             template.condition("", "k.storage_key")
         );
-        let found: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(sql)).fetch_all(&mut *conn).await?;
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        crate::typed::hold(&mut tx, &key_columns(source, template)).await?;
+        let found: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(sql)).fetch_all(&mut *tx).await?;
+        tx.commit().await?;
         naming.key_sources.push(SourceMatches { source: by.clone(), keys: found.len() as i64 });
         for (key, prefix) in found {
             let example = Example { key: key.clone(), how: "key_source".into(), by: by.clone(), name: key.clone() };
@@ -337,7 +340,23 @@ pub async fn known_keys_named(
         source.quoted_table(),
         template.condition("", "o.storage_key")
     );
-    Ok(Some(sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(conn).await?))
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    crate::typed::hold(&mut tx, &key_columns(source, template)).await?;
+    let known = sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(Some(known))
+}
+
+/// The columns a key source's template reads, each with the type it was declared for ([`crate::typed::hold`]).
+fn key_columns(
+    source: &crate::map::ReferenceSource,
+    template: &crate::key_sources::KeyTemplate,
+) -> crate::typed::Planned {
+    let mut planned = crate::typed::Planned::default();
+    for (column, type_name) in &template.columns {
+        planned.add(&source.quoted_table(), column, type_name);
+    }
+    planned
 }
 
 /// The keys one column names relative to one root, and one of them with the value naming it.
@@ -373,7 +392,16 @@ async fn sample(
             quote_ident(&column.schema),
             quote_ident(&column.table)
         );
-        let values: Vec<Option<String>> = sqlx::query_scalar(AssertSqlSafe(sql)).fetch_all(&mut *conn).await?;
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let mut planned = crate::typed::Planned::default();
+        planned.add(
+            &format!("{}.{}", quote_ident(&column.schema), quote_ident(&column.table)),
+            &column.column,
+            column.type_oid,
+        );
+        crate::typed::hold(&mut tx, &planned).await?;
+        let values: Vec<Option<String>> = sqlx::query_scalar(AssertSqlSafe(sql)).fetch_all(&mut *tx).await?;
+        tx.commit().await?;
         let position = i32::try_from(position).unwrap_or(i32::MAX);
         for value in values.into_iter().flatten() {
             for key in layout.named_in(&value) {

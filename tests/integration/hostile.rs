@@ -405,12 +405,14 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     .fetch_all(&mut app)
     .await
     .expect("what the application may call");
-    // And the one a composite source's index runs on every write, which reads nothing and is no definer; and a
-    // migration window's two, which only keep.
+    // And the one a composite source's index runs on every write, which reads nothing and is no definer; a
+    // migration window's two, which only keep; and the guard's privileged half, which every guarded write calls
+    // and which takes only uuids and text.
     assert_eq!(
         callable,
         [
             "asset_sweeper_check_upload",
+            "asset_sweeper_guard_refers",
             "asset_sweeper_hold",
             "asset_sweeper_nested_ids",
             "asset_sweeper_release_hold",
@@ -722,13 +724,83 @@ async fn a_hostile_application_gains_nothing_on_postgres_14_defaults_where_anyon
     the_hostile_application_gains_nothing(true).await;
 }
 
-/// The rule the suite above tries from outside, read off the catalog: every function that runs as the owner or in
-/// a trigger is pinned to `pg_catalog, pg_temp` (the writer's half of a retention rule's check, which runs as the
-/// writer on purpose, aside), and no function of the sweeper may be called by `PUBLIC`. A function added later
-/// without its pin fails here, whether or not a test reaches it.
+/// The rule (docs/security.md, "The rule") as far as the catalog shows it, which the suite above tries from outside:
+/// every function that runs as the owner or in a trigger is pinned to `pg_catalog, pg_temp` (the writer's half of a
+/// retention rule's check, which runs as the writer on purpose, aside); no function that runs as the owner takes or
+/// returns a type the application could own or hand it (nothing polymorphic, no type but the system's and the
+/// sweeper's), nor depends on a function, operator, cast or type outside `pg_catalog` and the sweeper's schema; no
+/// trigger that fires on an application's table runs as the owner; and no function of the sweeper may be called by
+/// `PUBLIC`. A function added later that breaks one fails here, whether or not a test reaches it.
 #[tokio::test]
 async fn every_definer_and_trigger_function_is_pinned_and_none_is_public() {
     let db = integration_tests::TestDatabase::new().await;
+    // System types are those made before the first normal object id (16384); the sweeper's own live in its schema.
+    let foreign_types: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text || ': ' || t.oid::regtype::text FROM pg_proc p
+           CROSS JOIN LATERAL unnest(p.proargtypes::oid[] || p.prorettype || coalesce(p.proallargtypes, '{}')) AS a(typ)
+           JOIN pg_type t ON t.oid = a.typ
+          WHERE p.pronamespace = 'asset_sweeper'::regnamespace AND p.prosecdef
+            -- A result of none, a trigger's, or the rows of `RETURNS TABLE` (whose columns are among the arguments).
+            AND (t.typtype = 'p' AND NOT (a.typ = p.prorettype AND t.oid IN ('void'::regtype, 'trigger'::regtype,
+                                                                            'event_trigger'::regtype, 'record'::regtype)
+                                          AND (t.oid <> 'record'::regtype OR p.proallargtypes IS NOT NULL))
+                 OR (t.oid >= 16384 AND t.typnamespace <> 'asset_sweeper'::regnamespace))
+          ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("the definer functions' types");
+    assert_eq!(foreign_types, Vec::<String>::new(), "definer functions taking a type the application could hand them");
+    let reached: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text || ' -> ' || pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid)
+           FROM pg_proc p
+           JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+          WHERE p.pronamespace = 'asset_sweeper'::regnamespace AND p.prosecdef
+            AND d.refclassid IN ('pg_proc'::regclass, 'pg_operator'::regclass, 'pg_cast'::regclass, 'pg_type'::regclass)
+            AND d.refobjid >= 16384
+            AND NOT EXISTS (SELECT 1 FROM pg_proc f WHERE d.refclassid = 'pg_proc'::regclass AND f.oid = d.refobjid
+                               AND f.pronamespace = 'asset_sweeper'::regnamespace)
+            AND NOT EXISTS (SELECT 1 FROM pg_type t WHERE d.refclassid = 'pg_type'::regclass AND t.oid = d.refobjid
+                               AND t.typnamespace = 'asset_sweeper'::regnamespace)
+            AND NOT EXISTS (SELECT 1 FROM pg_operator o WHERE d.refclassid = 'pg_operator'::regclass
+                               AND o.oid = d.refobjid AND o.oprnamespace = 'asset_sweeper'::regnamespace)
+          ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("what the definer functions depend on");
+    assert_eq!(reached, Vec::<String>::new(), "definer functions reaching objects another role may own");
+    let mut admin = PgConnection::connect(&db.url).await.expect("owner");
+    exec(
+        &mut admin,
+        "CREATE TABLE public.pages (id serial PRIMARY KEY, hero asset_sweeper.asset_id);
+         CREATE INDEX ON public.pages (hero);",
+    )
+    .await;
+    let guards = crate::cli::run(&db.url, None, &["guards", "install"]);
+    assert!(guards.status.success(), "guards install: {}", String::from_utf8_lossy(&guards.stderr));
+    let owners_on_application_tables: Vec<String> = sqlx::query_scalar(
+        "SELECT t.tgrelid::regclass::text || ' ' || t.tgname FROM pg_trigger t
+           JOIN pg_class c ON c.oid = t.tgrelid
+           JOIN pg_proc p ON p.oid = t.tgfoid
+          WHERE c.relnamespace <> 'asset_sweeper'::regnamespace AND p.prosecdef
+          ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("triggers");
+    let guarded: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'public.pages'::regclass AND starts_with(tgname, 'asset_sweeper_guard_')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("the guard");
+    assert_eq!(guarded, 1, "the guard is in place");
+    assert_eq!(
+        owners_on_application_tables,
+        Vec::<String>::new(),
+        "triggers on the application's tables run as the owner"
+    );
     let unpinned: Vec<String> = sqlx::query_scalar(
         "SELECT p.oid::regprocedure::text FROM pg_proc p
           WHERE p.pronamespace = 'asset_sweeper'::regnamespace
@@ -1059,4 +1131,124 @@ async fn an_application_that_redeclares_its_hold_for_ever_is_shown_and_alarmed()
     assert_eq!(line["DeletesHeldSeconds"].as_f64(), Some(0.0));
     drop(app);
     exec(&mut admin, &format!("DROP OWNED BY {login}; DROP ROLE {login};")).await;
+}
+
+/// Issue: the reference guard ran as the owner and turned the guarded column into JSON without checking its type.
+/// The application owns its table: it retypes the guarded column to an enum of its own with a cast to `json` that
+/// trips the wire (and tries to make it a superuser), then writes a row. The guard now runs as the writer and reads
+/// a column only while it has the type `guards install` validated: the cast never runs as anyone but the
+/// application, and the write goes through.
+#[tokio::test]
+async fn a_guarded_column_retyped_to_the_applications_type_with_its_own_cast_runs_nothing_as_the_owner() {
+    let hostile = Hostile::new(false).await;
+    let attributes = hostile.attributes().await;
+    let mut app = hostile.connect(&hostile.app).await;
+    let (kept, _) = hostile.upload(&mut app, 40).await;
+    exec(&mut app, &format!("INSERT INTO app.banners (image) VALUES ('{kept}')")).await;
+    exec(
+        &mut app,
+        "CREATE TYPE app.mood AS ENUM ('sunny');
+         CREATE FUNCTION app.mood_json(app.mood) RETURNS json LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('cast of app.mood to json'); RETURN to_json(gen_random_uuid()::text); END $f$;
+         CREATE CAST (app.mood AS json) WITH FUNCTION app.mood_json(app.mood);
+         CREATE FUNCTION app.mood_jsonb(app.mood) RETURNS jsonb LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('cast of app.mood to jsonb'); RETURN to_jsonb(gen_random_uuid()::text); END $f$;
+         CREATE CAST (app.mood AS jsonb) WITH FUNCTION app.mood_jsonb(app.mood);
+         ALTER TABLE app.banners ALTER COLUMN image TYPE app.mood USING 'sunny';",
+    )
+    .await;
+    // The application's next writes, each of which fires the guard still on the column.
+    exec(&mut app, "INSERT INTO app.banners (image) VALUES ('sunny'); UPDATE app.banners SET image = 'sunny';").await;
+    assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "the application's cast ran as another role");
+    assert_eq!(hostile.attributes().await, attributes, "a role changed");
+    // The guard's privileged half takes nothing of the application's: called directly, with an id of a removed
+    // asset it fails naming it, and it writes nothing but what only keeps.
+    let signature: String = sqlx::query_scalar(
+        "SELECT pg_get_function_identity_arguments('asset_sweeper.asset_sweeper_guard_refers'::regproc)",
+    )
+    .fetch_one(&hostile.owner)
+    .await
+    .expect("the guard's privileged half");
+    assert_eq!(signature, "table_schema text, table_name text, column_name text, ids uuid[], spelled text[], key text");
+    let definer: bool =
+        sqlx::query_scalar("SELECT prosecdef FROM pg_proc WHERE oid = 'asset_sweeper.asset_sweeper_guard'::regproc")
+            .fetch_one(&hostile.owner)
+            .await
+            .expect("the guard");
+    assert!(!definer, "the guard's trigger function runs as the writer");
+}
+
+/// Issue: the census chose a column's reading when it planned and built `col::text` into a later statement. The
+/// application held its table's lock until the sweep's reading queued behind it, retyped the column to an enum of
+/// its own with a cast to text that trips the wire, and committed: the statement resolved `::text` to the
+/// application's cast, run as the sweep's login. Tried twice: on a whole pass (whose schema check's sample reads
+/// first) and on the census alone (its batch reads first). Now every reading statement first locks the table and
+/// confirms the type inside its transaction; the retyped column is not read, and the pass goes on.
+#[tokio::test]
+async fn a_column_retyped_while_the_sweeps_reading_waits_for_its_table_runs_nothing_of_the_applications() {
+    use platform::step::{Share, Step};
+    let hostile = Hostile::new(false).await;
+    let attributes = hostile.attributes().await;
+    let mut app = hostile.connect(&hostile.app).await;
+    exec(
+        &mut app,
+        "CREATE TABLE app.notes (id serial PRIMARY KEY, body text);
+         INSERT INTO app.notes (body) SELECT 'note ' || i FROM generate_series(1, 50) i;
+         CREATE TABLE app.drafts (id serial PRIMARY KEY, body text);
+         INSERT INTO app.drafts (body) SELECT 'draft ' || i FROM generate_series(1, 50) i;
+         CREATE TYPE app.mood AS ENUM ('sunny');
+         CREATE FUNCTION app.mood_text(app.mood) RETURNS text LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('cast of app.mood to text'); RETURN 'sunny'; END $f$;
+         CREATE CAST (app.mood AS text) WITH FUNCTION app.mood_text(app.mood);",
+    )
+    .await;
+    let sweep = hostile.pool(&hostile.sweep);
+    let retyped =
+        |table: &str| format!("ALTER TABLE app.{table} ALTER COLUMN body TYPE app.mood USING 'sunny'; COMMIT");
+
+    // A whole pass: the lock is taken before the pass begins (so nothing it does before reading the table waits),
+    // the retype made once the pass's reading waits for it.
+    let mut attacker = hostile.connect(&hostile.app).await;
+    exec(&mut attacker, "BEGIN; LOCK TABLE app.notes IN ACCESS EXCLUSIVE MODE").await;
+    let pass = {
+        let url = hostile.url(&hostile.sweep);
+        let settings = hostile.ctx.settings(&[("DATABASE_URL", &url)]);
+        let sweeper =
+            Sweeper::new(sweep.clone(), hostile.ctx.sqs.clone(), settings).with_storage(hostile.ctx.s3.clone());
+        tokio::spawn(async move { sweeper.run_pass(Instant::now() + Duration::from_secs(600)).await })
+    };
+    crate::pipeline::until_a_session_waits(&hostile.owner, "Lock", "%", "the sweep reads app.notes").await;
+    exec(&mut attacker, &retyped("notes")).await;
+    pass.await.expect("the pass ran").expect("the pass ends well");
+    assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "the application's cast ran as the sweep");
+
+    // The census alone, its column planned as text.
+    exec(&mut attacker, "BEGIN; LOCK TABLE app.drafts IN ACCESS EXCLUSIVE MODE").await;
+    let census = tokio::spawn(async move {
+        let census = schema::census::Census {
+            max_batches: u32::MAX,
+            batch_blocks: 1000,
+            batch_timeout: Duration::from_secs(20),
+            cycle_interval: Duration::ZERO,
+            layout: None,
+        };
+        census.advance(&sweep, Share::of(100, Instant::now() + Duration::from_secs(60))).await
+    });
+    crate::pipeline::until_a_session_waits(&hostile.owner, "Lock", "%", "the census reads app.drafts").await;
+    exec(&mut attacker, &retyped("drafts")).await;
+    census.await.expect("the census ran").expect("the census ends well");
+    assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "the application's cast ran as the sweep");
+    assert_eq!(hostile.attributes().await, attributes, "a role changed");
+    // The batch read nothing and recorded nothing: the column is not counted as read in this cycle.
+    let read_this_cycle: bool = sqlx::query_scalar(
+        "SELECT c.done_cycle >= s.cycle FROM census_columns c CROSS JOIN census_state s
+          WHERE c.table_name = 'drafts' AND c.column_name = 'body'",
+    )
+    .fetch_one(&hostile.owner)
+    .await
+    .expect("the census's record");
+    assert!(!read_this_cycle, "a column nobody read was counted as read");
+    // The next pass plans the column for its new type (an enum cannot spell an id: it is no longer read).
+    hostile.pass().await;
+    assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "the application's cast ran as the sweep");
 }

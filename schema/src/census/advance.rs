@@ -175,6 +175,14 @@ async fn read(
             };
             match scanned {
                 Ok(found) => found,
+                // A column retyped since the plan: not read, and nothing recorded; the next pass plans it for its
+                // type, unproven.
+                Err(e) if crate::typed::retyped(&e) => {
+                    retyped(current, &e);
+                    group = work.next();
+                    batches += 1;
+                    continue;
+                }
                 Err(e) if timed_out(&e) && end - current.next_block > 1 => {
                     let halved = ((end - current.next_block) / 2).max(1);
                     let table = &current.heap;
@@ -191,10 +199,19 @@ async fn read(
                     last_timeout = Some(outlasted(current, end, started.elapsed(), budget.batch_timeout));
                     let table = &current.heap;
                     tracing::warn!(%table, block = current.next_block, "a census block timed out alone: reading it value by value");
-                    let (found, values) =
-                        unread::read_block(conn, current, current.next_block, keys, budget.until).await?;
-                    unread += values;
-                    found
+                    match unread::read_block(conn, current, current.next_block, keys, budget.until).await {
+                        Ok((found, values)) => {
+                            unread += values;
+                            found
+                        }
+                        Err(e) if crate::typed::retyped(&e) => {
+                            retyped(current, &e);
+                            group = work.next();
+                            batches += 1;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -206,7 +223,16 @@ async fn read(
         let mut finished = end >= current.blocks;
         if finished {
             limit(conn, Some(budget.batch_timeout)).await?;
-            let retried = unread::retry(conn, current, keys, budget.until).await?;
+            let retried = match unread::retry(conn, current, keys, budget.until).await {
+                Ok(retried) => retried,
+                Err(e) if crate::typed::retyped(&e) => {
+                    retyped(current, &e);
+                    group = work.next();
+                    batches += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             for (f, more) in found.iter_mut().zip(retried.found) {
                 f.rows += more.rows;
                 for (id, at) in more.assets {
@@ -295,11 +321,16 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
     let cols = Columns::of(targets);
     sqlx::query!(
         r#"WITH t AS (
-               SELECT l.relid, l.attnum, l.type_oid, t.schema_name, t.table_name, t.column_name, t.family, t.shape,
+               -- The type the reading was chosen for: a column retyped since the schema check planned it keeps no
+               -- type a batch would read it by (0), and the next pass plans it again.
+               SELECT l.relid, l.attnum, CASE WHEN l.type_oid = t.type_oid THEN l.type_oid ELSE 0 END AS type_oid,
+                      t.schema_name, t.table_name, t.column_name, t.family, t.shape,
                       ARRAY(SELECT jsonb_array_elements_text(t.paths)) AS json_paths, t.reads
                  FROM asset_sweeper_census_leaves($1, $2, $3) l
-                 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[])
-                      WITH ORDINALITY AS t(schema_name, table_name, column_name, family, shape, paths, reads, position)
+                 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[],
+                             $8::oid[])
+                      WITH ORDINALITY AS t(schema_name, table_name, column_name, family, shape, paths, reads, type_oid,
+                                           position)
                    ON t.position = l.position
            ),
            gone AS (
@@ -342,6 +373,7 @@ async fn sync(conn: &mut PgConnection, targets: &[Target], layout: Option<&KeyLa
         &cols.shapes,
         &cols.paths,
         &cols.reads,
+        &cols.types as &[sqlx::postgres::types::Oid],
     )
     .execute(conn)
     .await?;
@@ -365,6 +397,7 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
                   array_agg(c.shape ORDER BY c.attnum) AS "shapes!",
                   jsonb_agg(to_jsonb(c.json_paths) ORDER BY c.attnum) AS "paths!",
                   array_agg(c.reads ORDER BY c.attnum) AS "reads!",
+                  array_agg(c.type_oid ORDER BY c.attnum) AS "types!",
                   min(c.batch_blocks)::bigint AS batch_blocks
              FROM census_columns c
             CROSS JOIN census_state s
@@ -396,14 +429,15 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
             .zip(row.names)
             .zip(row.families.into_iter().zip(row.shapes))
             .zip(paths.into_iter().chain(std::iter::repeat(Vec::new())))
-            .zip(row.reads)
-            .map(|((((attnum, name), (family, shape)), json_paths), reads)| Column {
+            .zip(row.reads.into_iter().zip(row.types))
+            .map(|((((attnum, name), (family, shape)), json_paths), (reads, type_oid))| Column {
                 attnum,
                 name,
                 family,
                 shape,
                 json_paths,
                 reads,
+                type_oid: type_oid.0,
             })
             .collect();
         groups.push(Group {
@@ -417,6 +451,12 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
         });
     }
     Ok(groups)
+}
+
+/// Says that a batch of `group` read nothing: `error` named a column retyped since the plan.
+fn retyped(group: &Group, error: &sqlx::Error) {
+    let table = &group.heap;
+    tracing::warn!(%table, %error, "a census batch read nothing: a column's type changed since it was planned");
 }
 
 /// The statement that outlasted the batch limit, as the run record names it.

@@ -123,6 +123,8 @@ pub struct Target {
     pub json_paths: Vec<String>,
     /// `ids`, `keys` or `both` ([`crate::Candidate`]); `both` for a declared JSONB source.
     pub reads: String,
+    /// The type (its oid) the reading was chosen for; a column of another type now is read by no batch.
+    pub type_oid: u32,
 }
 
 impl Target {
@@ -130,6 +132,9 @@ impl Target {
         format!("{}.{}.{}", self.schema, self.table, self.column)
     }
 }
+
+/// The oid of `jsonb`, the type a declared JSON source is read as (the schema check reads no other).
+const JSONB: u32 = 3802;
 
 /// What the census reads: every candidate column, and every declared JSONB source the check could read (one
 /// target per column, with all its declared paths).
@@ -144,6 +149,7 @@ pub fn targets(sources: &[ReferenceSource], problems: &[SchemaProblem], candidat
             shape: c.shape.clone(),
             json_paths: Vec::new(),
             reads: c.reads.clone(),
+            type_oid: c.type_oid,
         })
         .collect();
     let troubled = |s: &ReferenceSource| problems.iter().any(|p| p.column() == Some((&s.schema, &s.table, &s.column)));
@@ -163,6 +169,7 @@ pub fn targets(sources: &[ReferenceSource], problems: &[SchemaProblem], candidat
                 shape: "scalar".to_owned(),
                 json_paths: vec![json_path.clone()],
                 reads: "both".to_owned(),
+                type_oid: JSONB,
             }),
         }
     }
@@ -192,6 +199,8 @@ struct Columns {
     /// Each target's paths as a JSON array (Postgres has no arrays of arrays of varying length).
     paths: Vec<serde_json::Value>,
     reads: Vec<String>,
+    /// Each target's type as its reading was chosen.
+    types: Vec<sqlx::postgres::types::Oid>,
 }
 
 impl Columns {
@@ -204,6 +213,7 @@ impl Columns {
             shapes: targets.iter().map(|t| t.shape.clone()).collect(),
             paths: targets.iter().map(|t| serde_json::json!(t.json_paths)).collect(),
             reads: targets.iter().map(|t| t.reads.clone()).collect(),
+            types: targets.iter().map(|t| sqlx::postgres::types::Oid(t.type_oid)).collect(),
         }
     }
 }

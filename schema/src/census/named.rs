@@ -310,6 +310,22 @@ pub(super) async fn scan(
     keys: &KeyScan<'_>,
 ) -> Result<u64, sqlx::Error> {
     let Some(sql) = statement(group) else { return Ok(0) };
+    // Under the table's lock, its columns' types confirmed first (as the id search's statement is).
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    crate::typed::hold(&mut tx, &group.planned()).await?;
+    let kept = read(&mut tx, group, rows, keys, sql).await?;
+    tx.commit().await?;
+    Ok(kept)
+}
+
+/// [`scan`]'s reading of `sql`, once the columns' types are confirmed.
+async fn read(
+    conn: &mut PgConnection,
+    group: &Group,
+    rows: Rows,
+    keys: &KeyScan<'_>,
+    sql: String,
+) -> Result<u64, sqlx::Error> {
     let relative = keys.reads_relative(&mut *conn).await?;
     let (from, to) = rows.bounds();
     let values: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
@@ -467,6 +483,7 @@ mod tests {
             shape: shape.into(),
             json_paths: Vec::new(),
             reads: "both".into(),
+            type_oid: 25,
         }
     }
 

@@ -34,6 +34,19 @@ pub(super) struct Column {
     pub(super) json_paths: Vec<String>,
     /// `ids`, `keys` or `both`: what its exclusion leaves to read.
     pub(super) reads: String,
+    /// The type (its oid) its reading was chosen for; 0 when it was retyped as it was planned.
+    pub(super) type_oid: u32,
+}
+
+impl Group {
+    /// Its columns, each with the type its reading was chosen for, as [`crate::typed::hold`] confirms them.
+    pub(super) fn planned(&self) -> crate::typed::Planned {
+        let mut planned = crate::typed::Planned::default();
+        for column in &self.columns {
+            planned.add(&self.heap, &column.name, column.type_oid);
+        }
+        planned
+    }
 }
 
 impl Column {
@@ -130,6 +143,21 @@ impl Found {
 /// keys of ours named in the values it fetches anyway ([`Column::keys_read_with_ids`]) are noted too; the key scan's own
 /// statement reads the rest ([`super::named::scan`]).
 pub(super) async fn scan(
+    conn: &mut PgConnection,
+    group: &Group,
+    rows: Rows,
+    keys: Option<&KeyScan<'_>>,
+) -> Result<Vec<Found>, sqlx::Error> {
+    // Under the table's lock, its columns' types confirmed first: a column retyped since the plan is not read.
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    crate::typed::hold(&mut tx, &group.planned()).await?;
+    let found = read(&mut tx, group, rows, keys).await?;
+    tx.commit().await?;
+    Ok(found)
+}
+
+/// [`scan`]'s reading, once the columns' types are confirmed.
+async fn read(
     conn: &mut PgConnection,
     group: &Group,
     rows: Rows,
@@ -340,6 +368,7 @@ mod tests {
             shape: shape.into(),
             json_paths: json_paths.iter().map(|p| (*p).to_owned()).collect(),
             reads: "both".into(),
+            type_oid: 25,
         }
     }
 

@@ -207,6 +207,24 @@ async fn slice(
     keys: Option<&KeyScan<'_>>,
 ) -> Result<(Vec<Uuid>, Option<Unread>), sqlx::Error> {
     let column = &group.columns[k];
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let mut planned = crate::typed::Planned::default();
+    planned.add(&group.heap, &column.name, column.type_oid);
+    crate::typed::hold(&mut tx, &planned).await?;
+    let sliced = read_slice(&mut tx, group, k, record, keys).await?;
+    tx.commit().await?;
+    Ok(sliced)
+}
+
+/// [`slice`]'s reading, once the column's type is confirmed.
+async fn read_slice(
+    conn: &mut PgConnection,
+    group: &Group,
+    k: usize,
+    record: &str,
+    keys: Option<&KeyScan<'_>>,
+) -> Result<(Vec<Uuid>, Option<Unread>), sqlx::Error> {
+    let column = &group.columns[k];
     let col = quote_ident(&column.name);
     // A plain string's slice is taken from its stored chunks, not from the whole value.
     let sql = format!(
