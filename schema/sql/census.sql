@@ -111,7 +111,14 @@ RETURNS void LANGUAGE plpgsql AS $$
         changed record;
     BEGIN
         FOR relation IN SELECT DISTINCT r FROM pg_catalog.unnest(relations) AS r ORDER BY 1 LOOP
-            EXECUTE pg_catalog.format('LOCK TABLE ONLY %s IN ACCESS SHARE MODE', relation::regclass);
+            -- A materialized view cannot be locked by name, and has no column whose type can change: it is dropped
+            -- and made again (another relation under the same name, whose columns the check below reads). Reading
+            -- nothing of it takes the same lock, until the transaction ends.
+            IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = relation::regclass) = 'm' THEN
+                EXECUTE pg_catalog.format('SELECT FROM ONLY %s LIMIT 0', relation::regclass);
+            ELSE
+                EXECUTE pg_catalog.format('LOCK TABLE ONLY %s IN ACCESS SHARE MODE', relation::regclass);
+            END IF;
         END LOOP;
         SELECT p.relation, p.col, p.planned, pg_catalog.format_type(a.atttypid, a.atttypmod) AS now INTO changed
           FROM unnest(relations, columns, types) AS p(relation, col, planned)

@@ -439,7 +439,7 @@ async fn the_upload_runs_with_exactly_the_grants_integrating_md_names_and_with_t
     // What the application's own table needs, granted by its owner: not the sweeper's to document.
     let own = "GRANT SELECT, UPDATE ON public.products TO {login};";
     let grants = documented_upload_grants();
-    assert_eq!(grants.len(), 4, "{grants:?}");
+    assert_eq!(grants.len(), 5, "{grants:?}");
 
     let documented = TestLogin::new(&db, &format!("{own} {};", grants.join("; "))).await;
     save_as(&documented, ws, 400).await.expect("the upload with the documented grants");

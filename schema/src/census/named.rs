@@ -310,6 +310,8 @@ pub(super) async fn scan(
     keys: &KeyScan<'_>,
 ) -> Result<u64, sqlx::Error> {
     let Some(sql) = statement(group) else { return Ok(0) };
+    // The adopted keys first, in a transaction of their own ([`super::scan::scan`]).
+    keys.reads_relative(&mut *conn).await?;
     // Under the table's lock, its columns' types confirmed first (as the id search's statement is).
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     crate::typed::hold(&mut tx, &group.planned()).await?;

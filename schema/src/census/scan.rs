@@ -148,6 +148,17 @@ pub(super) async fn scan(
     rows: Rows,
     keys: Option<&KeyScan<'_>>,
 ) -> Result<Vec<Found>, sqlx::Error> {
+    if injected_block_limit().is_some_and(|limit| rows.to.0 - rows.from.0 > limit) {
+        cancelled_by_the_server(conn, 0.0).await?;
+    }
+    if let Some(seconds) = injected_stall() {
+        cancelled_by_the_server(conn, seconds).await?;
+    }
+    // The adopted keys are read first, in a transaction of their own: the lock they are read under must not last
+    // as long as the batch's.
+    if let Some(keys) = keys {
+        keys.reads_relative(&mut *conn).await?;
+    }
     // Under the table's lock, its columns' types confirmed first: a column retyped since the plan is not read.
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     crate::typed::hold(&mut tx, &group.planned()).await?;
@@ -163,12 +174,6 @@ async fn read(
     rows: Rows,
     keys: Option<&KeyScan<'_>>,
 ) -> Result<Vec<Found>, sqlx::Error> {
-    if injected_block_limit().is_some_and(|limit| rows.to.0 - rows.from.0 > limit) {
-        cancelled_by_the_server(conn, 0.0).await?;
-    }
-    if let Some(seconds) = injected_stall() {
-        cancelled_by_the_server(conn, seconds).await?;
-    }
     let (sql, paths) = statement(group);
     let (from, to) = rows.bounds();
     let mut query =

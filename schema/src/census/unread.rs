@@ -207,6 +207,10 @@ async fn slice(
     keys: Option<&KeyScan<'_>>,
 ) -> Result<(Vec<Uuid>, Option<Unread>), sqlx::Error> {
     let column = &group.columns[k];
+    // The adopted keys first, in a transaction of their own ([`super::scan::scan`]).
+    if let Some(keys) = keys {
+        keys.reads_relative(&mut *conn).await?;
+    }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let mut planned = crate::typed::Planned::default();
     planned.add(&group.heap, &column.name, column.type_oid);
