@@ -169,10 +169,7 @@ async fn read(
         let mut found = if current.next_block < end {
             limit(conn, Some(budget.batch_timeout)).await?;
             let rows = Rows::blocks(current.next_block, end);
-            let scanned = match (scan(conn, current, rows, keys).await, keys) {
-                (Ok(found), Some(keys)) => named::scan(conn, current, rows, keys).await.map(|_| found),
-                (scanned, _) => scanned,
-            };
+            let scanned = scan(conn, current, rows, keys).await;
             match scanned {
                 Ok(found) => found,
                 // A column retyped since the plan: not read, and nothing recorded; the next pass plans it for its

@@ -302,32 +302,15 @@ fn names_any(keys: &[String], span: &[u8]) -> bool {
 
 /// Reads the text and JSON columns of `rows` the id search does not fetch whole and notes each key of ours they
 /// name, with its column. Only values holding a managed prefix (in any of its spellings: [`prefilter`]) leave the
-/// database. Answers how many (span, column) pairs it kept.
-pub(super) async fn scan(
+/// database. Answers how many (span, column) pairs it kept. Run by [`super::scan::scan`], in the batch's
+/// transaction, once the columns' types are confirmed.
+pub(super) async fn read(
     conn: &mut PgConnection,
     group: &Group,
     rows: Rows,
     keys: &KeyScan<'_>,
 ) -> Result<u64, sqlx::Error> {
     let Some(sql) = statement(group) else { return Ok(0) };
-    // The adopted keys first, in a transaction of their own ([`super::scan::scan`]).
-    keys.reads_relative(&mut *conn).await?;
-    // Under the table's lock, its columns' types confirmed first (as the id search's statement is).
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    crate::typed::hold(&mut tx, &group.planned()).await?;
-    let kept = read(&mut tx, group, rows, keys, sql).await?;
-    tx.commit().await?;
-    Ok(kept)
-}
-
-/// [`scan`]'s reading of `sql`, once the columns' types are confirmed.
-async fn read(
-    conn: &mut PgConnection,
-    group: &Group,
-    rows: Rows,
-    keys: &KeyScan<'_>,
-    sql: String,
-) -> Result<u64, sqlx::Error> {
     let relative = keys.reads_relative(&mut *conn).await?;
     let (from, to) = rows.bounds();
     let values: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))

@@ -140,8 +140,9 @@ impl Found {
 
 /// Reads `rows` of the group's table; for each column, in order, what it found. Spellings of ids at a declared path
 /// other than all lowercase or all uppercase are noted for the recheck, not found. With the pass's key scan, the
-/// keys of ours named in the values it fetches anyway ([`Column::keys_read_with_ids`]) are noted too; the key scan's own
-/// statement reads the rest ([`super::named::scan`]).
+/// keys of ours named in the values it fetches anyway ([`Column::keys_read_with_ids`]) are noted too, and the key
+/// scan's own statement reads the rest ([`super::named::read`]). Both in one transaction that first confirms the
+/// columns' types under the table's lock ([`crate::typed`]): a column retyped since the plan is not read.
 pub(super) async fn scan(
     conn: &mut PgConnection,
     group: &Group,
@@ -159,10 +160,12 @@ pub(super) async fn scan(
     if let Some(keys) = keys {
         keys.reads_relative(&mut *conn).await?;
     }
-    // Under the table's lock, its columns' types confirmed first: a column retyped since the plan is not read.
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     crate::typed::hold(&mut tx, &group.planned()).await?;
     let found = read(&mut tx, group, rows, keys).await?;
+    if let Some(keys) = keys {
+        super::named::read(&mut tx, group, rows, keys).await?;
+    }
     tx.commit().await?;
     Ok(found)
 }

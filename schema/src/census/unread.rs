@@ -16,7 +16,7 @@ use std::time::Instant;
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
-use super::named::{self, KeyScan};
+use super::named::KeyScan;
 use super::scan::{Found, Group, Rows, scan};
 use super::timed_out;
 use platform::sql::quote_ident;
@@ -161,7 +161,8 @@ async fn one_value(
         batch_blocks: Some(1),
         columns: vec![group.columns[k].clone()],
     };
-    match whole(conn, &alone, Rows::row(block, line), keys).await {
+    // Read as a batch reads it, with its key scan.
+    match scan(conn, &alone, Rows::row(block, line), keys).await {
         Ok(mut found) => Ok((found.pop().map(|f| f.assets).unwrap_or_default(), None)),
         Err(e) if timed_out(&e) => {
             let record = format!("({block},{line})");
@@ -180,20 +181,6 @@ async fn lines(conn: &mut PgConnection, group: &Group, block: i64) -> Result<Vec
     );
     let (from, to) = Rows::blocks(block, block + 1).bounds();
     sqlx::query_scalar(AssertSqlSafe(sql)).bind(from).bind(to).persistent(false).fetch_all(conn).await
-}
-
-/// One value (one column of one row) read as a batch reads it, with its key scan.
-async fn whole(
-    conn: &mut PgConnection,
-    alone: &Group,
-    rows: Rows,
-    keys: Option<&KeyScan<'_>>,
-) -> Result<Vec<Found>, sqlx::Error> {
-    let found = scan(conn, alone, rows, keys).await?;
-    if let Some(keys) = keys {
-        named::scan(conn, alone, rows, keys).await?;
-    }
-    Ok(found)
 }
 
 /// The first [`SLICE_CHARS`] characters of column `k` at `record`, searched for asset ids (answered) and keys of
