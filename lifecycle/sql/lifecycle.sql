@@ -112,6 +112,15 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_adoption_of(ws uuid, OUT 
                     WHERE d.workspace_id = ws AND e.action IN ('retire', 'delete', 'purge'))
 $$;
 
+-- Tried: retired, and every column the census reads for ids was last proven by a scan that began after the
+-- retirement (`proven_at` is a scan's start), so a census since the decision has read every value written before it
+-- (docs/design.md, "The trial"). A delete or purge waits for it; a finding holds its asset on its own.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_tried(a asset_sweeper.assets) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN a.state = 'retired'
+           AND NOT EXISTS (SELECT 1 FROM asset_sweeper.census_columns c
+                            WHERE c.reads <> 'keys' AND (c.proven_at IS NULL OR c.proven_at <= a.retired_at));
+
 -- Claimable: due, and no pass holds a live lease on it.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_claimable(a asset_sweeper.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE

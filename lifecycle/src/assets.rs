@@ -117,15 +117,20 @@ pub(crate) async fn keep(conn: &mut PgConnection, asset: AssetId) -> Result<(), 
     Ok(())
 }
 
-/// Nothing refers to it: hidden, its bytes kept, restorable for `retention` (its purge time).
+/// Nothing refers to it: hidden, its bytes kept, restorable for `retention` (its purge time), and removed only
+/// once its trial is over too (a census begun after now has read everything). Looked at again at its purge time,
+/// and no sooner than a census could have read everything again. An abandoned upload is retired with no retention
+/// (its purge time is its retirement), which is how its removal is known to be a delete.
 pub(crate) async fn retire(conn: &mut PgConnection, asset: AssetId, retention: Duration) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE assets SET state = 'retired', retired_at = now(),
-                purge_after = now() + $2 * interval '1 second', due_at = now() + $2 * interval '1 second',
+                purge_after = now() + $2 * interval '1 second',
+                due_at = now() + greatest($2, $3) * interval '1 second',
                 lease_token = NULL, leased_until = NULL
           WHERE id = $1",
         asset.0,
         retention.as_secs_f64(),
+        crate::rules::CENSUS_HOLD.as_secs_f64(),
     )
     .execute(conn)
     .await?;

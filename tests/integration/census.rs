@@ -41,7 +41,7 @@ async fn an_undeclared_column_past_the_sample_holds_deletes_until_the_census_rea
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let (upload_key, released_key) = (key(ws), key(ws));
-    let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    let upload = seed(&ctx, ws, "abandoned", "8 days", &upload_key).await;
     let released = seed(&ctx, ws, "released", "3 days", &released_key).await;
     // An id past any sample: the schema check reads the first 100 values; this is the 151st, blocks in.
     sqlx::raw_sql("CREATE TABLE legacy_links (id serial PRIMARY KEY, ref uuid, note text)")
@@ -60,7 +60,7 @@ async fn an_undeclared_column_past_the_sample_holds_deletes_until_the_census_rea
 
     // Retiring (reversible) went on; the delete waits for the census, bytes and rows intact.
     assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"));
-    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
     let (action, evidence) = last_event(&ctx, upload).await;
     assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("census")));
@@ -81,7 +81,7 @@ async fn an_undeclared_column_past_the_sample_holds_deletes_until_the_census_rea
     let third = pass(&ctx, &[]).await;
     assert_eq!((third.outcome, third.enqueued), (RunOutcome::Ok, 1), "{:?}", third.reason);
     settle_queue(&ctx).await;
-    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
     let (action, evidence) = last_event(&ctx, upload).await;
     assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("found")), "{evidence}");
@@ -103,7 +103,7 @@ async fn an_undeclared_column_past_the_sample_holds_deletes_until_the_census_rea
             && p["table"] == "legacy_links"),
         "{found:?}"
     );
-    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
 
     // The operator's exclusion says the column holds no references: the next pass proceeds, and the column's
@@ -326,7 +326,7 @@ async fn a_batch_that_times_out_is_read_in_halves_and_a_failed_census_holds_dele
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let upload_key = key(ws);
-    let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    let upload = seed(&ctx, ws, "abandoned", "8 days", &upload_key).await;
     sqlx::raw_sql("CREATE TABLE links (id serial PRIMARY KEY, ref uuid)").execute(ctx.pool()).await.expect("table");
     fail::cfg("census::advance", "return").expect("failpoint");
     let failed = pass(&ctx, &[]).await;
@@ -339,7 +339,7 @@ async fn a_batch_that_times_out_is_read_in_halves_and_a_failed_census_holds_dele
         .expect("run row");
     assert!(recorded["error"].as_str().is_some_and(|e| e.contains("injected")), "{recorded}");
     settle_queue(&ctx).await;
-    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
     assert_eq!(last_event(&ctx, upload).await.1["deferred"]["why"], "census");
 }
@@ -349,13 +349,13 @@ async fn a_verdict_recorded_before_the_census_existed_proves_nothing() {
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let upload_key = key(ws);
-    let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    let upload = seed(&ctx, ws, "abandoned", "8 days", &upload_key).await;
     let report = pass(&ctx, &[]).await;
     assert_eq!((report.outcome, report.enqueued), (RunOutcome::Ok, 1));
     // As an earlier build recorded it: no word on the census.
     sqlx::query("UPDATE schema_verdicts SET unproven = NULL").execute(ctx.pool()).await.expect("an older verdict");
     settle_queue(&ctx).await;
-    assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
     assert_eq!(last_event(&ctx, upload).await.1["deferred"]["why"], "census");
 }

@@ -254,7 +254,7 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
 
     // A poison message: every delivery fails, the last marks the asset failed, SQS dead-letters the message.
     sqlx::raw_sql(LEGAL_HOLD).execute(ctx.pool()).await.expect("legal hold");
-    let held = seed(&ctx, ws, "pending", "8 days", &format!("{ws}/held/contract.pdf")).await;
+    let held = seed(&ctx, ws, "abandoned", "8 days", &format!("{ws}/held/contract.pdf")).await;
     sweep_and_settle(&ctx).await;
     assert_eq!(state(&ctx, held).await.as_deref(), Some("failed"));
     let (code, page) = json_with_code(&run(&url, Some(&ctx), &["status", "--json"]));
@@ -269,7 +269,7 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
     let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--dry-run", "--json"]));
     assert_eq!(code, Some(0));
     assert_eq!(plan["messages"][0]["asset_id"], held_id.as_str());
-    assert_eq!(plan["messages"][0]["outcome"], "failed: would be reset to released, message would be moved back");
+    assert_eq!(plan["messages"][0]["outcome"], "failed: would be reset to retired, message would be moved back");
     assert_eq!(
         (plan["assets_reset"].as_u64(), plan["moved"].as_u64(), plan["left"].as_u64()),
         (Some(1), Some(1), Some(0))
@@ -287,7 +287,7 @@ async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_an
             .fetch_one(ctx.pool())
             .await
             .expect("row");
-    assert_eq!((state_now.as_str(), due_now, leased), ("released", true, false), "claimable by the next pass");
+    assert_eq!((state_now.as_str(), due_now, leased), ("retired", true, false), "claimable by the next pass");
     let recorded: Value =
         sqlx::query_scalar("SELECT evidence FROM settlement_events WHERE asset_id = $1 AND action = 'redrive'")
             .bind(held)
@@ -355,9 +355,9 @@ async fn plan_changes_nothing_explain_names_the_keeping_record_and_undelete_brin
     let kept = seed(&ctx, ws, "released", "3 days", &format!("{ws}/kept.png")).await;
     let retired = seed(&ctx, ws, "released", "3 days", &format!("{ws}/retired.png")).await;
     let deleted_key = format!("{ws}/abandoned.png");
-    let deleted = seed(&ctx, ws, "pending", "8 days", &deleted_key).await;
+    let deleted = seed(&ctx, ws, "abandoned", "8 days", &deleted_key).await;
     let expired_key = format!("{ws}/expired.png");
-    let expired = seed(&ctx, ws, "pending", "8 days", &expired_key).await;
+    let expired = seed(&ctx, ws, "abandoned", "8 days", &expired_key).await;
     sqlx::query("INSERT INTO products (hero) VALUES ($1)").bind(kept).execute(ctx.pool()).await.expect("reference");
 
     let (code, plan) = json_with_code(&run(&url, Some(&ctx), &["plan", "--json"]));
@@ -694,29 +694,30 @@ async fn a_redriven_asset_settles_on_the_next_pass() {
     sqlx::raw_sql(LEGAL_HOLD).execute(ctx.pool()).await.expect("legal hold");
     let ws = Uuid::new_v4();
     let key = format!("{ws}/held/contract.pdf");
-    let held = seed(&ctx, ws, "pending", "8 days", &key).await;
+    let held = seed(&ctx, ws, "abandoned", "8 days", &key).await;
     sweep_and_settle(&ctx).await;
     assert_eq!(state(&ctx, held).await.as_deref(), Some("failed"));
     assert_eq!(dlq_depth(&ctx).await, (1, 0));
 
-    // The person lifts the hold, then redrives: the asset goes back to `released`, and neither the failed mark
-    // nor the reset restarted its grace period (both are the sweeper's own writes).
+    // The person lifts the hold, then redrives: the asset goes back to `retired` (an abandoned upload is retired for
+    // its trial before it is deleted), and neither the failed mark nor the reset restarted its grace period (both
+    // are the sweeper's own writes).
     sqlx::raw_sql("DROP TRIGGER legal_hold ON assets; DROP FUNCTION legal_hold();")
         .execute(ctx.pool())
         .await
         .expect("hold lifted");
     let (code, done) = json_with_code(&run(&url, Some(&ctx), &["redrive", "--by", "ana", "--json"]));
     assert_eq!((code, done["moved"].as_u64(), done["assets_reset"].as_u64()), (Some(0), Some(1), Some(1)), "{done}");
-    assert_eq!(state(&ctx, held).await.as_deref(), Some("released"));
+    assert_eq!(state(&ctx, held).await.as_deref(), Some("retired"));
 
-    // One pass: the moved message carries the old claim and settles nothing; the pass's new one retires the
-    // asset (from `released` the most a settle does alone), rather than deferring it for a whole grace period.
+    // One pass: the moved message carries the old claim and settles nothing; the pass's new one deletes the
+    // asset (its trial was over when it failed), rather than deferring it for a whole grace period.
     sweep_and_settle(&ctx).await;
     let trail = actions(&ctx, held).await;
     assert!(!trail.iter().any(|a| a == "defer"), "deferred: the grace floor moved: {trail:?}");
-    assert_eq!(trail.iter().filter(|a| *a == "retire").count(), 1, "{trail:?}");
-    assert_eq!(state(&ctx, held).await.as_deref(), Some("retired"));
-    assert!(object_exists(&ctx.s3, &ctx.bucket, &key).await, "retired: the bytes stay, restorable");
+    assert_eq!(trail.last().map(String::as_str), Some("delete"), "{trail:?}");
+    assert_eq!(state(&ctx, held).await, None);
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &key).await, "deleted: the bytes are behind a delete marker");
     assert_eq!((ctx.queue_depth().await, dlq_depth(&ctx).await), (0, (0, 0)));
 }
 
@@ -787,9 +788,9 @@ async fn undoing_a_run_brings_back_what_it_retired_deleted_and_purged_asset_by_a
         seed(&ctx, ws, "released", "3 days", &key("r1")).await,
         seed(&ctx, ws, "released", "3 days", &key("r2")).await,
     ];
-    let deleted = seed(&ctx, ws, "pending", "8 days", &key("abandoned")).await;
+    let deleted = seed(&ctx, ws, "abandoned", "8 days", &key("abandoned")).await;
     let purged = seed(&ctx, ws, "retired", "40 days", &key("expired")).await;
-    let lost = seed(&ctx, ws, "pending", "8 days", &key("lost")).await;
+    let lost = seed(&ctx, ws, "abandoned", "8 days", &key("lost")).await;
     sweep_and_settle(&ctx).await;
     let runs: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM sweep_runs").fetch_all(ctx.pool()).await.expect("runs");
     let [run] = runs.as_slice() else { panic!("one pass: {runs:?}") };

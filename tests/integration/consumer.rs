@@ -122,8 +122,11 @@ async fn released_assets_retire_with_their_bytes_and_abandoned_and_expired_ones_
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let (released_key, abandoned_key, expired_key, young_key) = (key(ws), key(ws), key(ws), key(ws));
+    let just_abandoned_key = key(ws);
     let released = seed(&ctx, ws, "released", "3 days", &released_key).await;
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &abandoned_key).await;
+    // Never attached, past its window: retired for its trial. And one retired so a week ago, its trial over.
+    let just_abandoned = seed(&ctx, ws, "pending", "8 days", &just_abandoned_key).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &abandoned_key).await;
     let expired = seed(&ctx, ws, "retired", "40 days", &expired_key).await;
     let young_upload = seed(&ctx, ws, "pending", "2 days", &young_key).await;
 
@@ -139,6 +142,20 @@ async fn released_assets_retire_with_their_bytes_and_abandoned_and_expired_ones_
     .await
     .expect("purge time");
     assert!((29.9..=30.0).contains(&purge_in_days), "{purge_in_days}");
+
+    // An abandoned upload is retired first, bytes in place, for its trial alone: no retention of its own, looked at
+    // again an hour on at the soonest.
+    assert_eq!(state(&ctx, just_abandoned).await.as_deref(), Some("retired"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &just_abandoned_key).await, "retired first: the bytes stay");
+    assert_eq!(events(&ctx, just_abandoned).await.remove(0).0, "retire");
+    let (no_retention, due_in_hours): (bool, f64) = sqlx::query_as(
+        "SELECT purge_after = retired_at, (extract(epoch FROM due_at - now()) / 3600)::float8 FROM assets WHERE id = $1",
+    )
+    .bind(just_abandoned)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("its purge time");
+    assert!(no_retention && (0.9..=1.0).contains(&due_in_hours), "{no_retention} {due_in_hours}");
 
     for (id, key, action) in [(abandoned, &abandoned_key, "delete"), (expired, &expired_key, "purge")] {
         assert_eq!(state(&ctx, id).await, None, "{action}: the row is gone");
@@ -176,7 +193,7 @@ async fn shared_bytes_survive_the_delete_of_one_sharer() {
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let shared_key = key(ws);
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &shared_key).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &shared_key).await;
     let sharer = seed(&ctx, Uuid::new_v4(), "attached", "8 days", &shared_key).await;
     sqlx::query("UPDATE assets SET due_at = NULL WHERE id = $1")
         .bind(sharer)
@@ -211,7 +228,7 @@ async fn nothing_written_within_the_grace_period_is_retired_or_deleted() {
         .expect("recent write");
     // An old abandoned upload whose bytes were just reused by another upload.
     let reused_key = key(ws);
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &reused_key).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &reused_key).await;
     sqlx::query("UPDATE stored_objects SET updated_at = now() - interval '5 minutes' WHERE storage_key = $1")
         .bind(&reused_key)
         .execute(ctx.pool())
@@ -221,7 +238,7 @@ async fn nothing_written_within_the_grace_period_is_retired_or_deleted() {
     settle_everything(&ctx).await;
 
     assert_eq!(state(&ctx, recently_released).await.as_deref(), Some("released"));
-    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &reused_key).await);
     for id in [recently_released, abandoned] {
         let (action, evidence) = events(&ctx, id).await.remove(0);
@@ -262,7 +279,7 @@ async fn duplicate_and_redelivered_messages_never_repeat_an_action() {
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let k = key(ws);
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     let message = claimed_message(&ctx).await;
     let body = message.to_body();
     let consumer = consumer(&ctx);
@@ -301,7 +318,7 @@ async fn a_message_naming_the_wrong_workspace_is_rejected_and_touches_nothing() 
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let k = key(ws);
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     let mut message = claimed_message(&ctx).await;
     message.workspace_id = platform::WorkspaceId(Uuid::new_v4());
 
@@ -310,7 +327,7 @@ async fn a_message_naming_the_wrong_workspace_is_rejected_and_touches_nothing() 
 
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, ["forged"]);
-    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await);
     let recorded = events(&ctx, abandoned).await;
     assert_eq!(recorded.len(), 1);
@@ -328,7 +345,7 @@ async fn a_message_naming_the_wrong_workspace_is_rejected_and_touches_nothing() 
 async fn a_malformed_body_fails_that_message_alone_and_an_unknown_asset_is_a_success() {
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &key(ws)).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &key(ws)).await;
     let message = claimed_message(&ctx).await;
     let unknown = lifecycle::CleanupMessage::new(
         AssetId(Uuid::new_v4()),
@@ -396,7 +413,7 @@ async fn a_schema_change_after_the_pass_makes_every_settle_refuse_and_destroys_n
             }
             let ws = Uuid::new_v4();
             let k = key(ws);
-            let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+            let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
             let message = claimed_message(&ctx).await;
             sqlx::raw_sql(sqlx::AssertSqlSafe(breakage)).execute(ctx.pool()).await.expect("break the schema");
 
@@ -405,7 +422,7 @@ async fn a_schema_change_after_the_pass_makes_every_settle_refuse_and_destroys_n
 
             let case = format!("{breakage} (detector {detector})");
             assert!(response.batch_item_failures.is_empty(), "postponed, not failed: {case}");
-            assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{case}");
+            assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("retired"), "{case}");
             assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{case}");
             let error = last_error(&ctx, abandoned).await;
             assert!(error.contains("the schema changed after the sweep pass checked it"), "{case}: {error}");
@@ -427,7 +444,7 @@ async fn a_schema_change_after_the_pass_makes_every_settle_refuse_and_destroys_n
             assert_eq!((report.outcome, report.claimed), (lifecycle::runs::RunOutcome::Refused, 0), "{case}");
             let response = handle(&consumer, event(vec![record("m", &message.to_body(), 2)])).await;
             assert_eq!(response.batch_item_failures.len(), 1, "{case}");
-            assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{case}");
+            assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("retired"), "{case}");
             assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{case}");
         }
     }
@@ -571,7 +588,7 @@ async fn an_ambiguous_commit_never_undoes_a_removal_whose_rows_are_gone() {
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let k = key(ws);
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     let message = claimed_message(&ctx).await;
 
     let response = with_failpoint(
@@ -604,7 +621,7 @@ async fn a_crash_after_the_bytes_went_leaves_a_row_without_bytes_and_the_next_se
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let k = key(ws);
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     let message = claimed_message(&ctx).await;
     let consumer = consumer(&ctx);
 
@@ -618,7 +635,7 @@ async fn a_crash_after_the_bytes_went_leaves_a_row_without_bytes_and_the_next_se
     assert_eq!(response.batch_item_failures.len(), 1);
     // Never bytes that no row knows: the row (and its object row) outlive the bytes.
     assert!(!object_exists(&ctx.s3, &ctx.bucket, &k).await, "the bytes went before the crash");
-    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("retired"));
     assert!(stored_object_exists(&ctx, &k).await);
     assert!(events(&ctx, abandoned).await.is_empty(), "the rolled-back settle left no decision");
 
@@ -637,7 +654,7 @@ async fn a_crash_before_the_bytes_went_or_a_failed_s3_call_leaves_everything() {
         let ctx = TestContext::new().await;
         let ws = Uuid::new_v4();
         let k = key(ws);
-        let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+        let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
         let message = claimed_message(&ctx).await;
 
         let response = with_failpoint(
@@ -649,7 +666,7 @@ async fn a_crash_before_the_bytes_went_or_a_failed_s3_call_leaves_everything() {
 
         assert_eq!(response.batch_item_failures.len(), 1, "{failpoint}");
         assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "{failpoint}");
-        assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"), "{failpoint}");
+        assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("retired"), "{failpoint}");
         assert!(stored_object_exists(&ctx, &k).await, "{failpoint}");
     }
 }
@@ -660,7 +677,7 @@ async fn the_final_receive_marks_the_asset_failed_and_the_message_reaches_the_dl
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let k = key(ws);
-    let poison = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let poison = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     sweep(&ctx).await;
     let consumer = consumer(&ctx);
 
@@ -675,7 +692,7 @@ async fn the_final_receive_marks_the_asset_failed_and_the_message_reaches_the_dl
         deliveries += 1;
         let before_last = deliveries < integration_tests::MAX_RECEIVE_COUNT;
         if before_last {
-            assert_eq!(state(&ctx, poison).await.as_deref(), Some("pending"));
+            assert_eq!(state(&ctx, poison).await.as_deref(), Some("retired"));
         }
         let response = handle(&consumer, event.clone()).await;
         assert_eq!(response.batch_item_failures.len(), 1);
@@ -712,7 +729,7 @@ async fn when_the_final_receive_write_fails_the_message_still_fails_and_nothing_
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let k = key(ws);
-    let poison = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let poison = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     let message = claimed_message(&ctx).await;
 
     fail::cfg("consumer::s3_delete", "return").expect("failpoint");
@@ -725,7 +742,7 @@ async fn when_the_final_receive_write_fails_the_message_still_fails_and_nothing_
     fail::remove("consumer::s3_delete");
 
     assert_eq!(response.batch_item_failures.len(), 1, "the failure is still reported");
-    assert_eq!(state(&ctx, poison).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, poison).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await);
 }
 
@@ -898,7 +915,7 @@ async fn when_the_transaction_fails_after_the_bytes_went_the_removal_is_taken_ba
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let k = key(ws);
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     let message = claimed_message(&ctx).await;
     // The application's own rule refuses the row delete, after the bytes were already removed.
     sqlx::raw_sql(
@@ -913,7 +930,7 @@ async fn when_the_transaction_fails_after_the_bytes_went_the_removal_is_taken_ba
     let response = handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 1)])).await;
 
     assert_eq!(response.batch_item_failures.len(), 1);
-    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("pending"));
+    assert_eq!(state(&ctx, abandoned).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &k).await, "the delete marker was removed again");
 }
 
@@ -968,7 +985,7 @@ async fn claimed_abandoned_upload() -> (TestContext, Uuid, String, lifecycle::Cl
     owner_tables(&ctx).await;
     let ws = Uuid::new_v4();
     let k = key(ws);
-    let abandoned = seed(&ctx, ws, "pending", "8 days", &k).await;
+    let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     let message = claimed_message(&ctx).await;
     (ctx, abandoned, k, message)
 }

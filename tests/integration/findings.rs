@@ -20,7 +20,7 @@ async fn a_stray_id_in_a_comment_holds_only_its_asset_while_other_workspaces_set
     let quoted = seed(&ctx, ws, "released", "3 days", &quoted_key).await;
     let other = seed(&ctx, ws, "released", "3 days", &other_key).await;
     let elsewhere = seed(&ctx, other_ws, "released", "3 days", &elsewhere_key).await;
-    let upload = seed(&ctx, other_ws, "pending", "8 days", &upload_key).await;
+    let upload = seed(&ctx, other_ws, "abandoned", "8 days", &upload_key).await;
     sqlx::query("INSERT INTO workspace_quotas (workspace_id, quota_bytes) VALUES ($1, 1000)")
         .bind(ws)
         .execute(ctx.pool())
@@ -150,7 +150,7 @@ async fn a_value_too_large_for_the_batch_limit_holds_what_its_start_names_withou
     let (ws, other_ws) = (Uuid::new_v4(), Uuid::new_v4());
     let (named_key, upload_key) = (key(ws), key(other_ws));
     let named = seed(&ctx, ws, "released", "3 days", &named_key).await;
-    let upload = seed(&ctx, other_ws, "pending", "8 days", &upload_key).await;
+    let upload = seed(&ctx, other_ws, "abandoned", "8 days", &upload_key).await;
     // Two thousand ordinary comments, and in their midst (past the rows the schema check samples, before the
     // blocks it reads at the end) one of 96 MB that names an asset in its first line, stored uncompressed out of
     // line as a long text often is.
@@ -233,4 +233,71 @@ pub(crate) async fn long_texts(ctx: &TestContext, table: &str, column: &str) {
     .execute(ctx.pool())
     .await
     .expect("a table of long texts");
+}
+
+/// Issue: a late reference in free text lost an abandoned upload. An end user pasted a never-attached upload's link
+/// into an old comment after the census had proven the column and gone to rest; the comment stays in a middle block
+/// the sample does not read, and the upload was deleted on a proof older than the decision. Now an abandoned upload
+/// is retired first (bytes in place), and removed only once a census begun after its retirement has read every
+/// column: that census finds the link, and the upload is kept, while another abandoned upload nothing names is
+/// deleted after its trial, and not before.
+#[tokio::test]
+async fn an_abandoned_upload_named_in_an_old_comment_after_the_census_proved_it_is_retired_then_kept() {
+    // A failpoint of another test (`census::advance`) would fail this one's census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let (named_key, plain_key) = (key(ws), key(ws));
+    let named = seed(&ctx, ws, "pending", "8 days", &named_key).await;
+    let plain = seed(&ctx, ws, "pending", "8 days", &plain_key).await;
+    sqlx::raw_sql(
+        "CREATE TABLE comments (id serial PRIMARY KEY, body text);
+         INSERT INTO comments (body) SELECT repeat('a comment of no consequence ', 8) FROM generate_series(1, 2000);",
+    )
+    .execute(ctx.pool())
+    .await
+    .expect("comments");
+    let quiet = [("DISCOVERY_ENABLED", "false")];
+    let first = pass(&ctx, &quiet).await;
+    assert_eq!(first.census.as_ref().map(|c| c.columns_unproven), Some(0), "{:?}", first.census);
+
+    // The census proved the column and rests. An end user edits an old comment, in a middle block.
+    sqlx::query(
+        "UPDATE comments SET body = 'the photo: https://cdn.example.com/' || $1::text || '.jpg' WHERE id = 1000",
+    )
+    .bind(named)
+    .execute(ctx.pool())
+    .await
+    .expect("the edit");
+    settle_queue(&ctx).await;
+    for (asset, asset_key) in [(named, &named_key), (plain, &plain_key)] {
+        assert_eq!(last_event(&ctx, asset).await.0, "retire", "an abandoned upload is retired first");
+        assert_eq!(state(&ctx, asset).await.as_deref(), Some("retired"));
+        assert!(object_exists(&ctx.s3, &ctx.bucket, asset_key).await, "its bytes stay in place");
+    }
+
+    // Due again, while the census still rests: its trial is not over.
+    due(&ctx, plain, "-1 minute").await;
+    due(&ctx, named, "-1 minute").await;
+    let resting = pass(&ctx, &quiet).await;
+    assert_eq!(resting.census.as_ref().map(|c| c.batches), Some(0), "the census rests: {:?}", resting.census);
+    settle_queue(&ctx).await;
+    for asset in [named, plain] {
+        let (action, evidence) = last_event(&ctx, asset).await;
+        assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("trial")), "{evidence}");
+    }
+
+    // A census begun after the retirements reads everything: it finds the link, which keeps its upload; the other
+    // one's trial is over, and it is deleted.
+    due(&ctx, plain, "-1 minute").await;
+    due(&ctx, named, "-1 minute").await;
+    let cycled = pass(&ctx, &[("DISCOVERY_ENABLED", "false"), ("CENSUS_CYCLE_INTERVAL", "0s")]).await;
+    assert_eq!(cycled.outcome, RunOutcome::Ok, "{:?}", cycled.reason);
+    settle_queue(&ctx).await;
+    let (action, evidence) = last_event(&ctx, named).await;
+    assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("found")), "{evidence}");
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &named_key).await, "the named upload keeps its bytes");
+    assert_eq!(last_event(&ctx, plain).await.0, "delete");
+    assert_eq!(state(&ctx, plain).await, None, "the upload nothing names is deleted after its trial");
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &plain_key).await);
 }

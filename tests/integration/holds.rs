@@ -16,7 +16,7 @@ use crate::pipeline::{actions, deliver_all, deliver_all_with, key, last_event, o
 async fn three_fates(ctx: &TestContext) -> ([Uuid; 3], [String; 3]) {
     let (ws, other) = (Uuid::new_v4(), Uuid::new_v4());
     let keys = [key(ws), key(other), key(other)];
-    let abandoned = seed(ctx, ws, "pending", "8 days", &keys[0]).await;
+    let abandoned = seed(ctx, ws, "abandoned", "8 days", &keys[0]).await;
     let retired = seed(ctx, other, "retired", "40 days", &keys[1]).await;
     let unreferenced = seed(ctx, other, "attached", "3 days", &keys[2]).await;
     ([abandoned, retired, unreferenced], keys)
@@ -233,7 +233,7 @@ async fn a_pinned_asset_or_workspace_is_not_discovered_retired_deleted_or_purged
     let in_newsletter = seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
     let unpinned = seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
     let (abandoned_key, retired_key) = (key(pinned_ws), key(pinned_ws));
-    let abandoned = seed(&ctx, pinned_ws, "pending", "8 days", &abandoned_key).await;
+    let abandoned = seed(&ctx, pinned_ws, "abandoned", "8 days", &abandoned_key).await;
     let retired = seed(&ctx, pinned_ws, "retired", "40 days", &retired_key).await;
     // Unscheduled, as an application that never releases leaves them: discovery's to find.
     sqlx::query("UPDATE assets SET due_at = NULL WHERE id = ANY($1)")

@@ -638,6 +638,11 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     assert_eq!(first["records"]["rules"][0]["deleted"], 20, "the legitimate rule ran as the sweep: {first:#}");
     let failed = hostile.settle().await;
     assert!(failed.is_empty(), "{failed:?}");
+    // The abandoned upload was retired for its trial; a week on, the census having read everything since, it goes.
+    integration_tests::fixtures::trial_over(&hostile.owner, gone).await;
+    hostile.pass().await;
+    let failed = hostile.settle().await;
+    assert!(failed.is_empty(), "{failed:?}");
     // The operator's commands and the owner's guards install, on the sweeper's path.
     for (login, args) in [
         (&hostile.operator, &["plan"][..]),
@@ -981,7 +986,7 @@ async fn a_census_share_that_runs_out_inside_a_block_proves_nothing_over_the_val
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let upload_key = crate::pipeline::key(ws);
-    let upload = integration_tests::fixtures::seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    let upload = integration_tests::fixtures::seed(&ctx, ws, "abandoned", "8 days", &upload_key).await;
     crate::findings::long_texts(&ctx, "comments", "body").await;
     // Past the rows the schema check samples: a comment of 96 MB, and right after it the link.
     sqlx::query(
@@ -1044,7 +1049,7 @@ async fn a_census_share_that_runs_out_inside_a_block_proves_nothing_over_the_val
     // A real pass and its settles: the upload the link names keeps its bytes.
     crate::pipeline::pass(&ctx, &[("CENSUS_BATCH_TIMEOUT", "250ms"), ("DISCOVERY_ENABLED", "false")]).await;
     crate::pipeline::settle_queue(&ctx).await;
-    assert_eq!(integration_tests::fixtures::state(&ctx, upload).await.as_deref(), Some("pending"));
+    assert_eq!(integration_tests::fixtures::state(&ctx, upload).await.as_deref(), Some("retired"));
     assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await, "a file a record names keeps its bytes");
 }
 

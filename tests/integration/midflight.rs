@@ -24,7 +24,7 @@ async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_
         let ws = Uuid::new_v4();
         let upload_key = key(ws);
         // An upload the application attached without saying so: only its reference keeps it.
-        let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+        let upload = seed(&ctx, ws, "abandoned", "8 days", &upload_key).await;
         sqlx::raw_sql(
             "CREATE TABLE products (id serial PRIMARY KEY, hero uuid REFERENCES assets (id));
              CREATE INDEX products_hero ON products (hero);",
@@ -49,7 +49,7 @@ async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_
             until_a_session_waits(
                 ctx.pool(),
                 "Lock",
-                "%FOR UPDATE OF a, o%",
+                "%asset_sweeper_grace_ends(a, o%",
                 "no settle ever waited for the asset's row",
             )
             .await;
@@ -69,7 +69,7 @@ async fn a_migration_committed_while_a_settle_waits_for_the_asset_makes_it_hold_
         tokio::join!(settle_queue(&ctx), migration);
 
         let label = if detector { "with the detector" } else { "without the detector" };
-        assert_eq!(state(&ctx, upload).await.as_deref(), Some("pending"), "{label}");
+        assert_eq!(state(&ctx, upload).await.as_deref(), Some("retired"), "{label}");
         assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await, "{label}: the bytes are gone");
         assert_eq!(actions(&ctx, upload).await, ["defer"], "{label}");
         let (_, evidence) = last_event(&ctx, upload).await;
@@ -85,7 +85,7 @@ async fn a_vacuum_of_the_change_detectors_table_during_a_settle_does_not_hold_th
     let ctx = TestContext::new().await;
     let ws = Uuid::new_v4();
     let upload_key = key(ws);
-    let upload = seed(&ctx, ws, "pending", "8 days", &upload_key).await;
+    let upload = seed(&ctx, ws, "abandoned", "8 days", &upload_key).await;
     let report = pass(&ctx, &[]).await;
     assert_eq!((report.outcome, report.enqueued), (RunOutcome::Ok, 1), "{:?}", report.reason);
 

@@ -54,7 +54,7 @@ async fn the_report_shows_per_workspace_what_was_freed_retired_and_held_with_the
     // a: a retired asset whose purge time passed, an upload abandoned eight days ago, a released asset; b: a
     // released asset. Their rows say 10, 3, 2 and 1 GiB.
     let purged = seed(&ctx, a, "retired", "40 days", &format!("{a}/old.png")).await;
-    let abandoned = seed(&ctx, a, "pending", "8 days", &format!("{a}/upload.png")).await;
+    let abandoned = seed(&ctx, a, "abandoned", "8 days", &format!("{a}/upload.png")).await;
     let retired = seed(&ctx, a, "released", "2 days", &format!("{a}/replaced.png")).await;
     let retired_b = seed(&ctx, b, "released", "2 days", &format!("{b}/replaced.png")).await;
     for (id, gib) in [(purged, 10_i64), (abandoned, 3), (retired, 2), (retired_b, 1)] {

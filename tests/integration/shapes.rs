@@ -20,7 +20,7 @@ fn problems(report: &sweep_lambda::record::SweepReport) -> Vec<Value> {
 async fn victims(ctx: &TestContext) -> [(Uuid, String); 2] {
     let ws = Uuid::new_v4();
     let (upload_key, released_key) = (key(ws), key(ws));
-    let upload = seed(ctx, ws, "pending", "8 days", &upload_key).await;
+    let upload = seed(ctx, ws, "abandoned", "8 days", &upload_key).await;
     let released = seed(ctx, ws, "released", "3 days", &released_key).await;
     [(upload, upload_key), (released, released_key)]
 }

@@ -107,7 +107,8 @@ async fn last_evidence(ctx: &TestContext, id: Uuid) -> Value {
 async fn due_now(ctx: &TestContext, keys: &[String], purge: bool) {
     sqlx::query(
         "UPDATE assets SET due_at = now(),
-                purge_after = CASE WHEN $2 AND state = 'retired' THEN now() - interval '1 second' ELSE purge_after END
+                purge_after = CASE WHEN $2 AND state = 'retired' THEN now() - interval '1 second' ELSE purge_after END,
+                retired_at = CASE WHEN $2 AND state = 'retired' THEN retired_at - interval '31 days' ELSE retired_at END
           WHERE storage_key = ANY ($1)",
     )
     .bind(keys)

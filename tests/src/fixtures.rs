@@ -74,7 +74,9 @@ pub async fn object_exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> 
 
 /// Seeds an asset as an application would have left it `age` ago (an SQL interval), with its bytes in the
 /// bucket under `key` (shared if another asset already uses it), and due now. A `retired` asset's purge time
-/// has passed; a `pending` one is as old as `age`.
+/// has passed; a `pending` one is as old as `age`. `abandoned` is an upload never attached that the sweeper
+/// retired for its trial `age` ago (`retired`, its purge time its retirement): once a census has read everything
+/// since, it is deleted.
 pub async fn seed(ctx: &crate::TestContext, workspace: Uuid, state: &str, age: &str, key: &str) -> Uuid {
     put_bytes(&ctx.s3, &ctx.bucket, key, format!("bytes of {key}").as_bytes()).await;
     let pool = ctx.pool();
@@ -89,9 +91,10 @@ pub async fn seed(ctx: &crate::TestContext, workspace: Uuid, state: &str, age: &
     let id = sqlx::query_scalar(
         "INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at,
                              updated_at, retired_at, purge_after)
-         SELECT $1, $2, 'sha256:' || md5($2), 100, $3, now() - interval '1 minute', t, t,
-                CASE WHEN $3 = 'retired' THEN t END,
-                CASE WHEN $3 = 'retired' THEN now() - interval '1 minute' END
+         SELECT $1, $2, 'sha256:' || md5($2), 100, CASE WHEN $3 = 'abandoned' THEN 'retired' ELSE $3 END,
+                now() - interval '1 minute', t, t,
+                CASE WHEN $3 IN ('retired', 'abandoned') THEN t END,
+                CASE $3 WHEN 'retired' THEN now() - interval '1 minute' WHEN 'abandoned' THEN t END
            FROM (SELECT now() - $4::interval AS t) ages
          RETURNING id",
     )
@@ -185,4 +188,23 @@ pub async fn attached_catalogue(pool: &PgPool, assets: usize) {
     .execute(pool)
     .await
     .expect("the catalogue");
+}
+
+/// As if a week had passed since `asset` was retired and the census had read everything since: its retirement and
+/// purge time a week earlier (before the scans that proved the schema in the test), due now. Written as the
+/// sweeper's own write, which moves no grace floor.
+pub async fn trial_over(pool: &PgPool, asset: Uuid) {
+    let mut tx = pool.begin().await.expect("begin");
+    sqlx::query("SELECT set_config('asset_sweeper.actor', 'sweeper', true)").execute(&mut *tx).await.expect("actor");
+    sqlx::query(
+        "UPDATE asset_sweeper.assets
+            SET retired_at = retired_at - interval '7 days', purge_after = purge_after - interval '7 days',
+                due_at = now() - interval '1 second'
+          WHERE id = $1 AND state = 'retired'",
+    )
+    .bind(asset)
+    .execute(&mut *tx)
+    .await
+    .expect("a week later");
+    tx.commit().await.expect("commit");
 }

@@ -243,23 +243,34 @@ const SPECS: &[Spec] = &[
         workspace: "acme-shop",
         file: "upload-7f3a.jpg",
         bytes: 1_250_000,
-        state: "pending",
+        state: "abandoned",
         age: "8 days",
         owner: Owner::None,
         shares: None,
         expect: Expect::Delete,
-        why: "uploaded eight days ago, never attached",
+        why: "uploaded eight days ago, never attached; retired for its trial a week ago, and a census has read everything since",
+    },
+    Spec {
+        workspace: "northwind-docs",
+        file: "scan-0077.pdf",
+        bytes: 830_000,
+        state: "pending",
+        age: "8 days",
+        owner: Owner::None,
+        shares: None,
+        expect: Expect::Retire,
+        why: "uploaded eight days ago, never attached: retired for its trial, bytes in place, until a census begun after it has read everything",
     },
     Spec {
         workspace: "acme-shop",
         file: "trail-runner-copy.jpg",
         bytes: 412_000,
-        state: "pending",
+        state: "abandoned",
         age: "8 days",
         owner: Owner::None,
         shares: Some("trail-runner.jpg"),
         expect: Expect::DeleteRowOnly,
-        why: "a second upload of the live hero image's bytes, never attached",
+        why: "a second upload of the live hero image's bytes, never attached, its trial over",
     },
     Spec {
         workspace: "acme-shop",
@@ -310,18 +321,18 @@ const SPECS: &[Spec] = &[
         workspace: "northwind-docs",
         file: "scan-0042.pdf",
         bytes: 950_000,
-        state: "pending",
+        state: "abandoned",
         age: "8 days",
         owner: Owner::None,
         shares: None,
         expect: Expect::Delete,
-        why: "an abandoned upload",
+        why: "an abandoned upload, its trial over",
     },
     Spec {
         workspace: "northwind-docs",
         file: "legal-hold/contract-scan.pdf",
         bytes: 3_100_000,
-        state: "pending",
+        state: "abandoned",
         age: "8 days",
         owner: Owner::None,
         shares: None,
@@ -515,7 +526,8 @@ async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, size: i64) -> any
 
 /// The stored object and the asset row, aged as the application would have left them `spec.age` ago. Due rows
 /// are due now; a retired row's purge time has passed; a pending row gets its due time from the project's
-/// trigger (a day after the upload).
+/// trigger (a day after the upload). `abandoned` is an upload never attached that the sweeper retired for its trial
+/// `spec.age` ago (its purge time its retirement).
 async fn insert_asset(pool: &PgPool, workspace: Uuid, key: &str, spec: &Spec) -> anyhow::Result<Uuid> {
     let mut tx = pool.begin().await?;
     sqlx::query(
@@ -530,10 +542,10 @@ async fn insert_asset(pool: &PgPool, workspace: Uuid, key: &str, spec: &Spec) ->
     let id: Uuid = sqlx::query_scalar(
         "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state, due_at,
                                            created_at, updated_at, retired_at, purge_after)
-         SELECT $1, $2, 'sha256:' || md5($2), $3, $4,
-                CASE WHEN $4 IN ('released', 'retired') THEN now() - interval '1 minute' END, t, t,
-                CASE WHEN $4 = 'retired' THEN t END,
-                CASE WHEN $4 = 'retired' THEN now() - interval '1 minute' END
+         SELECT $1, $2, 'sha256:' || md5($2), $3, CASE WHEN $4 = 'abandoned' THEN 'retired' ELSE $4 END,
+                CASE WHEN $4 IN ('released', 'retired', 'abandoned') THEN now() - interval '1 minute' END, t, t,
+                CASE WHEN $4 IN ('retired', 'abandoned') THEN t END,
+                CASE $4 WHEN 'retired' THEN now() - interval '1 minute' WHEN 'abandoned' THEN t END
            FROM (SELECT now() - $5::interval AS t) written
          RETURNING id",
     )
