@@ -37,20 +37,11 @@ pub async fn unreferenced(
     query.persistent(false).fetch_all(conn).await
 }
 
-/// The columns `map`'s batch question reads, each with the type the map was derived for: a source's column, and
-/// each column a key source's template reads.
+/// The columns `map`'s batch question reads, each with the type the map was derived for.
 fn planned(map: &ReferenceMap) -> crate::typed::Planned {
     let mut planned = crate::typed::Planned::default();
     for source in &map.sources {
-        let table = source.quoted_table();
-        match &source.kind {
-            SourceKind::Key(template) => {
-                for (column, type_name) in &template.columns {
-                    planned.add(&table, column, type_name);
-                }
-            }
-            _ => planned.add(&table, &source.column, &source.column_type),
-        }
+        planned.add_source(source);
     }
     planned
 }

@@ -248,20 +248,18 @@ async fn sample(
         // Under the table's lock, the column's type confirmed first: one retyped since the candidates were read is
         // not read by a reading planned for its old type. A schema change, so this verdict goes stale anyway.
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let mut planned = crate::typed::Planned::default();
-        planned.add(&table_sql, column, type_oid);
-        let read: Result<Vec<SampledRow>, sqlx::Error> = match crate::typed::hold(&mut tx, &planned).await {
-            Ok(()) => {
-                sqlx::query_as(AssertSqlSafe(sql))
-                    .bind(i64::from(sample_rows))
-                    .bind(SAMPLE_TAIL_BLOCKS)
-                    .bind(crate::census::unread::SLICE_CHARS)
-                    .persistent(false)
-                    .fetch_all(&mut *tx)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let planned = crate::typed::Planned::one(&table_sql, column, type_oid);
+        let read: Result<Vec<SampledRow>, sqlx::Error> = async {
+            crate::typed::hold(&mut tx, &planned).await?;
+            sqlx::query_as(AssertSqlSafe(sql))
+                .bind(i64::from(sample_rows))
+                .bind(SAMPLE_TAIL_BLOCKS)
+                .bind(crate::census::unread::SLICE_CHARS)
+                .persistent(false)
+                .fetch_all(&mut *tx)
+                .await
+        }
+        .await;
         let read = match read {
             Ok(read) => {
                 tx.commit().await?;

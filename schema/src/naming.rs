@@ -217,7 +217,7 @@ pub async fn probe(conn: &mut PgConnection, layout: &KeyLayout, keys: &str) -> R
             template.condition("", "k.storage_key")
         );
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        crate::typed::hold(&mut tx, &key_columns(source, template)).await?;
+        crate::typed::hold(&mut tx, &crate::typed::Planned::source(source)).await?;
         let found: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(sql)).fetch_all(&mut *tx).await?;
         tx.commit().await?;
         naming.key_sources.push(SourceMatches { source: by.clone(), keys: found.len() as i64 });
@@ -341,22 +341,10 @@ pub async fn known_keys_named(
         template.condition("", "o.storage_key")
     );
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    crate::typed::hold(&mut tx, &key_columns(source, template)).await?;
+    crate::typed::hold(&mut tx, &crate::typed::Planned::source(source)).await?;
     let known = sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok(Some(known))
-}
-
-/// The columns a key source's template reads, each with the type it was declared for ([`crate::typed::hold`]).
-fn key_columns(
-    source: &crate::map::ReferenceSource,
-    template: &crate::key_sources::KeyTemplate,
-) -> crate::typed::Planned {
-    let mut planned = crate::typed::Planned::default();
-    for (column, type_name) in &template.columns {
-        planned.add(&source.quoted_table(), column, type_name);
-    }
-    planned
 }
 
 /// The keys one column names relative to one root, and one of them with the value naming it.

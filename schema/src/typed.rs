@@ -24,6 +24,34 @@ pub struct Planned {
 }
 
 impl Planned {
+    /// One column, as [`Planned::add`] takes it.
+    pub fn one(relation: &str, column: &str, type_name: impl ToString) -> Self {
+        let mut planned = Planned::default();
+        planned.add(relation, column, type_name);
+        planned
+    }
+
+    /// The columns `source` is read by ([`Planned::add_source`]).
+    pub fn source(source: &crate::map::ReferenceSource) -> Self {
+        let mut planned = Planned::default();
+        planned.add_source(source);
+        planned
+    }
+
+    /// The columns `source` is read by: its own column, or each column a key source's template reads; each with the
+    /// type the map was derived for.
+    pub fn add_source(&mut self, source: &crate::map::ReferenceSource) {
+        let table = source.quoted_table();
+        match &source.kind {
+            crate::map::SourceKind::Key(template) => {
+                for (column, type_name) in &template.columns {
+                    self.add(&table, column, type_name);
+                }
+            }
+            _ => self.add(&table, &source.column, &source.column_type),
+        }
+    }
+
     /// Column `column` of `relation` (a quoted, qualified name), planned for `type_name`: the type's oid, or its
     /// name as `format_type` or `regtype` prints it in the sweeper's sessions.
     pub fn add(&mut self, relation: &str, column: &str, type_name: impl ToString) {

@@ -169,17 +169,13 @@ async fn read(
         let mut found = if current.next_block < end {
             limit(conn, Some(budget.batch_timeout)).await?;
             let rows = Rows::blocks(current.next_block, end);
-            let scanned = scan(conn, current, rows, keys).await;
+            let Some(scanned) = unless_retyped(current, scan(conn, current, rows, keys).await) else {
+                group = work.next();
+                batches += 1;
+                continue;
+            };
             match scanned {
                 Ok(found) => found,
-                // A column retyped since the plan: not read, and nothing recorded; the next pass plans it for its
-                // type, unproven.
-                Err(e) if crate::typed::retyped(&e) => {
-                    retyped(current, &e);
-                    group = work.next();
-                    batches += 1;
-                    continue;
-                }
                 Err(e) if timed_out(&e) && end - current.next_block > 1 => {
                     let halved = ((end - current.next_block) / 2).max(1);
                     let table = &current.heap;
@@ -196,19 +192,15 @@ async fn read(
                     last_timeout = Some(outlasted(current, end, started.elapsed(), budget.batch_timeout));
                     let table = &current.heap;
                     tracing::warn!(%table, block = current.next_block, "a census block timed out alone: reading it value by value");
-                    match unread::read_block(conn, current, current.next_block, keys, budget.until).await {
-                        Ok((found, values)) => {
-                            unread += values;
-                            found
-                        }
-                        Err(e) if crate::typed::retyped(&e) => {
-                            retyped(current, &e);
-                            group = work.next();
-                            batches += 1;
-                            continue;
-                        }
-                        Err(e) => return Err(e),
-                    }
+                    let read = unread::read_block(conn, current, current.next_block, keys, budget.until).await;
+                    let Some(read) = unless_retyped(current, read) else {
+                        group = work.next();
+                        batches += 1;
+                        continue;
+                    };
+                    let (found, values) = read?;
+                    unread += values;
+                    found
                 }
                 Err(e) => return Err(e),
             }
@@ -220,16 +212,12 @@ async fn read(
         let mut finished = end >= current.blocks;
         if finished {
             limit(conn, Some(budget.batch_timeout)).await?;
-            let retried = match unread::retry(conn, current, keys, budget.until).await {
-                Ok(retried) => retried,
-                Err(e) if crate::typed::retyped(&e) => {
-                    retyped(current, &e);
-                    group = work.next();
-                    batches += 1;
-                    continue;
-                }
-                Err(e) => return Err(e),
+            let Some(retried) = unless_retyped(current, unread::retry(conn, current, keys, budget.until).await) else {
+                group = work.next();
+                batches += 1;
+                continue;
             };
+            let retried = retried?;
             for (f, more) in found.iter_mut().zip(retried.found) {
                 f.rows += more.rows;
                 for (id, at) in more.assets {
@@ -450,10 +438,18 @@ async fn plan(conn: &mut PgConnection, interval: Duration, keys: bool) -> Result
     Ok(groups)
 }
 
-/// Says that a batch of `group` read nothing: `error` named a column retyped since the plan.
-fn retyped(group: &Group, error: &sqlx::Error) {
-    let table = &group.heap;
-    tracing::warn!(%table, %error, "a census batch read nothing: a column's type changed since it was planned");
+/// `result`, unless it is the refusal of a column retyped since the plan ([`crate::typed::retyped`]): then `None`,
+/// said in the log. Its batch read nothing and records nothing; the next pass plans the column for its type,
+/// unproven.
+fn unless_retyped<T>(group: &Group, result: Result<T, sqlx::Error>) -> Option<Result<T, sqlx::Error>> {
+    match result {
+        Err(error) if crate::typed::retyped(&error) => {
+            let table = &group.heap;
+            tracing::warn!(%table, %error, "a census batch read nothing: a column's type changed since it was planned");
+            None
+        }
+        result => Some(result),
+    }
 }
 
 /// The statement that outlasted the batch limit, as the run record names it.

@@ -199,9 +199,7 @@ async fn slice(
         keys.reads_relative(&mut *conn).await?;
     }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let mut planned = crate::typed::Planned::default();
-    planned.add(&group.heap, &column.name, column.type_oid);
-    crate::typed::hold(&mut tx, &planned).await?;
+    crate::typed::hold(&mut tx, &crate::typed::Planned::one(&group.heap, &column.name, column.type_oid)).await?;
     let sliced = read_slice(&mut tx, group, k, record, keys).await?;
     tx.commit().await?;
     Ok(sliced)
