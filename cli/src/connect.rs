@@ -36,6 +36,16 @@ pub(crate) async fn checked_read_only(
     Ok((tx, map))
 }
 
+/// The schema check as a command that only shows it runs it: in a read-only transaction, rolled back, so it
+/// records nothing (the findings its sample sees are the sweep's to write, and an operator's role may not).
+pub(crate) async fn check(pool: &PgPool, options: schema::CheckOptions) -> Result<ReferenceMap, SchemaCheckError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+    let checked = schema::check(&mut tx, options).await;
+    tx.rollback().await?;
+    checked
+}
+
 /// A pool whose sessions get the functions' statement, lock and idle-in-transaction timeouts: an operator's
 /// command stuck behind an application's lock (a migration, say) fails with one line instead of hanging, and one
 /// left idle inside a transaction cannot hold the application's rows.

@@ -9,7 +9,6 @@ use platform::audit::AuditAction;
 use platform::bucket::{self, Versioning};
 use schema::{self, SchemaCheckError};
 use serde_json::{Value, json};
-use sqlx::Connection;
 use uuid::Uuid;
 
 use crate::{Output, connect};
@@ -122,8 +121,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             if let Some(error) = &r.last_error {
                 text.push_str(&format!("  last error: {error}\n"));
             }
-            let mut conn = pool.acquire().await?;
-            match schema::check(&mut conn, (&settings).into()).await {
+            match connect::check(&pool, (&settings).into()).await {
                 Ok(map) => {
                     // What the consumer reads before it settles: deletes and purges wait unless a removal can be
                     // undone. Before the transaction, which an S3 call should not hold open.
@@ -134,7 +132,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                         text.push_str(&format!("  deletes and purges wait: {why}\n"));
                     }
                     // What a settle would decide now, from the judgement the settle itself acts on, read only.
-                    let mut read = conn.begin().await?;
+                    let mut read = pool.begin().await?;
                     sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *read).await?;
                     let terms = Terms {
                         grace: settings.grace,

@@ -16,8 +16,7 @@ const UNPROVEN_LISTED: usize = 20;
 pub(crate) async fn run() -> anyhow::Result<Output> {
     let options = settings::Settings::schema_check_from_env()?;
     let pool = connect::database().await?;
-    let mut conn = pool.acquire().await.context("cannot reach the database")?;
-    let (sources, problems, unproven) = match schema::check(&mut conn, options).await {
+    let (sources, problems, unproven) = match connect::check(&pool, options).await {
         Ok(map) => (map.sources, Vec::new(), map.unproven),
         Err(SchemaCheckError::Refused(refusal)) => (refusal.sources, refusal.problems, Vec::new()),
         Err(SchemaCheckError::Database(e)) => return Err(e).context("the schema check could not read the catalog"),
@@ -41,6 +40,7 @@ pub(crate) async fn run() -> anyhow::Result<Output> {
         }
     }
     output.json["unproven"] = json!(unproven);
+    let mut conn = pool.acquire().await.context("cannot reach the database")?;
     key_sources(&mut conn, &sources, &mut output).await?;
     Ok(output)
 }

@@ -153,13 +153,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     )
     .fetch_all(&pool)
     .await?;
-    let schema = {
-        let mut conn = pool.acquire().await?;
-        match schema::check(&mut conn, (&settings).into()).await {
-            Ok(map) => Ok(map.sources.len()),
-            Err(SchemaCheckError::Refused(refusal)) => Err(refusal.to_string()),
-            Err(SchemaCheckError::Database(e)) => Err(format!("cannot read the catalog: {e}")),
-        }
+    let schema = match crate::connect::check(&pool, (&settings).into()).await {
+        Ok(map) => Ok(map.sources.len()),
+        Err(SchemaCheckError::Refused(refusal)) => Err(refusal.to_string()),
+        Err(SchemaCheckError::Database(e)) => Err(format!("cannot read the catalog: {e}")),
     };
     // What the consumer would settle on now (as this CLI's role sees it): informative, since a verdict is renewed
     // by every pass and a change waits at most one.

@@ -184,3 +184,23 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_pin_of(asset uuid, worksp
        AND (p.asset_id = asset OR p.workspace_id = workspace OR starts_with(storage_key, p.key_prefix))
      ORDER BY p.ends_at DESC LIMIT 1
 $$;
+
+-- Two statements the sweep's and the operator's roles issue that Postgres grants by more than they need
+-- (docs/security.md, "The roles"). The census reads the adopted keys under a SHARE lock taken without waiting, so no
+-- adoption is half written; `LOCK TABLE` in that mode needs UPDATE, DELETE or TRUNCATE on the whole table, any of
+-- which would let the sweep's role undo an adoption's hold. A comparison of a bucket's keys needs their statistics,
+-- and only the owner may `ANALYZE` (a non-owner's is skipped with a warning, and the planner takes a nested loop
+-- over a million keys). Each runs as the owner and does that one thing.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_lock_adoptions() RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    BEGIN
+        LOCK TABLE asset_sweeper.adopted_assets IN SHARE MODE NOWAIT;
+    END
+$$;
+
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_analyze_reconcile_keys() RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    BEGIN
+        ANALYZE asset_sweeper.reconcile_keys;
+    END
+$$;

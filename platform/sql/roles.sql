@@ -48,39 +48,135 @@ GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_nested_ids(anyelement) TO 
 DO $do$
 DECLARE
     name text;
+    g record;
 BEGIN
-    -- The sweeper's own roles: they are the sweeper, so they read and write its tables and call its functions.
-    -- No DDL, no TRUNCATE, no CREATE anywhere: what they do to the schema is the owner's to migrate.
+    -- The sweeper's own roles: each has exactly the statements its function issues, table by table (the table in
+    -- docs/security.md, which a test compares with the catalog). No DDL, no TRUNCATE, no CREATE anywhere: what they
+    -- do to the schema is the owner's to migrate. Nobody but the owner writes the migrator's records
+    -- (asset_sweeper_definitions, asset_sweeper_migrations: a digest or a row a login wrote would make `migrate`
+    -- skip a later release's fix) or the change detector's tables (a change row deleted would hide DDL from a
+    -- settle); nobody changes or deletes the audit trail (settlement_events), and the consumer, which writes most of
+    -- it, does not read it. What grants are, first taken away, so an upgrade narrows what an older release gave.
     FOREACH name IN ARRAY ARRAY['asset_sweeper_sweep', 'asset_sweeper_consumer', 'asset_sweeper_operator'] LOOP
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name);
+        EXECUTE pg_catalog.format('REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper FROM %I', name);
+        EXECUTE pg_catalog.format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper FROM %I', name);
         EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA asset_sweeper TO %I', name);
-        EXECUTE pg_catalog.format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA asset_sweeper TO %I', name);
-        EXECUTE pg_catalog.format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA asset_sweeper TO %I', name);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA asset_sweeper TO %I', name);
         -- Writing a filter's function is the owner's check's alone (it looks at what Postgres made of it first).
         EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION
             asset_sweeper.asset_sweeper_create_retention_filter(text, regclass, text, text) FROM %I', name);
-        -- Holding the application's DDL off until a settle commits is the consumer's alone.
+        -- Holding the application's DDL off until a settle commits is the consumer's alone; the census's lock on
+        -- the adoptions the sweep's; statistics of a listing's keys the sweep's and the operator's (reconcile).
         IF name <> 'asset_sweeper_consumer' THEN
             EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_hold_schema() FROM %I',
                                       name);
+        ELSE
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION
+                asset_sweeper.asset_sweeper_analyze_reconcile_keys() FROM %I', name);
+        END IF;
+        IF name <> 'asset_sweeper_sweep' THEN
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_lock_adoptions() FROM %I',
+                                      name);
         END IF;
         -- The retention filters' functions, which the sweep calls and the operator's plan weighs with.
-        IF pg_catalog.to_regnamespace('asset_sweeper_filters') IS NOT NULL THEN
+        IF pg_catalog.to_regnamespace('asset_sweeper_filters') IS NOT NULL AND name <> 'asset_sweeper_consumer' THEN
             EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA asset_sweeper_filters TO %I', name);
         END IF;
-        -- The migrator's records (which migrations and which definition files are applied) and the change
-        -- detector's count are the owner's to write: a digest or a migration row a login wrote would make `migrate`
-        -- skip a later release's fix, and a change row it deleted would hide a DDL change from a settle. The sweep
-        -- folds the detector's count through a definer function that only adds to it.
-        EXECUTE pg_catalog.format('REVOKE INSERT, UPDATE, DELETE ON asset_sweeper.asset_sweeper_definitions,
-            asset_sweeper.asset_sweeper_migrations, asset_sweeper.asset_sweeper_schema_state,
-            asset_sweeper.asset_sweeper_schema_changes FROM %I', name);
-        -- A rule's writer, filter function and digest are the owner's triggers' to write, never a function's: the
-        -- drop of a rule's function follows what they say.
-        EXECUTE pg_catalog.format('REVOKE INSERT, UPDATE ON asset_sweeper.retention_rules FROM %I', name);
-        EXECUTE pg_catalog.format('GRANT UPDATE (approved_until, approved_by, approval_reason, last_turn_at)
-                                   ON asset_sweeper.retention_rules TO %I', name);
+    END LOOP;
+    IF pg_catalog.to_regnamespace('asset_sweeper_filters') IS NOT NULL
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'asset_sweeper_consumer') THEN
+        REVOKE USAGE ON SCHEMA asset_sweeper_filters FROM asset_sweeper_consumer;
+    END IF;
+    -- Why each: docs/security.md. An UPDATE a role never issues is still granted on one column where a row lock
+    -- needs it (`FOR UPDATE OF a, o` asks UPDATE of `o`'s table).
+    FOR g IN SELECT * FROM (VALUES
+        ('asset_sweeper_sweep', 'adopted_assets', 'SELECT, INSERT'),
+        ('asset_sweeper_sweep', 'asset_id_spellings', 'SELECT, INSERT'),
+        ('asset_sweeper_sweep', 'asset_key_sources', 'SELECT'),
+        ('asset_sweeper_sweep', 'asset_pins', 'SELECT'),
+        ('asset_sweeper_sweep', 'asset_reference_exclusions', 'SELECT'),
+        ('asset_sweeper_sweep', 'asset_reference_sources', 'SELECT'),
+        ('asset_sweeper_sweep', 'asset_sweeper_schema_changes', 'SELECT'),
+        ('asset_sweeper_sweep', 'asset_sweeper_schema_state', 'SELECT'),
+        ('asset_sweeper_sweep', 'assets', 'SELECT, INSERT, UPDATE (lease_token, leased_until, state, due_at)'),
+        ('asset_sweeper_sweep', 'brake_approvals', 'SELECT'),
+        ('asset_sweeper_sweep', 'bucket_measurements', 'SELECT, INSERT'),
+        ('asset_sweeper_sweep', 'census_columns', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('asset_sweeper_sweep', 'census_findings', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('asset_sweeper_sweep', 'census_state', 'SELECT, UPDATE'),
+        ('asset_sweeper_sweep', 'census_unread', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('asset_sweeper_sweep', 'destruction_holds', 'SELECT'),
+        ('asset_sweeper_sweep', 'discovery_state', 'SELECT, UPDATE'),
+        ('asset_sweeper_sweep', 'lost_assets', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('asset_sweeper_sweep', 'named_keys', 'SELECT, INSERT, DELETE'),
+        ('asset_sweeper_sweep', 'named_sightings', 'SELECT, INSERT, DELETE'),
+        ('asset_sweeper_sweep', 'reconcile_keys', 'SELECT, INSERT, DELETE'),
+        ('asset_sweeper_sweep', 'reconcile_listings', 'SELECT, INSERT, UPDATE'),
+        ('asset_sweeper_sweep', 'reconcile_prefixes', 'SELECT, INSERT, UPDATE'),
+        ('asset_sweeper_sweep', 'retention_rules', 'SELECT, UPDATE (last_turn_at)'),
+        ('asset_sweeper_sweep', 'schema_verdicts', 'SELECT, INSERT, DELETE'),
+        ('asset_sweeper_sweep', 'settlement_events', 'SELECT, INSERT'),
+        ('asset_sweeper_sweep', 'stored_objects', 'SELECT, INSERT'),
+        ('asset_sweeper_sweep', 'sweep_runs', 'SELECT, INSERT, UPDATE'),
+        ('asset_sweeper_sweep', 'workspace_object_changes', 'SELECT, DELETE'),
+        ('asset_sweeper_sweep', 'workspace_objects', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('asset_sweeper_sweep', 'workspace_usage', 'SELECT, INSERT, UPDATE'),
+        ('asset_sweeper_consumer', 'adopted_assets', 'SELECT'),
+        ('asset_sweeper_consumer', 'asset_id_spellings', 'SELECT'),
+        ('asset_sweeper_consumer', 'asset_pins', 'SELECT'),
+        ('asset_sweeper_consumer', 'asset_reference_exclusions', 'SELECT'),
+        ('asset_sweeper_consumer', 'asset_reference_sources', 'SELECT'),
+        ('asset_sweeper_consumer', 'asset_sweeper_schema_changes', 'SELECT'),
+        ('asset_sweeper_consumer', 'asset_sweeper_schema_state', 'SELECT'),
+        ('asset_sweeper_consumer', 'assets', 'SELECT, UPDATE (state, due_at, lease_token, leased_until, retired_at, '
+                                             'purge_after, last_error, kept_by, kept_since, attempts, failed_at), DELETE'),
+        ('asset_sweeper_consumer', 'census_columns', 'SELECT'),
+        ('asset_sweeper_consumer', 'census_findings', 'SELECT'),
+        ('asset_sweeper_consumer', 'destruction_holds', 'SELECT'),
+        ('asset_sweeper_consumer', 'named_keys', 'SELECT'),
+        ('asset_sweeper_consumer', 'schema_verdicts', 'SELECT'),
+        ('asset_sweeper_consumer', 'settlement_events', 'INSERT'),
+        ('asset_sweeper_consumer', 'stored_objects', 'SELECT, UPDATE (updated_at), DELETE'),
+        ('asset_sweeper_operator', 'adopted_assets', 'SELECT, INSERT'),
+        ('asset_sweeper_operator', 'asset_id_spellings', 'SELECT'),
+        ('asset_sweeper_operator', 'asset_key_sources', 'SELECT'),
+        ('asset_sweeper_operator', 'asset_pins', 'SELECT, INSERT, UPDATE (released_by, released_at)'),
+        ('asset_sweeper_operator', 'asset_reference_exclusions', 'SELECT'),
+        ('asset_sweeper_operator', 'asset_reference_sources', 'SELECT'),
+        ('asset_sweeper_operator', 'asset_sweeper_schema_changes', 'SELECT'),
+        ('asset_sweeper_operator', 'asset_sweeper_schema_state', 'SELECT'),
+        ('asset_sweeper_operator', 'assets', 'SELECT, INSERT, UPDATE (state, failed_at, attempts, due_at, lease_token, '
+                                             'leased_until, retired_at, purge_after, kept_by, kept_since)'),
+        ('asset_sweeper_operator', 'brake_approvals', 'SELECT, INSERT'),
+        ('asset_sweeper_operator', 'bucket_measurements', 'SELECT'),
+        ('asset_sweeper_operator', 'census_columns', 'SELECT'),
+        ('asset_sweeper_operator', 'census_findings', 'SELECT'),
+        ('asset_sweeper_operator', 'census_state', 'SELECT'),
+        ('asset_sweeper_operator', 'census_unread', 'SELECT'),
+        ('asset_sweeper_operator', 'destruction_holds', 'SELECT, UPDATE (released_by, released_at)'),
+        ('asset_sweeper_operator', 'discovery_state', 'SELECT'),
+        ('asset_sweeper_operator', 'lost_assets', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('asset_sweeper_operator', 'named_keys', 'SELECT'),
+        ('asset_sweeper_operator', 'reconcile_keys', 'SELECT, INSERT, DELETE'),
+        ('asset_sweeper_operator', 'reconcile_listings', 'SELECT, INSERT, UPDATE'),
+        ('asset_sweeper_operator', 'reconcile_prefixes', 'SELECT, INSERT, UPDATE'),
+        ('asset_sweeper_operator', 'retention_rules', 'SELECT, UPDATE (approved_until, approved_by, approval_reason, '
+                                                      'approved_rows, approved_table_rows)'),
+        ('asset_sweeper_operator', 'schema_verdicts', 'SELECT'),
+        ('asset_sweeper_operator', 'settlement_events', 'SELECT, INSERT'),
+        ('asset_sweeper_operator', 'stored_objects', 'SELECT, INSERT'),
+        ('asset_sweeper_operator', 'sweep_runs', 'SELECT'),
+        ('asset_sweeper_operator', 'workspace_quotas', 'SELECT'),
+        ('asset_sweeper_operator', 'workspace_usage', 'SELECT')
+    ) AS v(grantee, tbl, privileges)
+    WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = v.grantee) LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON asset_sweeper.%I TO %I', g.privileges, g.tbl, g.grantee);
+    END LOOP;
+    -- The one sequence a sweeper statement draws from (a listing's id; the rest are identity columns).
+    FOREACH name IN ARRAY ARRAY['asset_sweeper_sweep', 'asset_sweeper_operator'] LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name);
+        EXECUTE pg_catalog.format('GRANT USAGE ON SEQUENCE asset_sweeper.reconcile_listings_id_seq TO %I', name);
     END LOOP;
 
     -- The application: what docs/integrating.md asks it to write, and nothing of the sweeper's own columns,

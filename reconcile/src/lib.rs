@@ -235,7 +235,7 @@ pub async fn compare(
     // Just written in bulk: without statistics the planner would take a nested loop over a million keys. The hash
     // tables of the anti-joins hold every key, in parallel batches that fit at a million keys; a larger bucket
     // would spill them to disk with the default work_mem. Set for this transaction only.
-    sqlx::query!("ANALYZE reconcile_keys").execute(&mut *conn).await?;
+    sqlx::query!("SELECT asset_sweeper_analyze_reconcile_keys()").execute(&mut *conn).await?;
     sqlx::query!("SELECT set_config('work_mem', '256MB', true)").fetch_one(&mut *conn).await?;
     let totals = sqlx::query!(
         r#"SELECT count(*) AS "keys!", coalesce(sum(byte_size), 0)::bigint AS "bytes!"

@@ -8,7 +8,8 @@
 
 -- No function of the detector can be called: a trigger function runs only as its trigger, so no role can report
 -- a change that did not happen. Each change appends a row to `asset_sweeper_schema_changes` (inserts never wait
--- for each other, and no role but the owner can read, lock or write it, so no session can hold up another's DDL);
+-- for each other, and no role but the owner can write it or lock it beyond reading, so no session can hold up
+-- another's DDL);
 -- the generation is the count folded into `asset_sweeper_schema_state` plus the rows appended since, and each sweep
 -- pass folds them. Every function here runs SECURITY DEFINER as the owner with `search_path = pg_catalog,
 -- pg_temp` and names the sweeper's objects by schema: the application's DDL runs them, on its own path.

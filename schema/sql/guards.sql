@@ -22,9 +22,11 @@
 -- `asset_sweeper_guard_refers`, the one privileged half, which takes nothing of the application's types and reads
 -- the sweeper's tables whatever the writer may read, as a foreign key's check runs as the table's owner.
 --
--- The fourth argument is the type `guards install` validated the column as (its oid): a column whose type changed
--- since is not read at all (the write goes through, and the schema check finds the guard no longer the one the
--- source needs, so nothing is deleted or purged until `guards install` validates it again).
+-- `guards install` puts two triggers on each column, one after an insert whose value is there and one after an
+-- update that changed it (a condition Postgres evaluates on the row as written, without calling this function),
+-- and the conditions name the column: Postgres refuses to retype or drop it while they are in place. The fourth
+-- argument is the type `install` validated the column as (its oid), which the schema check compares with the
+-- catalog's.
 --
 -- At a declared path it notes mixed-case spellings (whether or not the asset exists yet: an application may write
 -- an id before its row), it reads the path as the recheck does (a filter on strings, so a path that selects an
@@ -42,17 +44,11 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard() RETURNS trigger
         -- For a key source: the storage key the row names.
         key text;
     BEGIN
-        IF TG_NARGS >= 4 AND NOT EXISTS (
-               SELECT 1 FROM pg_attribute a
-                WHERE a.attrelid = TG_RELID AND a.attname = TG_ARGV[0] AND NOT a.attisdropped
-                  AND a.atttypid::text = TG_ARGV[3]) THEN
-            RETURN NULL;
-        END IF;
         -- The guarded column alone: the row as a whole would run the cast to JSON of every other column's type.
         -- A source column is an asset_id (or a domain over it, whose casts Postgres ignores), an array of them, or
         -- jsonb.
-        -- Every update, whatever it names: a trigger of the application's may change the column in a statement
-        -- that does not. One statement reads the new value and the old (OLD is NULL on an insert).
+        -- One statement reads the new value and the old (OLD is NULL on an insert); an update whose trigger is
+        -- the old single one (before `guards install` ran again) is compared here.
         -- A composite holding asset_id is read by its output function alone (`asset_sweeper_nested_ids`).
         -- A key source names assets by their storage key, which its template makes of the row's columns: the assets
         -- under that key are the ones the write refers to. An insert or an update that leaves the key as it was
@@ -112,6 +108,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard_refers(
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     DECLARE
         removed uuid[];
+        locked bigint;
     BEGIN
         IF key IS NOT NULL THEN
             ids := coalesce(ids, '{}') || ARRAY(SELECT a.id FROM asset_sweeper.assets a WHERE a.storage_key = key);
@@ -120,13 +117,22 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard_refers(
             RETURN;
         END IF;
         PERFORM 1 FROM asset_sweeper.assets WHERE id = ANY (ids) FOR KEY SHARE;
-        IF EXISTS (SELECT 1 FROM unnest(spelled) AS s
-                    WHERE s ~* '{{uuid_pattern}}' AND s NOT IN (s::uuid::text, upper(s::uuid::text))) THEN
-            INSERT INTO asset_sweeper.asset_id_spellings (asset_id, spelling)
-            SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s
-             WHERE s ~* '{{uuid_pattern}}' AND s NOT IN (s::uuid::text, upper(s::uuid::text))
-            ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS locked = ROW_COUNT;
+        IF spelled IS NOT NULL THEN
+            IF EXISTS (SELECT 1 FROM unnest(spelled) AS s
+                        WHERE s ~* '{{uuid_pattern}}' AND s NOT IN (s::uuid::text, upper(s::uuid::text))) THEN
+                INSERT INTO asset_sweeper.asset_id_spellings (asset_id, spelling)
+                SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s
+                 WHERE s ~* '{{uuid_pattern}}' AND s NOT IN (s::uuid::text, upper(s::uuid::text))
+                ON CONFLICT DO NOTHING;
+            END IF;
         END IF;
+        -- Every id locked is an asset that is there: nothing was removed (the common write, one statement).
+        IF locked >= cardinality(ids) THEN
+            RETURN;
+        END IF;
+        -- A new statement, so a snapshot taken after the lock's wait: a settle that removed an asset while this
+        -- write waited for it has committed its audit row.
         SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i
          WHERE NOT EXISTS (SELECT 1 FROM asset_sweeper.assets a WHERE a.id = i)
            AND EXISTS (SELECT 1 FROM asset_sweeper.settlement_events e WHERE e.asset_id = i AND e.action IN ('delete', 'purge'));

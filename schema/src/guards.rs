@@ -18,11 +18,24 @@ pub const TRIGGER_PREFIX: &str = "asset_sweeper_guard_";
 /// The command that installs the guards, named in the schema check's refusal.
 pub const INSTALL: &str = "asset-sweeper guards install";
 
-/// The guard a source needs: its trigger's name and arguments. `None` for a foreign key, which guards itself.
+/// The guard a source needs: its two triggers' names, conditions and arguments. `None` for a foreign key, which
+/// guards itself.
+///
+/// Two triggers, because an insert's condition may not name `OLD`: one after each insert whose value can name an
+/// asset, one after each update that changed the value. Postgres evaluates a trigger's `WHEN` on the row as written
+/// (after every `BEFORE` trigger, the application's included) without calling the function, so an update that
+/// leaves the reference alone costs a comparison, not a call. The conditions name the guarded columns, so Postgres
+/// refuses to retype or drop one while its guard is in place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guard {
-    /// The trigger's name on the source's table.
+    /// The insert trigger's name on the source's table.
     pub trigger: String,
+    /// The update trigger's name.
+    pub update_trigger: String,
+    /// The insert trigger's condition.
+    pub on_insert: String,
+    /// The update trigger's condition.
+    pub on_update: String,
     /// The trigger function's arguments: the column, the source kind, the JSON path (empty but for JSON). A fourth,
     /// the column's type as `install` validated it, is read off the catalog when the guard is installed.
     pub args: [String; 3],
@@ -44,8 +57,13 @@ impl Guard {
             SourceKind::Key(template) => format!("key:{}", template.template),
             _ => source.column.clone(),
         };
+        let trigger = format!("{TRIGGER_PREFIX}{:016x}", fnv1a(named_for.as_bytes()));
+        let (on_insert, on_update) = conditions(source);
         Some(Guard {
-            trigger: format!("{TRIGGER_PREFIX}{:016x}", fnv1a(named_for.as_bytes())),
+            update_trigger: format!("{trigger}{UPDATE_SUFFIX}"),
+            trigger,
+            on_insert,
+            on_update,
             args: [source.column.clone(), kind.to_owned(), path.to_owned()],
         })
     }
@@ -54,6 +72,30 @@ impl Guard {
     fn stored_args(&self) -> Vec<u8> {
         self.args.iter().flat_map(|a| a.bytes().chain([0])).collect()
     }
+}
+
+/// The update trigger's name is the insert trigger's with this after it.
+const UPDATE_SUFFIX: &str = "_update";
+
+/// When a write can commit a new reference: on insert, a value that is there; on update, a value that changed. A
+/// composite's nulls are read as its ids (`row IS NOT NULL` is false while any field is null), and a key source's
+/// columns as text, which every type has and equality alone would not. The operators are resolved once, on the
+/// sweeper's pinned path, when the trigger is created.
+fn conditions(source: &ReferenceSource) -> (String, String) {
+    let columns: Vec<String> = match &source.kind {
+        SourceKind::Key(template) => template.columns.iter().map(|(c, _)| quote_ident(c)).collect(),
+        _ => vec![quote_ident(&source.column)],
+    };
+    let present = columns.iter().map(|c| format!("NOT (NEW.{c} IS NULL)")).collect::<Vec<_>>().join(" AND ");
+    let changed = |c: &String| match &source.kind {
+        SourceKind::Key(_) => format!("OLD.{c}::text IS DISTINCT FROM NEW.{c}::text"),
+        SourceKind::Nested => format!(
+            "asset_sweeper.asset_sweeper_nested_ids(OLD.{c}) IS DISTINCT FROM asset_sweeper.asset_sweeper_nested_ids(NEW.{c})"
+        ),
+        _ => format!("OLD.{c} IS DISTINCT FROM NEW.{c}"),
+    };
+    let changed = columns.iter().map(changed).collect::<Vec<_>>().join(" OR ");
+    (present, changed)
 }
 
 /// A stable 64-bit hash of a column's name (FNV-1a): the same name gives the same trigger in every database.
@@ -100,37 +142,42 @@ async fn in_place(
     let schemas: Vec<&str> = needed.iter().map(|(s, _)| s.schema.as_str()).collect();
     let tables: Vec<&str> = needed.iter().map(|(s, _)| s.table.as_str()).collect();
     let columns: Vec<&str> = needed.iter().map(|(s, _)| s.column.as_str()).collect();
-    let triggers: Vec<&str> = needed.iter().map(|(_, g)| g.trigger.as_str()).collect();
+    let inserts: Vec<&str> = needed.iter().map(|(_, g)| g.trigger.as_str()).collect();
+    let updates: Vec<&str> = needed.iter().map(|(_, g)| g.update_trigger.as_str()).collect();
     let args: Vec<Vec<u8>> = needed.iter().map(|(_, g)| g.stored_args()).collect();
-    // Row trigger (1), after (not 2), on insert (4) and update (16); enabled always, so a replica-mode session
-    // (a bulk loader, logical replication) is guarded too; on any update, or on updates of this column; its last
-    // argument the column's type now.
+    // Two row triggers, after (not 2), one on insert (4) alone and one on update (16) alone, on any update rather
+    // than on updates of listed columns (an application's trigger may change the value in a statement that does
+    // not name it); enabled always, so a replica-mode session (a bulk loader, logical replication) is guarded too;
+    // each with a condition on the column (so the column cannot be retyped under it); its last argument the
+    // column's type now.
     let rows = sqlx::query!(
-        r#"SELECT EXISTS (
-                  SELECT 1 FROM pg_trigger t
-                    JOIN pg_class c ON c.oid = t.tgrelid
-                    JOIN pg_namespace n ON n.oid = c.relnamespace
-                   WHERE n.nspname = s.schema AND c.relname = s.tbl AND t.tgname = s.name
-                     AND t.tgenabled = 'A' AND t.tgfoid = to_regproc('asset_sweeper_guard')
-                     AND t.tgargs = s.args || convert_to(a.typ, 'UTF8') || '\x00'::bytea
-                     AND (t.tgtype & 23) = 21
-                     AND (cardinality(t.tgattr::int2[]) = 0 OR a.attnum = ANY (t.tgattr::int2[]))
-              ) AS "guarded!",
-              coalesce(a.typ, '') AS "type_oid!"
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])
-                  WITH ORDINALITY AS s(schema, tbl, col, name, args)
+        r#"SELECT count(t.oid) = 2 AS "guarded!", coalesce(a.typ, '') AS "type_oid!"
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[])
+                  WITH ORDINALITY AS s(schema, tbl, col, on_insert, on_update, args)
              LEFT JOIN LATERAL (
-                  SELECT a.attnum, a.atttypid::text AS typ
+                  SELECT c.oid AS rel, a.attnum, a.atttypid::text AS typ
                     FROM pg_attribute a
                     JOIN pg_class c ON c.oid = a.attrelid
                     JOIN pg_namespace n ON n.oid = c.relnamespace
                    WHERE n.nspname = s.schema AND c.relname = s.tbl AND a.attname = s.col AND NOT a.attisdropped
              ) a ON true
+             LEFT JOIN pg_trigger t
+               ON t.tgrelid = a.rel
+              AND ((t.tgname = s.on_insert AND (t.tgtype & 23) = 5) OR (t.tgname = s.on_update AND (t.tgtype & 23) = 17))
+              AND t.tgenabled = 'A' AND t.tgfoid = to_regproc('asset_sweeper_guard')
+              AND t.tgargs = s.args || convert_to(a.typ, 'UTF8') || '\x00'::bytea
+              AND cardinality(t.tgattr::int2[]) = 0 AND t.tgqual IS NOT NULL
+              AND EXISTS (SELECT 1 FROM pg_depend d
+                           WHERE d.classid = 'pg_trigger'::regclass AND d.objid = t.oid
+                             AND d.refclassid = 'pg_class'::regclass AND d.refobjid = a.rel
+                             AND d.refobjsubid = a.attnum)
+            GROUP BY s.ordinality, a.typ
             ORDER BY s.ordinality"#,
         &schemas as &[&str],
         &tables as &[&str],
         &columns as &[&str],
-        &triggers as &[&str],
+        &inserts as &[&str],
+        &updates as &[&str],
         &args,
     )
     .fetch_all(&mut *conn)
@@ -216,23 +263,28 @@ pub async fn install(
         let table = source.quoted_table();
         let args: Vec<String> = guard.args.iter().chain(std::iter::once(&type_oid)).map(|a| quote_literal(a)).collect();
         // Built here: the table, column and path are the application's.
-        let create = format!(
+        let mut statements = Vec::new();
+        for (trigger, event, condition) in
+            [(&guard.trigger, "INSERT", &guard.on_insert), (&guard.update_trigger, "UPDATE", &guard.on_update)]
+        {
             // Every update, not only those naming the column: an application's trigger may change it in a
-            // statement that does not.
-            "CREATE OR REPLACE TRIGGER {trigger} AFTER INSERT OR UPDATE ON {table} FOR EACH ROW \
-             EXECUTE FUNCTION {schema}.asset_sweeper_guard({args})",
-            trigger = quote_ident(&guard.trigger),
-            schema = quote_ident(&function_schema),
-            args = args.join(", "),
-        );
-        let always = format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER {}", quote_ident(&guard.trigger));
+            // statement that does not. The condition sees the row as written.
+            statements.push(format!(
+                "CREATE OR REPLACE TRIGGER {trigger} AFTER {event} ON {table} FOR EACH ROW WHEN ({condition}) \
+                 EXECUTE FUNCTION {schema}.asset_sweeper_guard({args})",
+                trigger = quote_ident(trigger),
+                schema = quote_ident(&function_schema),
+                args = args.join(", "),
+            ));
+            statements.push(format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER {}", quote_ident(trigger)));
+        }
         let name = format!("{}.{}", source.schema, source.table);
         match tables.iter_mut().find(|(t, _, _)| *t == name) {
-            Some((_, statements, installs)) => {
-                statements.extend([create, always]);
+            Some((_, all, installs)) => {
+                all.extend(statements);
                 installs.push(installed);
             }
-            None => tables.push((name, vec![create, always], vec![installed])),
+            None => tables.push((name, statements, vec![installed])),
         }
     }
     // A partition's copy of its parent's guard (tgparentid) comes and goes with the parent's.
@@ -246,8 +298,11 @@ pub async fn install(
     .await?;
     let mut drops: Vec<(String, String, String)> = Vec::new();
     for old in existing {
-        let wanted =
-            needed.iter().any(|(s, g)| s.schema == old.schema && s.table == old.table && g.trigger == old.trigger);
+        let wanted = needed.iter().any(|(s, g)| {
+            s.schema == old.schema
+                && s.table == old.table
+                && (g.trigger == old.trigger || g.update_trigger == old.trigger)
+        });
         if !wanted {
             let table = format!("{}.{}", quote_ident(&old.schema), quote_ident(&old.table));
             let drop = format!("DROP TRIGGER IF EXISTS {} ON {table}", quote_ident(&old.trigger));

@@ -800,7 +800,7 @@ async fn every_definer_and_trigger_function_is_pinned_and_none_is_public() {
     .fetch_one(&db.pool)
     .await
     .expect("the guard");
-    assert_eq!(guarded, 1, "the guard is in place");
+    assert_eq!(guarded, 2, "the guard is in place (on insert and on update)");
     assert_eq!(
         owners_on_application_tables,
         Vec::<String>::new(),
@@ -874,11 +874,9 @@ async fn no_sweeper_login_can_rewrite_the_migrators_records_or_the_change_detect
         ] {
             refused(&mut conn, attack, "permission denied").await;
         }
-        let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM asset_sweeper.asset_sweeper_definitions")
-            .fetch_one(&mut conn)
-            .await
-            .expect("the records stay readable");
-        assert_eq!(applied, 9, "{login}");
+        // No function reads them either: they are the migrator's alone.
+        refused(&mut conn, "SELECT count(*) FROM asset_sweeper.asset_sweeper_definitions", "permission denied").await;
+        refused(&mut conn, "SELECT count(*) FROM asset_sweeper.asset_sweeper_migrations", "permission denied").await;
         let before: i64 = sqlx::query_scalar("SELECT asset_sweeper.asset_sweeper_schema_generation()")
             .fetch_one(&mut conn)
             .await
@@ -1140,9 +1138,9 @@ async fn an_application_that_redeclares_its_hold_for_ever_is_shown_and_alarmed()
 
 /// Issue: the reference guard ran as the owner and turned the guarded column into JSON without checking its type.
 /// The application owns its table: it retypes the guarded column to an enum of its own with a cast to `json` that
-/// trips the wire (and tries to make it a superuser), then writes a row. The guard now runs as the writer and reads
-/// a column only while it has the type `guards install` validated: the cast never runs as anyone but the
-/// application, and the write goes through.
+/// trips the wire (and tries to make it a superuser), then writes a row. Postgres now refuses the retype while the
+/// guard is in place (its conditions name the column); a guard an older release installed, which names none, lets
+/// it through, and the guard then runs as the writer: the cast never runs as anyone but the application.
 #[tokio::test]
 async fn a_guarded_column_retyped_to_the_applications_type_with_its_own_cast_runs_nothing_as_the_owner() {
     let hostile = Hostile::new(false).await;
@@ -1158,10 +1156,31 @@ async fn a_guarded_column_retyped_to_the_applications_type_with_its_own_cast_run
          CREATE CAST (app.mood AS json) WITH FUNCTION app.mood_json(app.mood);
          CREATE FUNCTION app.mood_jsonb(app.mood) RETURNS jsonb LANGUAGE plpgsql AS $f$
          BEGIN PERFORM app.trip('cast of app.mood to jsonb'); RETURN to_jsonb(gen_random_uuid()::text); END $f$;
-         CREATE CAST (app.mood AS jsonb) WITH FUNCTION app.mood_jsonb(app.mood);
-         ALTER TABLE app.banners ALTER COLUMN image TYPE app.mood USING 'sunny';",
+         CREATE CAST (app.mood AS jsonb) WITH FUNCTION app.mood_jsonb(app.mood);",
     )
     .await;
+    let retype = "ALTER TABLE app.banners ALTER COLUMN image TYPE app.mood USING 'sunny'";
+    refused(&mut app, retype, "cannot alter type of a column used in a trigger definition").await;
+    // The guard as a release before the conditions installed it: one trigger on insert and update, no condition.
+    let (trigger, args): (String, String) = sqlx::query_as(
+        "SELECT tgname::text, pg_get_triggerdef(oid) FROM pg_trigger
+          WHERE tgrelid = 'app.banners'::regclass AND tgname LIKE 'asset\\_sweeper\\_guard\\_%' AND (tgtype & 4) <> 0",
+    )
+    .fetch_one(&hostile.owner)
+    .await
+    .expect("the insert guard");
+    let args = &args[args.find("asset_sweeper_guard(").expect("its function")..];
+    let mut owner = hostile.owner.acquire().await.expect("the owner");
+    exec(
+        &mut owner,
+        &format!(
+            "DROP TRIGGER {trigger}_update ON app.banners;
+             CREATE OR REPLACE TRIGGER {trigger} AFTER INSERT OR UPDATE ON app.banners FOR EACH ROW
+                 EXECUTE FUNCTION asset_sweeper.{args};"
+        ),
+    )
+    .await;
+    exec(&mut app, retype).await;
     // The application's next writes, each of which fires the guard still on the column.
     exec(&mut app, "INSERT INTO app.banners (image) VALUES ('sunny'); UPDATE app.banners SET image = 'sunny';").await;
     assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "the application's cast ran as another role");
@@ -1256,4 +1275,204 @@ async fn a_column_retyped_while_the_sweeps_reading_waits_for_its_table_runs_noth
     // The next pass plans the column for its new type (an enum cannot spell an id: it is no longer read).
     hostile.pass().await;
     assert_eq!(hostile.tripped().await, Vec::<(String, String)>::new(), "the application's cast ran as the sweep");
+}
+
+/// Issue: every sweeper login could write every table of the sweeper's (the operator's rewrote a definition file's
+/// digest, the sweep's deleted a row). Each role now has exactly the statements its function issues, table by table,
+/// as docs/security.md lists them: this reads the grants from the catalog and compares them with that table, so a
+/// grant added or a table created without its row there fails here. The sequences' grants are the one the prose
+/// names.
+#[tokio::test]
+async fn every_sweeper_role_has_exactly_the_grants_security_md_lists() {
+    const ROLES: [&str; 3] = ["asset_sweeper_sweep", "asset_sweeper_consumer", "asset_sweeper_operator"];
+    let db = integration_tests::TestDatabase::new().await;
+    let doc = include_str!("../../docs/security.md");
+    let section = doc
+        .split("### The sweeper's own roles, table by table")
+        .nth(1)
+        .expect("security.md's section on the sweeper's roles, table by table");
+    let mut documented = std::collections::BTreeMap::new();
+    for row in section.lines().skip_while(|l| !l.starts_with("| table |")).skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+        assert_eq!(cells.len(), 4, "a row of a table and three roles: {row}");
+        let grants: Vec<String> = cells[1..].iter().map(|c| canonical_grants(c)).collect();
+        documented.insert(cells[0].trim_matches('`').to_owned(), grants);
+    }
+    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "WITH t AS (SELECT c.oid, c.relname::text AS name, c.relacl FROM pg_class c
+                     WHERE c.relnamespace = 'asset_sweeper'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f'))
+         SELECT t.name, a.grantee::regrole::text, a.privilege_type, NULL::text
+           FROM t CROSS JOIN LATERAL aclexplode(t.relacl) a
+          WHERE a.grantee::regrole::text = ANY ($1)
+         UNION ALL
+         SELECT t.name, a.grantee::regrole::text, a.privilege_type, att.attname::text
+           FROM t JOIN pg_attribute att ON att.attrelid = t.oid AND att.attnum > 0 AND NOT att.attisdropped
+           CROSS JOIN LATERAL aclexplode(att.attacl) a
+          WHERE a.grantee::regrole::text = ANY ($1)
+         UNION ALL
+         SELECT t.name, r, '', NULL FROM t CROSS JOIN unnest($1::text[]) r",
+    )
+    .bind(ROLES)
+    .fetch_all(&db.pool)
+    .await
+    .expect("the grants");
+    // Table → role → privilege → its columns (empty: the whole table).
+    let mut granted: std::collections::BTreeMap<String, [std::collections::BTreeMap<String, Vec<String>>; 3]> =
+        std::collections::BTreeMap::new();
+    for (table, role, privilege, column) in rows {
+        let at = ROLES.iter().position(|r| *r == role).expect("one of the roles");
+        let privileges = &mut granted.entry(table).or_default()[at];
+        if privilege.is_empty() {
+            continue;
+        }
+        let columns = privileges.entry(privilege).or_default();
+        columns.extend(column);
+    }
+    let catalog: std::collections::BTreeMap<String, Vec<String>> = granted
+        .into_iter()
+        .map(|(table, roles)| {
+            let grants = roles
+                .iter()
+                .map(|privileges| {
+                    let items: Vec<String> = privileges
+                        .iter()
+                        .map(
+                            |(p, columns)| {
+                                if columns.is_empty() { p.clone() } else { format!("{p} ({})", columns.join(", ")) }
+                            },
+                        )
+                        .collect();
+                    canonical_grants(&items.join(", "))
+                })
+                .collect();
+            (table, grants)
+        })
+        .collect();
+    assert_eq!(
+        catalog, documented,
+        "the grants (left) and docs/security.md's table (right), as [sweep, consumer, operator]"
+    );
+
+    let sequences: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, a.grantee::regrole::text, a.privilege_type FROM pg_class c
+           CROSS JOIN LATERAL aclexplode(c.relacl) a
+          WHERE c.relnamespace = 'asset_sweeper'::regnamespace AND c.relkind = 'S' AND a.grantee::regrole::text = ANY ($1)
+          ORDER BY 1, 2, 3",
+    )
+    .bind(ROLES)
+    .fetch_all(&db.pool)
+    .await
+    .expect("the sequences' grants");
+    let usage = |role: &str| ("reconcile_listings_id_seq".to_owned(), role.to_owned(), "USAGE".to_owned());
+    assert_eq!(sequences, vec![usage("asset_sweeper_operator"), usage("asset_sweeper_sweep")]);
+}
+
+/// A cell of grants in one spelling: `–` for none, privileges in the order `GRANT` lists them, a privilege's columns
+/// sorted.
+fn canonical_grants(cell: &str) -> String {
+    const ORDER: [&str; 7] = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"];
+    if cell == "–" || cell.is_empty() {
+        return "–".to_owned();
+    }
+    let mut items: Vec<(usize, String)> = Vec::new();
+    let mut rest = cell;
+    while !rest.is_empty() {
+        let end = match (rest.find(','), rest.find('(')) {
+            (Some(comma), Some(paren)) if paren < comma => rest.find(')').map_or(rest.len(), |close| close + 1),
+            (Some(comma), _) => comma,
+            (None, _) => rest.len(),
+        };
+        let item = rest[..end].trim();
+        rest = rest[end..].trim_start_matches([',', ' ']);
+        let (privilege, columns) = match item.split_once(" (") {
+            Some((p, columns)) => {
+                let mut columns: Vec<&str> = columns.trim_end_matches(')').split(", ").collect();
+                columns.sort_unstable();
+                (p, format!(" ({})", columns.join(", ")))
+            }
+            None => (item, String::new()),
+        };
+        let at = ORDER.iter().position(|p| *p == privilege).unwrap_or_else(|| panic!("a privilege: {item:?}"));
+        items.push((at, format!("{privilege}{columns}")));
+    }
+    items.sort();
+    items.into_iter().map(|(_, item)| item).collect::<Vec<_>>().join(", ")
+}
+
+/// An operator's login does an operator's work with exactly the grants security.md lists: it approves a retention
+/// rule (which needs its approval's counts: a grant that once lacked them refused it), pins and releases, declares
+/// and releases a window, and runs every command that only shows, each of which records nothing (the schema check
+/// runs read-only, so the findings its sample sees are the sweep's to write).
+#[tokio::test]
+async fn an_operators_login_runs_the_operators_commands_with_exactly_its_grants() {
+    let hostile = Hostile::new(false).await;
+    let mut app = hostile.connect(&hostile.app).await;
+    exec(
+        &mut app,
+        "INSERT INTO asset_sweeper.retention_rules (table_name, timestamp_column, keep, filter)
+         VALUES ('app.sessions', 'at', '30 days', 'kind = ''guest''')",
+    )
+    .await;
+    let (asset, _) = hostile.upload(&mut app, 40).await;
+    // An id in a column no source declares, which the schema check's sample sees.
+    exec(
+        &mut app,
+        &format!(
+            "CREATE TABLE app.notes (id serial PRIMARY KEY, body text); INSERT INTO app.notes (body) VALUES ('{asset}')"
+        ),
+    )
+    .await;
+    let first = hostile.pass().await;
+    assert_eq!(first["outcome"], "ok", "{first:#}");
+    let rule: i64 =
+        sqlx::query_scalar("SELECT id FROM retention_rules").fetch_one(&hostile.owner).await.expect("the rule");
+    let findings = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM census_findings")
+            .fetch_one(&hostile.owner)
+            .await
+            .expect("findings")
+    };
+    sqlx::query("DELETE FROM census_findings").execute(&hostile.owner).await.expect("no findings yet");
+
+    let operator = hostile.url(&hostile.operator);
+    let run = |args: &[&str]| {
+        let out = crate::cli::run(&operator, Some(&hostile.ctx), args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!stderr.contains("permission denied"), "{args:?} as the operator: {stderr}");
+        assert!(out.status.success(), "{args:?} as the operator: {stderr}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+    };
+    let rule = rule.to_string();
+    let asset = asset.to_string();
+    for args in [
+        &["status", "--json"][..],
+        &["references", "--json"],
+        &["explain", &asset, "--json"],
+        &["plan", "--json"],
+        &["usage", "--json"],
+        &["redrive", "--dry-run", "--json"],
+    ] {
+        run(args);
+    }
+    assert_eq!(findings().await, 0, "a command that only shows recorded a finding");
+    run(&["approve", "--rule", &rule, "--by", "alice", "--reason", "the purge of guest sessions", "--json"]);
+    let approved: Option<String> = sqlx::query_scalar("SELECT approved_by FROM retention_rules")
+        .fetch_one(&hostile.owner)
+        .await
+        .expect("the approval");
+    assert_eq!(approved.as_deref(), Some("alice"));
+    let pinned = run(&["pin", "add", "--asset", &asset, "--for", "1d", "--reason", "a newsletter", "--json"]);
+    let pin = pinned["pinned"]["id"].as_i64().expect("the pin's id").to_string();
+    run(&["pin", "release", &pin, "--json"]);
+    let declared = run(&["hold", "declare", "--for", "1h", "--reason", "a migration", "--json"]);
+    let hold = declared["declared"].as_i64().expect("the window's id").to_string();
+    run(&["hold", "release", &hold, "--json"]);
+    let open: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM asset_pins WHERE released_at IS NULL)
+              + (SELECT count(*) FROM destruction_holds WHERE released_at IS NULL)",
+    )
+    .fetch_one(&hostile.owner)
+    .await
+    .expect("pins and windows");
+    assert_eq!(open, 0, "released by the operator");
 }

@@ -337,7 +337,11 @@ async fn a_partitioned_source_is_guarded_through_its_partitions_and_installing_t
     .fetch_all(&db.pool)
     .await
     .expect("guards");
-    assert_eq!(guards.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(), ["events", "events_2026"], "{guards:?}");
+    assert_eq!(
+        guards.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
+        ["events", "events", "events_2026", "events_2026"],
+        "{guards:?}"
+    );
 
     // An asset the sweeper removed: a row naming it fails, whichever partition it lands in.
     let removed = Uuid::new_v4();

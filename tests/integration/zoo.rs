@@ -419,7 +419,7 @@ async fn a_key_derived_from_an_id_and_a_file_name_in_a_partitioned_table_written
     approve_brake(&ctx, Uuid::nil()).await;
     let claiming = pass(&ctx, layout, &folder).await;
     assert_eq!(claiming.enqueued, 3, "{claiming:?}");
-    // The guard is the partitioned table's, so every partition has it.
+    // The guard (on insert and on update) is the partitioned table's, so every partition has it.
     let guarded: Vec<String> = sqlx::query_scalar(
         "SELECT c.relname::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
           WHERE t.tgname LIKE 'asset\\_sweeper\\_guard%' ORDER BY 1",
@@ -427,7 +427,17 @@ async fn a_key_derived_from_an_id_and_a_file_name_in_a_partitioned_table_written
     .fetch_all(ctx.pool())
     .await
     .expect("guards");
-    assert_eq!(guarded, ["attachments", "attachments_early", "attachments_late"]);
+    assert_eq!(
+        guarded,
+        [
+            "attachments",
+            "attachments",
+            "attachments_early",
+            "attachments_early",
+            "attachments_late",
+            "attachments_late"
+        ]
+    );
 
     // The application writes the row naming `late` (into the later partition) and has not committed when the settle reaches its asset: the
     // guard holds the asset, the settle waits for it, and its recheck then sees the row.

@@ -128,7 +128,8 @@ impl<'a> KeyScan<'a> {
         // Under the session's own statement timeout, not the batch limit the census reads under: a large bucket's
         // keys take longer to read than a tight limit allows, and a batch cut short would only read them again.
         sqlx::raw_sql("SET LOCAL statement_timeout TO DEFAULT").execute(&mut *tx).await?;
-        let locked = sqlx::raw_sql("LOCK TABLE adopted_assets IN SHARE MODE NOWAIT").execute(&mut *tx).await;
+        // Through the owner's function: the lock's mode needs rights on the table the sweep's role must not have.
+        let locked = sqlx::query!("SELECT asset_sweeper_lock_adoptions()").execute(&mut *tx).await;
         if let Err(e) = locked {
             return if matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03")) {
                 tx.rollback().await?;
