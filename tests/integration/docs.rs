@@ -367,6 +367,16 @@ fn only_reconciliation_reads_inventory_files_and_neither_schema_nor_records_can_
     }
 }
 
+#[test]
+fn observed_parses_and_does_no_io() {
+    let manifest = manifest("observed");
+    for io in ["aws-config", "aws-sdk-s3", "sqlx", "tokio", "reqwest", "hyper"] {
+        assert!(!manifest.dependencies.contains(io), "observed uses {io}: it parses lines, it reads nothing");
+    }
+    let workspace = workspace_dependencies(&manifests(), "observed");
+    assert!(workspace.is_empty(), "observed uses {workspace:?}");
+}
+
 /// The product's own code: every member but the tests and the demo, which play the application.
 fn product() -> Vec<String> {
     members().into_iter().filter(|m| m != "tests" && m != "localstack/demo").collect()
