@@ -22,6 +22,11 @@
 -- `asset_sweeper_guard_refers`, the one privileged half, which takes nothing of the application's types and reads
 -- the sweeper's tables whatever the writer may read, as a foreign key's check runs as the table's owner.
 --
+-- This is the shared guard: a key source's, and every guard an older release installed. `guards install` makes a
+-- function of the same shape for each other guarded column (`asset_sweeper_guard_of_<hash>`, schema/src/guards.rs),
+-- which names its column in its text: this one must build a statement to read a column it learns from its
+-- arguments, and Postgres parses and plans that statement on every write.
+--
 -- `guards install` puts two triggers on each column, one after an insert whose value is there and one after an
 -- update that changed it (a condition Postgres evaluates on the row as written, without calling this function),
 -- and the conditions name the column: Postgres refuses to retype or drop it while they are in place. The fourth

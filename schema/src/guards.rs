@@ -39,6 +39,9 @@ pub struct Guard {
     /// The trigger function's arguments: the column, the source kind, the JSON path (empty but for JSON). A fourth,
     /// the column's type as `install` validated it, is read off the catalog when the guard is installed.
     pub args: [String; 3],
+    /// The trigger function, in the sweeper's schema: `asset_sweeper_guard` for a key source, else one made for
+    /// this column and kind ([`Guard::function_body`]).
+    pub function: String,
 }
 
 impl Guard {
@@ -59,13 +62,76 @@ impl Guard {
         };
         let trigger = format!("{TRIGGER_PREFIX}{:016x}", fnv1a(named_for.as_bytes()));
         let (on_insert, on_update) = conditions(source);
+        let function = match &source.kind {
+            SourceKind::Key(_) => GENERIC_FUNCTION.to_owned(),
+            _ => format!("{FUNCTION_PREFIX}{:016x}", fnv1a(format!("{kind}\0{}", source.column).as_bytes())),
+        };
         Some(Guard {
             update_trigger: format!("{trigger}{UPDATE_SUFFIX}"),
             trigger,
             on_insert,
             on_update,
             args: [source.column.clone(), kind.to_owned(), path.to_owned()],
+            function,
         })
+    }
+
+    /// The text of the trigger function made for this guard's column and kind, or `None` for the shared one (a key
+    /// source's, which reads the row through its template). The column is named in the text, so the function reads
+    /// it as a plain field of `NEW`: the shared function must build a statement to read a column it learns from its
+    /// arguments, and Postgres parses and plans that statement on every write (docs/developing.md, "The reference
+    /// guards' cost"). It runs as the writer and hands plain uuids and spellings to the privileged half, as the
+    /// shared one does (`schema/sql/guards.sql`). The JSON path is read from the trigger's arguments, never
+    /// written into the text.
+    pub fn function_body(&self) -> Option<String> {
+        let column = format!("NEW.{}", quote_ident(&self.args[0]));
+        let ids = match self.args[1].as_str() {
+            "domain" => format!("ARRAY[{column}::uuid]"),
+            "domain_array" => format!("ARRAY(SELECT e FROM unnest({column}::uuid[]) AS e WHERE e IS NOT NULL)"),
+            "nested" => format!("asset_sweeper.asset_sweeper_nested_ids({column})"),
+            "json" => {
+                let spelled = format!(
+                    "ARRAY(SELECT v #>> '{{}}' FROM jsonb_path_query({column}, \
+                     (TG_ARGV[2] || ' ? (@.type() == \"string\")')::jsonpath, '{{}}', true) AS v \
+                     WHERE (v #>> '{{}}') ~* '{}')",
+                    migrator::UUID_WHOLE
+                );
+                return Some(format!(
+                    "
+    DECLARE
+        spelled text[];
+    BEGIN
+        IF {column} IS NULL OR {column} = 'null'::jsonb THEN
+            RETURN NULL;
+        END IF;
+        spelled := {spelled};
+        IF cardinality(spelled) > 0 THEN
+            PERFORM asset_sweeper.asset_sweeper_guard_refers(TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0],
+                ARRAY(SELECT s::uuid FROM unnest(spelled) AS s), spelled, NULL);
+        END IF;
+        RETURN NULL;
+    END
+"
+                ));
+            }
+            _ => return None,
+        };
+        Some(format!(
+            "
+    DECLARE
+        ids uuid[];
+    BEGIN
+        IF {column} IS NULL THEN
+            RETURN NULL;
+        END IF;
+        ids := {ids};
+        IF cardinality(ids) > 0 THEN
+            PERFORM asset_sweeper.asset_sweeper_guard_refers(TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], ids, NULL, NULL);
+        END IF;
+        RETURN NULL;
+    END
+"
+        ))
     }
 
     /// `pg_trigger.tgargs` as Postgres stores them: each argument followed by a NUL byte.
@@ -73,6 +139,10 @@ impl Guard {
         self.args.iter().flat_map(|a| a.bytes().chain([0])).collect()
     }
 }
+
+/// The shared trigger function (`schema/sql/guards.sql`), and the prefix of those made for one column and kind.
+const GENERIC_FUNCTION: &str = "asset_sweeper_guard";
+const FUNCTION_PREFIX: &str = "asset_sweeper_guard_of_";
 
 /// The update trigger's name is the insert trigger's with this after it.
 const UPDATE_SUFFIX: &str = "_update";
@@ -96,6 +166,15 @@ fn conditions(source: &ReferenceSource) -> (String, String) {
     };
     let changed = columns.iter().map(changed).collect::<Vec<_>>().join(" OR ");
     (present, changed)
+}
+
+/// `text` as a dollar-quoted literal whose tag it does not contain.
+fn dollar_quoted(text: &str) -> String {
+    let mut tag = String::from("$guard$");
+    while text.contains(&tag) {
+        tag.insert(tag.len() - 1, '_');
+    }
+    format!("{tag}{text}{tag}")
 }
 
 /// A stable 64-bit hash of a column's name (FNV-1a): the same name gives the same trigger in every database.
@@ -145,6 +224,9 @@ async fn in_place(
     let inserts: Vec<&str> = needed.iter().map(|(_, g)| g.trigger.as_str()).collect();
     let updates: Vec<&str> = needed.iter().map(|(_, g)| g.update_trigger.as_str()).collect();
     let args: Vec<Vec<u8>> = needed.iter().map(|(_, g)| g.stored_args()).collect();
+    let functions: Vec<&str> = needed.iter().map(|(_, g)| g.function.as_str()).collect();
+    // The text a function made for its column must have ('' for the shared one, whose text the migrator keeps).
+    let bodies: Vec<String> = needed.iter().map(|(_, g)| g.function_body().unwrap_or_default()).collect();
     // Two row triggers, after (not 2), one on insert (4) alone and one on update (16) alone, on any update rather
     // than on updates of listed columns (an application's trigger may change the value in a statement that does
     // not name it); enabled always, so a replica-mode session (a bulk loader, logical replication) is guarded too;
@@ -152,8 +234,9 @@ async fn in_place(
     // column's type now.
     let rows = sqlx::query!(
         r#"SELECT count(t.oid) = 2 AS "guarded!", coalesce(a.typ, '') AS "type_oid!"
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[])
-                  WITH ORDINALITY AS s(schema, tbl, col, on_insert, on_update, args)
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
+                         $8::text[])
+                  WITH ORDINALITY AS s(schema, tbl, col, on_insert, on_update, args, function, body)
              LEFT JOIN LATERAL (
                   SELECT c.oid AS rel, a.attnum, a.atttypid::text AS typ
                     FROM pg_attribute a
@@ -164,7 +247,11 @@ async fn in_place(
              LEFT JOIN pg_trigger t
                ON t.tgrelid = a.rel
               AND ((t.tgname = s.on_insert AND (t.tgtype & 23) = 5) OR (t.tgname = s.on_update AND (t.tgtype & 23) = 17))
-              AND t.tgenabled = 'A' AND t.tgfoid = to_regproc('asset_sweeper_guard')
+              AND t.tgenabled = 'A'
+              AND EXISTS (SELECT 1 FROM pg_proc p
+                           WHERE p.oid = t.tgfoid AND p.proname = s.function AND NOT p.prosecdef
+                             AND p.pronamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
+                             AND (s.body = '' OR p.prosrc = s.body))
               AND t.tgargs = s.args || convert_to(a.typ, 'UTF8') || '\x00'::bytea
               AND cardinality(t.tgattr::int2[]) = 0 AND t.tgqual IS NOT NULL
               AND EXISTS (SELECT 1 FROM pg_depend d
@@ -179,6 +266,8 @@ async fn in_place(
         &inserts as &[&str],
         &updates as &[&str],
         &args,
+        &functions as &[&str],
+        &bodies,
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -264,6 +353,16 @@ pub async fn install(
         let args: Vec<String> = guard.args.iter().chain(std::iter::once(&type_oid)).map(|a| quote_literal(a)).collect();
         // Built here: the table, column and path are the application's.
         let mut statements = Vec::new();
+        let function = format!("{}.{}", quote_ident(&function_schema), quote_ident(&guard.function));
+        if let Some(body) = guard.function_body() {
+            // Pinned like every trigger function of the sweeper's, and nobody's to call: a trigger runs it.
+            statements.push(format!(
+                "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql \
+                 SET search_path = pg_catalog, pg_temp AS {}",
+                dollar_quoted(&body)
+            ));
+            statements.push(format!("REVOKE ALL ON FUNCTION {function}() FROM PUBLIC"));
+        }
         for (trigger, event, condition) in
             [(&guard.trigger, "INSERT", &guard.on_insert), (&guard.update_trigger, "UPDATE", &guard.on_update)]
         {
@@ -271,9 +370,8 @@ pub async fn install(
             // statement that does not. The condition sees the row as written.
             statements.push(format!(
                 "CREATE OR REPLACE TRIGGER {trigger} AFTER {event} ON {table} FOR EACH ROW WHEN ({condition}) \
-                 EXECUTE FUNCTION {schema}.asset_sweeper_guard({args})",
+                 EXECUTE FUNCTION {function}({args})",
                 trigger = quote_ident(trigger),
-                schema = quote_ident(&function_schema),
                 args = args.join(", "),
             ));
             statements.push(format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER {}", quote_ident(trigger)));
@@ -320,6 +418,18 @@ pub async fn install(
             None => report.removed.push((table, trigger)),
             Some(reason) => report.blocked.push(Blocked { table, reason }),
         }
+    }
+    // A function made for a column no guard runs any more.
+    let unused = sqlx::query_scalar!(
+        r#"SELECT p.oid::regprocedure::text AS "function!" FROM pg_proc p
+            WHERE p.pronamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
+              AND p.proname LIKE 'asset\_sweeper\_guard\_of\_%'
+              AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgfoid = p.oid)"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for function in unused {
+        sqlx::raw_sql(AssertSqlSafe(format!("DROP FUNCTION IF EXISTS {function}"))).execute(&mut *conn).await?;
     }
     Ok(report)
 }
@@ -398,6 +508,22 @@ mod tests {
         assert!(json.trigger.starts_with(TRIGGER_PREFIX) && json.trigger.len() <= 63, "{}", json.trigger);
         let long = "c".repeat(63);
         assert_ne!(Guard::of(&source(&long, SourceKind::Domain)).expect("a guard").trigger, json.trigger);
+    }
+
+    #[test]
+    fn a_guard_made_for_its_column_names_it_and_a_key_sources_is_the_shared_one() {
+        let banner = Guard::of(&source("hero \"image\"", SourceKind::Domain)).expect("a guard");
+        let body = banner.function_body().expect("its own function");
+        assert!(body.contains("NEW.\"hero \"\"image\"\"\"::uuid"), "{body}");
+        assert!(banner.function.starts_with(FUNCTION_PREFIX) && banner.function.len() <= 63, "{}", banner.function);
+        let json = Guard::of(&source("hero \"image\"", SourceKind::Json { json_path: "$.a".into() })).expect("a guard");
+        assert_ne!(json.function, banner.function, "one function a column and kind");
+        assert!(!json.function_body().expect("its own function").contains("$.a"), "the path is an argument");
+        let template =
+            crate::key_sources::KeyTemplate { template: "m/{f}".into(), columns: vec![("f".into(), "text".into())] };
+        let key = Guard::of(&source("f", SourceKind::Key(template))).expect("a guard");
+        assert_eq!((key.function.as_str(), key.function_body()), (GENERIC_FUNCTION, None));
+        assert_eq!(dollar_quoted("a $guard$ b"), "$guard_$a $guard$ b$guard_$");
     }
 
     #[test]

@@ -1169,7 +1169,8 @@ async fn a_guarded_column_retyped_to_the_applications_type_with_its_own_cast_run
     .fetch_one(&hostile.owner)
     .await
     .expect("the insert guard");
-    let args = &args[args.find("asset_sweeper_guard(").expect("its function")..];
+    let call = &args[args.find("EXECUTE FUNCTION ").expect("its function")..];
+    let args = format!("asset_sweeper_guard{}", &call[call.find('(').expect("its arguments")..]);
     let mut owner = hostile.owner.acquire().await.expect("the owner");
     exec(
         &mut owner,
