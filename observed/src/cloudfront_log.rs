@@ -61,7 +61,7 @@ impl Columns {
 /// lines after it.
 #[derive(Debug, Clone)]
 pub struct Reader {
-    columns: Columns,
+    columns: Result<Columns, LineError>,
     /// The distribution's origin path without its slashes (`production`), or empty.
     origin_path: String,
 }
@@ -69,11 +69,7 @@ pub struct Reader {
 impl Reader {
     /// A reader for a distribution whose origin has `origin_path` (`/production`, or empty).
     pub fn new(origin_path: &str) -> Reader {
-        let columns = match Columns::of(DOCUMENTED) {
-            Ok(columns) => columns,
-            Err(_) => unreachable!("the documented order names every field a read needs"),
-        };
-        Reader { columns, origin_path: origin_path.trim_matches('/').to_owned() }
+        Reader { columns: Columns::of(DOCUMENTED), origin_path: origin_path.trim_matches('/').to_owned() }
     }
 
     /// The access `line` records; `None` for a header line, which takes effect for the lines after it.
@@ -81,17 +77,19 @@ impl Reader {
         let line = line.trim_end_matches(['\r', '\n']);
         if let Some(header) = line.strip_prefix('#') {
             if let Some(names) = header.strip_prefix("Fields:") {
-                self.columns = Columns::of(names)?;
+                // Until a header names them, lines after one that does not are not read by an older order.
+                self.columns = Columns::of(names);
+                self.columns.clone()?;
             }
             return Ok(None);
         }
+        let c = self.columns.clone()?;
         let mut fields: [&str; 40] = [""; 40];
         let mut count = 0;
-        for (at, field) in line.split('\t').enumerate().take(fields.len().min(self.columns.last_read() + 1)) {
+        for (at, field) in line.split('\t').enumerate().take(fields.len().min(c.last_read() + 1)) {
             fields[at] = field;
             count = at + 1;
         }
-        let c = self.columns;
         if count <= c.last() {
             // The first field the line lacks, in the line's order.
             let named = [
@@ -137,7 +135,8 @@ impl Reader {
         let status = fields[c.status]
             .parse()
             .map_err(|_| LineError::malformed("sc-status", fields[c.status], "a status code"))?;
-        let value = |at: Option<usize>| at.map(|at| fields[at]).filter(|v| !v.is_empty() && *v != "-");
+        let value =
+            |at: Option<usize>| at.and_then(|at| fields.get(at).copied()).filter(|v| !v.is_empty() && *v != "-");
         Ok(Some(Access {
             at: Utc.from_utc_datetime(&at),
             key: fields[c.stem],
@@ -207,6 +206,15 @@ mod tests {
     fn a_header_reorders_the_fields_and_a_short_or_malformed_line_is_named() {
         let mut reader = Reader::new("");
         assert_eq!(reader.parse("#Fields: time date cs-uri-stem sc-status cs-method"), Ok(None));
+        // A user agent placed past the fields a line is split into is not read, and nothing panics.
+        let far = (0..45).map(|i| format!("x-{i}")).collect::<Vec<_>>().join(" ");
+        let mut far_reader = Reader::new("");
+        assert_eq!(
+            far_reader.parse(&format!("#Fields: date time cs-method cs-uri-stem sc-status {far} cs(User-Agent)")),
+            Ok(None)
+        );
+        let read = far_reader.parse("2026-12-04\t08:00:00\tGET\t/a.png\t200").expect("a line").expect("a request");
+        assert_eq!((read.user_agent, read.is_read()), (None, true));
         assert_eq!(
             accesses(&mut reader, "08:00:00\t2026-12-04\t/a.png\t304\tHEAD"),
             [(vec!["a.png".to_owned()], 304, ClientKind::Unknown, true)]
@@ -220,6 +228,14 @@ mod tests {
             reader.parse("#Fields: date time cs-method"),
             Err(LineError::Malformed { field: "#Fields", .. })
         ));
+        assert!(
+            matches!(
+                reader.parse("08:00:00\t2026-12-04\t/a.png\t200\tGET"),
+                Err(LineError::Malformed { field: "#Fields", .. })
+            ),
+            "no line is read by an older order after a header that names too little"
+        );
+        assert_eq!(reader.parse("#Fields: time date cs-uri-stem sc-status cs-method"), Ok(None));
         let closed = accesses(&mut reader, "08:00:00\t2026-12-04\t/a.png\t000\tGET");
         assert!(!closed[0].3, "a viewer that closed the connection first read nothing");
         assert_eq!(accesses(&mut reader, "08:00:00\t2026-12-04\t/\t200\tGET")[0].0, Vec::<String>::new(), "the root");

@@ -163,7 +163,7 @@ fn time(day: &str, zone: &str) -> Result<DateTime<Utc>, LineError> {
         return Err(bad());
     };
     let z = zone.as_bytes();
-    if z.len() != 5 || !matches!(z[0], b'+' | b'-') {
+    if z.len() != 5 || !matches!(z[0], b'+' | b'-') || !z[1..].iter().all(u8::is_ascii_digit) {
         return Err(bad());
     }
     let offset_minutes =
@@ -253,6 +253,8 @@ mod tests {
         assert!(matches!(parse(&bad_time), Err(LineError::Malformed { field: "time", .. })), "{:?}", parse(&bad_time));
         let bad_status = get("k.png", "\"-\" \"-\"").replace("\" 200 ", "\" 2x0 ");
         assert!(matches!(parse(&bad_status), Err(LineError::Truncated("HTTP status"))), "{:?}", parse(&bad_status));
+        let odd_zone = get("k.png", "\"-\" \"-\"").replace("+0000]", "+0é0]");
+        assert!(matches!(parse(&odd_zone), Err(LineError::Malformed { field: "time", .. })), "{:?}", parse(&odd_zone));
         let failed = get("k.png", "\"-\" \"-\"").replace("\" 200 ", "\" 403 ");
         assert!(!parse(&failed).expect("a refused GET").is_read());
     }

@@ -85,53 +85,61 @@ impl Guard {
     /// written into the text.
     pub fn function_body(&self) -> Option<String> {
         let column = format!("NEW.{}", quote_ident(&self.args[0]));
-        let ids = match self.args[1].as_str() {
-            "domain" => format!("ARRAY[{column}::uuid]"),
-            "domain_array" => format!("ARRAY(SELECT e FROM unnest({column}::uuid[]) AS e WHERE e IS NOT NULL)"),
-            "nested" => format!("asset_sweeper.asset_sweeper_nested_ids({column})"),
-            "json" => {
-                let spelled = format!(
-                    "ARRAY(SELECT v #>> '{{}}' FROM jsonb_path_query({column}, \
-                     (TG_ARGV[2] || ' ? (@.type() == \"string\")')::jsonpath, '{{}}', true) AS v \
-                     WHERE (v #>> '{{}}') ~* '{}')",
-                    migrator::UUID_WHOLE
-                );
-                return Some(format!(
-                    "
-    DECLARE
-        spelled text[];
-    BEGIN
-        IF {column} IS NULL OR {column} = 'null'::jsonb THEN
-            RETURN NULL;
-        END IF;
-        spelled := {spelled};
-        IF cardinality(spelled) > 0 THEN
-            PERFORM asset_sweeper.asset_sweeper_guard_refers(TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0],
-                ARRAY(SELECT s::uuid FROM unnest(spelled) AS s), spelled, NULL);
-        END IF;
-        RETURN NULL;
-    END
-"
-                ));
+        let read = match self.args[1].as_str() {
+            "domain" => {
+                format!("IF {column} IS NULL THEN RETURN NULL; END IF;\n            ids := ARRAY[{column}::uuid];")
             }
+            "domain_array" => format!(
+                "IF {column} IS NULL THEN RETURN NULL; END IF;\n            \
+                 ids := ARRAY(SELECT e FROM unnest({column}::uuid[]) AS e WHERE e IS NOT NULL);"
+            ),
+            "nested" => format!(
+                "IF {column} IS NULL THEN RETURN NULL; END IF;\n            \
+                 ids := asset_sweeper.asset_sweeper_nested_ids({column});"
+            ),
+            // As JSON whatever the column's type (a source declared on a `text` column is the schema check's to
+            // refuse, never a reason to fail the application's write).
+            "json" => format!(
+                "value := to_jsonb({column});\n            \
+                 IF value IS NULL OR value = 'null'::jsonb THEN RETURN NULL; END IF;\n            \
+                 spelled := ARRAY(SELECT v #>> '{{}}' FROM jsonb_path_query(value, \
+                 (TG_ARGV[2] || ' ? (@.type() == \"string\")')::jsonpath, '{{}}', true) AS v \
+                 WHERE (v #>> '{{}}') ~* '{}');\n            \
+                 ids := ARRAY(SELECT s::uuid FROM unnest(spelled) AS s);",
+                migrator::UUID_WHOLE
+            ),
             _ => return None,
         };
         Some(format!(
             "
     DECLARE
+        value jsonb;
+        spelled text[];
         ids uuid[];
     BEGIN
-        IF {column} IS NULL THEN
+        -- A column renamed since `guards install` made this function is not read: the write goes through, and the
+        -- schema check names the guard until `guards install` runs again.
+        BEGIN
+            {read}
+        EXCEPTION WHEN undefined_column THEN
             RETURN NULL;
-        END IF;
-        ids := {ids};
+        END;
         IF cardinality(ids) > 0 THEN
-            PERFORM asset_sweeper.asset_sweeper_guard_refers(TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], ids, NULL, NULL);
+            PERFORM asset_sweeper.asset_sweeper_guard_refers(TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], ids, spelled,
+                                                             NULL);
         END IF;
         RETURN NULL;
     END
 "
         ))
+    }
+
+    /// A fingerprint of what the guard is beyond its arguments (its conditions and its function's text), its
+    /// triggers' last argument: a release that changes either makes the schema check name the guard until
+    /// `guards install` puts the new one in place.
+    fn digest(&self) -> String {
+        let body = self.function_body().unwrap_or_default();
+        format!("{:016x}", fnv1a([self.on_insert.as_str(), &self.on_update, &body].join("\0").as_bytes()))
     }
 
     /// `pg_trigger.tgargs` as Postgres stores them: each argument followed by a NUL byte.
@@ -162,6 +170,8 @@ fn conditions(source: &ReferenceSource) -> (String, String) {
         SourceKind::Nested => format!(
             "asset_sweeper.asset_sweeper_nested_ids(OLD.{c}) IS DISTINCT FROM asset_sweeper.asset_sweeper_nested_ids(NEW.{c})"
         ),
+        // `json` and other types without equality, and a source declared on a text column, compared as JSON.
+        SourceKind::Json { .. } => format!("to_jsonb(OLD.{c}) IS DISTINCT FROM to_jsonb(NEW.{c})"),
         _ => format!("OLD.{c} IS DISTINCT FROM NEW.{c}"),
     };
     let changed = columns.iter().map(changed).collect::<Vec<_>>().join(" OR ");
@@ -225,6 +235,7 @@ async fn in_place(
     let updates: Vec<&str> = needed.iter().map(|(_, g)| g.update_trigger.as_str()).collect();
     let args: Vec<Vec<u8>> = needed.iter().map(|(_, g)| g.stored_args()).collect();
     let functions: Vec<&str> = needed.iter().map(|(_, g)| g.function.as_str()).collect();
+    let digests: Vec<String> = needed.iter().map(|(_, g)| g.digest()).collect();
     // The text a function made for its column must have ('' for the shared one, whose text the migrator keeps).
     let bodies: Vec<String> = needed.iter().map(|(_, g)| g.function_body().unwrap_or_default()).collect();
     // Two row triggers, after (not 2), one on insert (4) alone and one on update (16) alone, on any update rather
@@ -235,8 +246,8 @@ async fn in_place(
     let rows = sqlx::query!(
         r#"SELECT count(t.oid) = 2 AS "guarded!", coalesce(a.typ, '') AS "type_oid!"
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
-                         $8::text[])
-                  WITH ORDINALITY AS s(schema, tbl, col, on_insert, on_update, args, function, body)
+                         $8::text[], $9::text[])
+                  WITH ORDINALITY AS s(schema, tbl, col, on_insert, on_update, args, function, body, digest)
              LEFT JOIN LATERAL (
                   SELECT c.oid AS rel, a.attnum, a.atttypid::text AS typ
                     FROM pg_attribute a
@@ -252,7 +263,8 @@ async fn in_place(
                            WHERE p.oid = t.tgfoid AND p.proname = s.function AND NOT p.prosecdef
                              AND p.pronamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
                              AND (s.body = '' OR p.prosrc = s.body))
-              AND t.tgargs = s.args || convert_to(a.typ, 'UTF8') || '\x00'::bytea
+              AND t.tgargs = s.args || convert_to(a.typ, 'UTF8') || '\x00'::bytea || convert_to(s.digest, 'UTF8')
+                             || '\x00'::bytea
               AND cardinality(t.tgattr::int2[]) = 0 AND t.tgqual IS NOT NULL
               AND EXISTS (SELECT 1 FROM pg_depend d
                            WHERE d.classid = 'pg_trigger'::regclass AND d.objid = t.oid
@@ -268,6 +280,7 @@ async fn in_place(
         &args,
         &functions as &[&str],
         &bodies,
+        &digests,
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -350,7 +363,8 @@ pub async fn install(
             continue;
         }
         let table = source.quoted_table();
-        let args: Vec<String> = guard.args.iter().chain(std::iter::once(&type_oid)).map(|a| quote_literal(a)).collect();
+        let digest = guard.digest();
+        let args: Vec<String> = guard.args.iter().chain([&type_oid, &digest]).map(|a| quote_literal(a)).collect();
         // Built here: the table, column and path are the application's.
         let mut statements = Vec::new();
         let function = format!("{}.{}", quote_ident(&function_schema), quote_ident(&guard.function));
@@ -429,7 +443,12 @@ pub async fn install(
     .fetch_all(&mut *conn)
     .await?;
     for function in unused {
-        sqlx::raw_sql(AssertSqlSafe(format!("DROP FUNCTION IF EXISTS {function}"))).execute(&mut *conn).await?;
+        // Another install may have put it back to use meanwhile: left for the next run.
+        if let Err(e) =
+            sqlx::raw_sql(AssertSqlSafe(format!("DROP FUNCTION IF EXISTS {function}"))).execute(&mut *conn).await
+        {
+            tracing::warn!(%function, error = %e, "an unused guard function was not dropped");
+        }
     }
     Ok(report)
 }

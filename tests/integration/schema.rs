@@ -400,3 +400,49 @@ async fn an_install_from_before_the_schema_is_moved_into_it_whole() {
     let again = migrate(&db.pool).await.expect("again");
     assert_eq!((again.migrations, again.definitions.len()), (0, 0));
 }
+
+/// A guard's function names its column, and Postgres lets a column be renamed under the triggers that read it: the
+/// application's writes after such a rename go through unguarded (never fail for a name the application changed),
+/// and `guards install` finds the guard not the one the source needs, and puts the right one in place.
+#[tokio::test]
+async fn a_guarded_column_renamed_under_its_guard_fails_no_write_and_is_installed_again() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("CREATE TABLE banners (id serial PRIMARY KEY, image asset_id); CREATE INDEX ON banners (image);")
+        .execute(&db.pool)
+        .await
+        .expect("an owner table");
+    let install = || async {
+        let mut conn = db.pool.acquire().await.expect("a connection");
+        let (report, _) = schema::check::install_guards(&mut conn, schema::guards::Patience::default())
+            .await
+            .expect("guards install");
+        (report.installed.len(), report.in_place.len())
+    };
+    assert_eq!(install().await, (1, 0));
+    assert_eq!(install().await, (0, 1), "in place");
+    let removed = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO settlement_events (asset_id, workspace_id, action, evidence, code_version)
+         VALUES ($1, gen_random_uuid(), 'delete', '{}', 'test')",
+    )
+    .bind(removed)
+    .execute(&db.pool)
+    .await
+    .expect("an asset the sweeper removed");
+    let write = |column: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query(sqlx::AssertSqlSafe(format!("INSERT INTO banners ({column}) VALUES ($1)")))
+                .bind(removed)
+                .execute(&pool)
+                .await
+        }
+    };
+    let refused = write("image").await.expect_err("the guard refuses a removed asset");
+    assert!(refused.to_string().contains("which asset-sweeper has removed"), "{refused}");
+    sqlx::raw_sql("ALTER TABLE banners RENAME COLUMN image TO picture").execute(&db.pool).await.expect("renamed");
+    write("picture").await.expect("a write after the rename goes through, unguarded");
+    assert_eq!(install().await, (1, 0), "the guard is named not in place, and installed again");
+    let refused = write("picture").await.expect_err("guarded again");
+    assert!(refused.to_string().contains("banners.picture refers to asset"), "{refused}");
+}
