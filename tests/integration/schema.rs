@@ -344,15 +344,7 @@ async fn a_partitioned_source_is_guarded_through_its_partitions_and_installing_t
     );
 
     // An asset the sweeper removed: a row naming it fails, whichever partition it lands in.
-    let removed = Uuid::new_v4();
-    sqlx::query(
-        "INSERT INTO settlement_events (asset_id, workspace_id, action, evidence, code_version)
-         VALUES ($1, gen_random_uuid(), 'delete', '{}', 'test')",
-    )
-    .bind(removed)
-    .execute(&db.pool)
-    .await
-    .expect("a recorded delete");
+    let removed = integration_tests::fixtures::removed_asset(&db.pool).await;
     let written = sqlx::query("INSERT INTO events (id, day, image) VALUES (1, '2026-06-01', $1)")
         .bind(removed)
         .execute(&db.pool)
@@ -420,15 +412,7 @@ async fn a_guarded_column_renamed_under_its_guard_fails_no_write_and_is_installe
     };
     assert_eq!(install().await, (1, 0));
     assert_eq!(install().await, (0, 1), "in place");
-    let removed = Uuid::new_v4();
-    sqlx::query(
-        "INSERT INTO settlement_events (asset_id, workspace_id, action, evidence, code_version)
-         VALUES ($1, gen_random_uuid(), 'delete', '{}', 'test')",
-    )
-    .bind(removed)
-    .execute(&db.pool)
-    .await
-    .expect("an asset the sweeper removed");
+    let removed = integration_tests::fixtures::removed_asset(&db.pool).await;
     let write = |column: &'static str| {
         let pool = db.pool.clone();
         async move {

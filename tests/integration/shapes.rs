@@ -205,13 +205,7 @@ async fn the_asset_id_domain_inside_a_composite_or_an_array_of_them_is_a_source_
 
         // The guard holds a write of a removed asset's id back, as a foreign key would: an id the sweeper removed
         // cannot be written into the composite.
-        let gone: Uuid = sqlx::query_scalar(
-            "INSERT INTO settlement_events (asset_id, workspace_id, action, evidence, code_version)
-             VALUES (gen_random_uuid(), gen_random_uuid(), 'delete', '{}', 'test') RETURNING asset_id",
-        )
-        .fetch_one(ctx.pool())
-        .await
-        .expect("a removed asset's event");
+        let gone = integration_tests::fixtures::removed_asset(ctx.pool()).await;
         let write = sqlx::query(sqlx::AssertSqlSafe(format!("INSERT INTO shape (v) VALUES ({value})")))
             .bind(gone)
             .execute(ctx.pool())

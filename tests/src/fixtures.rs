@@ -208,3 +208,15 @@ pub async fn trial_over(pool: &PgPool, asset: Uuid) {
     .expect("a week later");
     tx.commit().await.expect("commit");
 }
+
+/// An asset the sweeper deleted, as its audit trail alone records it (no row is left): the id a reference guard
+/// refuses to let a write name.
+pub async fn removed_asset(pool: &PgPool) -> Uuid {
+    sqlx::query_scalar(
+        "INSERT INTO settlement_events (asset_id, workspace_id, action, evidence, code_version)
+         VALUES (gen_random_uuid(), gen_random_uuid(), 'delete', '{}', 'test') RETURNING asset_id",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("a removed asset's audit row")
+}
