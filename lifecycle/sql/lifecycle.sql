@@ -37,11 +37,11 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER assets_touch
-    BEFORE UPDATE OF workspace_id, storage_key, content_hash, byte_size, state ON asset_sweeper.assets
+    BEFORE UPDATE OF workspace_id, storage_key, content_hash, byte_size, state ON asset_sweeper_private.assets
     FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_touch_asset();
 
 CREATE OR REPLACE TRIGGER stored_objects_touch
-    BEFORE UPDATE OF content_hash, byte_size ON asset_sweeper.stored_objects
+    BEFORE UPDATE OF content_hash, byte_size ON asset_sweeper_private.stored_objects
     FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_touch_object();
 
 -- An upload that reuses existing bytes is a write about that stored object: it restarts the grace floor of
@@ -51,14 +51,14 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_touch_stored_object() RET
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF current_setting('asset_sweeper.actor', true) IS DISTINCT FROM 'sweeper' THEN
-        UPDATE asset_sweeper.stored_objects SET updated_at = now() WHERE storage_key = NEW.storage_key;
+        UPDATE asset_sweeper_private.stored_objects SET updated_at = now() WHERE storage_key = NEW.storage_key;
     END IF;
     RETURN NULL;
 END
 $$;
 
 CREATE OR REPLACE TRIGGER assets_touch_stored_object
-    AFTER INSERT OR UPDATE OF storage_key ON asset_sweeper.assets
+    AFTER INSERT OR UPDATE OF storage_key ON asset_sweeper_private.assets
     FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_touch_stored_object();
 
 -- An upload that is never attached must still be looked at. The application need not set `due_at` on a
@@ -73,7 +73,7 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER assets_pending_due
-    BEFORE INSERT ON asset_sweeper.assets
+    BEFORE INSERT ON asset_sweeper_private.assets
     FOR EACH ROW WHEN (NEW.state = 'pending' AND NEW.due_at IS NULL)
     EXECUTE FUNCTION asset_sweeper.asset_sweeper_pending_due();
 
@@ -85,18 +85,18 @@ CREATE OR REPLACE TRIGGER assets_pending_due
 
 -- The grace floor's part an asset row holds by itself, which discovery reads while walking (reading each asset's
 -- stored object there cost twice the rest of the batch); the whole floor is built on it, so the two cannot drift.
-CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_row_grace_ends(a asset_sweeper.assets, grace interval) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_row_grace_ends(a asset_sweeper_private.assets, grace interval) RETURNS timestamptz
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN greatest(a.updated_at, a.created_at) + grace;
 
 -- The grace floor (invariant 3): nothing is retired or deleted before the newest write about the asset or its
 -- stored object is `grace` old.
-CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_grace_ends(a asset_sweeper.assets, o asset_sweeper.stored_objects, grace interval) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_grace_ends(a asset_sweeper_private.assets, o asset_sweeper_private.stored_objects, grace interval) RETURNS timestamptz
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN greatest(asset_sweeper.asset_sweeper_row_grace_ends(a, grace), o.updated_at + grace);
 
 -- Due: its time has come and it is not waiting for an operator. Claimed or not: the brake counts claims in flight.
-CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_due(a asset_sweeper.assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_due(a asset_sweeper_private.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN a.due_at IS NOT NULL AND a.state <> 'failed' AND a.due_at <= now();
 
@@ -105,31 +105,31 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_due(a asset_sweeper.asset
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_adoption_of(ws uuid, OUT adopted_due bigint,
                                                                    OUT adopted_removed_before boolean)
     LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT (SELECT count(*) FROM asset_sweeper.adopted_assets d JOIN asset_sweeper.assets a ON a.id = d.asset_id
+    SELECT (SELECT count(*) FROM asset_sweeper_private.adopted_assets d JOIN asset_sweeper_private.assets a ON a.id = d.asset_id
              WHERE d.workspace_id = ws AND asset_sweeper.asset_sweeper_due(a)),
-           EXISTS (SELECT 1 FROM asset_sweeper.adopted_assets d
-                     JOIN asset_sweeper.settlement_events e ON e.asset_id = d.asset_id
+           EXISTS (SELECT 1 FROM asset_sweeper_private.adopted_assets d
+                     JOIN asset_sweeper_private.settlement_events e ON e.asset_id = d.asset_id
                     WHERE d.workspace_id = ws AND e.action IN ('retire', 'delete', 'purge'))
 $$;
 
 -- Tried: retired, and every column the census reads for ids was last proven by a scan that began after the
 -- retirement (`proven_at` is a scan's start), so a census since the decision has read every value written before it
 -- (docs/design.md, "The trial"). A delete or purge waits for it; a finding holds its asset on its own.
-CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_tried(a asset_sweeper.assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_tried(a asset_sweeper_private.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN a.state = 'retired'
-           AND NOT EXISTS (SELECT 1 FROM asset_sweeper.census_columns c
+           AND NOT EXISTS (SELECT 1 FROM asset_sweeper_private.census_columns c
                             WHERE c.reads <> 'keys' AND (c.proven_at IS NULL OR c.proven_at <= a.retired_at));
 
 -- Claimable: due, and no pass holds a live lease on it.
-CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_claimable(a asset_sweeper.assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_claimable(a asset_sweeper_private.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN asset_sweeper.asset_sweeper_due(a) AND (a.leased_until IS NULL OR a.leased_until <= now());
 
 -- Unscheduled: nobody has said when to look at it (attached, or released without a due time). Discovery walks
 -- these; everything else is already on the way to a settle or waits for an operator. An attached asset a person
 -- restored or undeleted (`kept_by`) is not walked: their word stands until the evidence changes.
-CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_unscheduled(a asset_sweeper.assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_unscheduled(a asset_sweeper_private.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN a.due_at IS NULL AND a.state IN ('attached', 'released') AND NOT (a.state = 'attached' AND a.kept_by IS NOT NULL);
 
@@ -155,7 +155,7 @@ BEGIN
     IF ends_at > now() + interval '7 days' THEN
         RAISE EXCEPTION 'asset-sweeper: a hold ends within 7 days, not at %: declare another before it ends', ends_at;
     END IF;
-    INSERT INTO asset_sweeper.destruction_holds (reason, declared_by, ends_at)
+    INSERT INTO asset_sweeper_private.destruction_holds (reason, declared_by, ends_at)
          VALUES (btrim(reason), session_user, ends_at)
       RETURNING id INTO declared;
     RETURN declared;
@@ -167,7 +167,7 @@ $$;
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_release_hold(hold bigint) RETURNS boolean
     LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WITH released AS (
-        UPDATE asset_sweeper.destruction_holds
+        UPDATE asset_sweeper_private.destruction_holds
            SET released_by = session_user, released_at = now()
          WHERE id = hold AND declared_by = session_user AND released_at IS NULL AND ends_at > now()
         RETURNING 1)
@@ -179,7 +179,7 @@ $$;
 -- discovery is about to make due, never per asset a batch looks at.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_pin_of(asset uuid, workspace uuid, storage_key text)
     RETURNS bigint LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT p.id FROM asset_sweeper.asset_pins p
+    SELECT p.id FROM asset_sweeper_private.asset_pins p
      WHERE p.released_at IS NULL AND p.ends_at > now()
        AND (p.asset_id = asset OR p.workspace_id = workspace OR starts_with(storage_key, p.key_prefix))
      ORDER BY p.ends_at DESC LIMIT 1
@@ -194,13 +194,13 @@ $$;
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_lock_adoptions() RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     BEGIN
-        LOCK TABLE asset_sweeper.adopted_assets IN SHARE MODE NOWAIT;
+        LOCK TABLE asset_sweeper_private.adopted_assets IN SHARE MODE NOWAIT;
     END
 $$;
 
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_analyze_reconcile_keys() RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     BEGIN
-        ANALYZE asset_sweeper.reconcile_keys;
+        ANALYZE asset_sweeper_private.reconcile_keys;
     END
 $$;

@@ -13,17 +13,25 @@
 use sqlx::migrate::{Migrate, MigrateError, Migrator};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool};
 
-/// The schema that holds every table, function and type of the sweeper. Only its owner, the role that migrates,
-/// may create in it (docs/security.md); the application names what it uses of it by this schema.
+/// The schema that holds the sweeper's functions and types and the views the application writes through. Only its
+/// owner, the role that migrates, may create in it (docs/security.md); the application names what it uses of it by
+/// this schema.
 pub const SCHEMA: &str = "asset_sweeper";
 
-/// The search path of every session of the functions and the CLI: the built-ins first, then the sweeper's own
-/// schema, and no schema an application role may create in (never `"$user"`, never `public`), so no function an
-/// application plants can stand in for a built-in or for one of the sweeper's.
-pub const SESSION_SEARCH_PATH: &str = "pg_catalog, asset_sweeper, pg_temp";
+/// The schema that holds every table of the sweeper, which no role of the application may use: a relation a role
+/// cannot name is one it cannot queue a lock on (docs/security.md, "Nobody stalls the sweeper").
+pub const PRIVATE_SCHEMA: &str = "asset_sweeper_private";
 
-/// The migrations' path: objects created without a schema go into the sweeper's own.
-const MIGRATION_SEARCH_PATH: &str = "asset_sweeper, pg_catalog, pg_temp";
+/// The search path of every session of the functions and the CLI: the built-ins first, then the sweeper's tables
+/// (so a plain `assets` is the table, never the application's view of it), then its functions, and no schema an
+/// application role may create in (never `"$user"`, never `public`), so no function an application plants can stand
+/// in for a built-in or for one of the sweeper's.
+pub const SESSION_SEARCH_PATH: &str = "pg_catalog, asset_sweeper_private, asset_sweeper, pg_temp";
+
+/// The migrations' path: the sweeper's tables, then its functions. Objects created without a schema go into the
+/// first that exists: the sweeper's own schema until the migration that made the private one, which holds every
+/// table since (the migrator's own records among them).
+const MIGRATION_SEARCH_PATH: &str = "asset_sweeper_private, asset_sweeper, pg_catalog, pg_temp";
 
 /// Tables the project owns: their columns are bookkeeping, not owner records. Written into retention.sql's
 /// `asset_sweeper_own_tables()`, which refuses a retention rule on one of them, as `{{own_tables}}`.
@@ -197,6 +205,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
     definition!("lifecycle/sql/lifecycle.sql"),
     definition!("records/sql/retention.sql"),
     definition!("records/sql/quota.sql"),
+    definition!("platform/sql/contract.sql"),
     definition!("platform/sql/roles.sql"),
 ];
 
@@ -267,24 +276,33 @@ async fn own_schema(conn: &mut PgConnection) -> Result<(), MigrationError> {
     let strangers: Vec<String> = sqlx::query_scalar(
         "WITH me AS (SELECT oid FROM pg_roles WHERE rolname = current_user),
               allowed AS (SELECT oid FROM me UNION ALL SELECT oid FROM pg_roles WHERE rolname = 'asset_sweeper_filter_owner'),
-              ns AS (SELECT oid, nspname, nspowner FROM pg_namespace WHERE nspname IN ($1, 'asset_sweeper_filters'))
+              ns AS (SELECT oid, nspname, nspowner FROM pg_namespace
+                      WHERE nspname IN ($1, $2, 'asset_sweeper_filters'))
          SELECT format('the schema %s (owned by %s)', ns.nspname, pg_get_userbyid(ns.nspowner)) FROM ns
           WHERE ns.nspowner NOT IN (SELECT oid FROM me)
-            AND (ns.nspname = $1 OR ns.nspowner NOT IN (SELECT oid FROM allowed))
+            AND (ns.nspname IN ($1, $2) OR ns.nspowner NOT IN (SELECT oid FROM allowed))
          UNION ALL
+         -- The application's views of the tables are owned by a role of their own (roles.sql).
          SELECT format('%s (owned by %s)', c.oid::regclass, pg_get_userbyid(c.relowner)) FROM pg_class c, ns
           WHERE c.relnamespace = ns.oid AND c.relowner NOT IN (SELECT oid FROM allowed)
+            AND NOT (ns.nspname = $1 AND c.relkind = 'v' AND pg_get_userbyid(c.relowner) = 'asset_sweeper_contract')
          UNION ALL
          SELECT format('%s (owned by %s)', p.oid::regprocedure, pg_get_userbyid(p.proowner)) FROM pg_proc p, ns
           WHERE p.pronamespace = ns.oid AND p.proowner NOT IN (SELECT oid FROM allowed)
          UNION ALL
          SELECT format('type %s (owned by %s)', t.oid::regtype, pg_get_userbyid(t.typowner)) FROM pg_type t, ns
           WHERE t.typnamespace = ns.oid AND t.typowner NOT IN (SELECT oid FROM allowed)
+            -- A view's row type, and its array, are its owner's.
+            AND NOT (ns.nspname = $1 AND pg_get_userbyid(t.typowner) = 'asset_sweeper_contract'
+                     AND EXISTS (SELECT 1 FROM pg_class v
+                                  WHERE v.relkind = 'v' AND v.relowner = t.typowner
+                                    AND v.oid IN (t.typrelid, (SELECT e.typrelid FROM pg_type e WHERE e.oid = t.typelem))))
          UNION ALL
          SELECT format('operator %s (owned by %s)', o.oid::regoperator, pg_get_userbyid(o.oprowner)) FROM pg_operator o, ns
           WHERE o.oprnamespace = ns.oid AND o.oprowner NOT IN (SELECT oid FROM allowed)",
     )
     .bind(SCHEMA)
+    .bind(PRIVATE_SCHEMA)
     .fetch_all(&mut *conn)
     .await
     .map_err(MigrationError::Record)?;
@@ -295,12 +313,14 @@ async fn own_schema(conn: &mut PgConnection) -> Result<(), MigrationError> {
     // owned by this role. One another role owns is not the sweeper's, whatever its name: it stays where it is.
     let older: Option<String> = sqlx::query_scalar(
         "SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE c.relname = $1 AND c.relkind = 'r' AND n.nspname <> $2
+          WHERE c.relname = $1 AND c.relkind = 'r' AND n.nspname NOT IN ($2, $3)
             AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-            AND to_regclass(format('%I.%I', $2, $1)) IS NULL",
+            AND to_regclass(format('%I.%I', $2, $1)) IS NULL
+            AND to_regclass(format('%I.%I', $3, $1)) IS NULL",
     )
     .bind(MIGRATIONS_TABLE)
     .bind(SCHEMA)
+    .bind(PRIVATE_SCHEMA)
     .fetch_optional(&mut *conn)
     .await
     .map_err(MigrationError::Record)?;

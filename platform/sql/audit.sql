@@ -12,7 +12,7 @@ DECLARE
 BEGIN
     SELECT pg_get_constraintdef(c.oid) INTO live
       FROM pg_constraint c
-     WHERE c.conrelid = 'asset_sweeper.settlement_events'::regclass AND c.conname = 'settlement_events_action_check';
+     WHERE c.conrelid = 'asset_sweeper_private.settlement_events'::regclass AND c.conname = 'settlement_events_action_check';
     CREATE TEMP TABLE pg_temp.asset_sweeper_action_probe (action text,
         CONSTRAINT probe CHECK (action IN ({{audit_actions}}))) ON COMMIT DROP;
     SELECT pg_get_constraintdef(c.oid) INTO wanted
@@ -20,7 +20,7 @@ BEGIN
      WHERE c.conrelid = 'pg_temp.asset_sweeper_action_probe'::regclass AND c.conname = 'probe';
     DROP TABLE pg_temp.asset_sweeper_action_probe;
     IF live IS DISTINCT FROM wanted THEN
-        ALTER TABLE asset_sweeper.settlement_events DROP CONSTRAINT IF EXISTS settlement_events_action_check,
+        ALTER TABLE asset_sweeper_private.settlement_events DROP CONSTRAINT IF EXISTS settlement_events_action_check,
             ADD CONSTRAINT settlement_events_action_check CHECK (action IN ({{audit_actions}})) NOT VALID;
     END IF;
 END

@@ -1,11 +1,15 @@
--- The role model (docs/security.md): who may do what with the sweeper's schema. The owner is the role that
--- migrates; it owns the schema `asset_sweeper` and everything in it, and no other role may create there. Four
--- group roles (NOLOGIN) carry the grants; a DBA makes each login a member of exactly one:
+-- The role model (docs/security.md): who may do what with the sweeper's schemas. The owner is the role that
+-- migrates; it owns the schemas `asset_sweeper` (functions, types, the application's views) and
+-- `asset_sweeper_private` (every table) and everything in them, and no other role may create there. Four group
+-- roles (NOLOGIN) carry the grants; a DBA makes each login a member of exactly one:
 --
 --   asset_sweeper_sweep        the sweep function         GRANT asset_sweeper_sweep TO sweep_login;
 --   asset_sweeper_consumer     the consumer function      GRANT asset_sweeper_consumer TO consumer_login;
 --   asset_sweeper_operator     people with the CLI        GRANT asset_sweeper_operator TO alice;
 --   asset_sweeper_application  the application's roles    GRANT asset_sweeper_application TO app;
+--
+-- A fifth, `asset_sweeper_contract`, has no member but the owner: it owns the application's views, so what a view
+-- may do to its table is what this role holds (contract.sql says why).
 --
 -- What the functions read and delete of the application's own tables is granted by the application's DBA, to the
 -- function roles (docs/security.md lists it); nothing here reaches outside the sweeper's schema.
@@ -20,7 +24,7 @@ DECLARE
     name text;
 BEGIN
     FOREACH name IN ARRAY ARRAY['asset_sweeper_sweep', 'asset_sweeper_consumer', 'asset_sweeper_operator',
-                                'asset_sweeper_application'] LOOP
+                                'asset_sweeper_application', 'asset_sweeper_contract'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name) THEN
             BEGIN
                 EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', name);
@@ -36,9 +40,9 @@ END
 $do$;
 
 -- Nothing for anyone but the owner unless granted below: no schema usage, and no function a role was not given.
-REVOKE ALL ON SCHEMA asset_sweeper FROM PUBLIC;
-REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper FROM PUBLIC;
-REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper FROM PUBLIC;
+REVOKE ALL ON SCHEMA asset_sweeper, asset_sweeper_private FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper, asset_sweeper_private FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper, asset_sweeper_private FROM PUBLIC;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA asset_sweeper FROM PUBLIC;
 ALTER DEFAULT PRIVILEGES IN SCHEMA asset_sweeper REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
 -- But one: a composite source's GIN index runs it on every write to the application's table, as the writer, and
@@ -59,9 +63,11 @@ BEGIN
     -- it, does not read it. What grants are, first taken away, so an upgrade narrows what an older release gave.
     FOREACH name IN ARRAY ARRAY['asset_sweeper_sweep', 'asset_sweeper_consumer', 'asset_sweeper_operator'] LOOP
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name);
-        EXECUTE pg_catalog.format('REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper FROM %I', name);
-        EXECUTE pg_catalog.format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper FROM %I', name);
-        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA asset_sweeper TO %I', name);
+        EXECUTE pg_catalog.format('REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper, asset_sweeper_private FROM %I',
+                                  name);
+        EXECUTE pg_catalog.format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper, asset_sweeper_private FROM %I',
+                                  name);
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA asset_sweeper, asset_sweeper_private TO %I', name);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA asset_sweeper TO %I', name);
         -- Writing a filter's function is the owner's check's alone (it looks at what Postgres made of it first).
         EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION
@@ -171,18 +177,78 @@ BEGIN
         ('asset_sweeper_operator', 'workspace_usage', 'SELECT')
     ) AS v(grantee, tbl, privileges)
     WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = v.grantee) LOOP
-        EXECUTE pg_catalog.format('GRANT %s ON asset_sweeper.%I TO %I', g.privileges, g.tbl, g.grantee);
+        EXECUTE pg_catalog.format('GRANT %s ON asset_sweeper_private.%I TO %I', g.privileges, g.tbl, g.grantee);
     END LOOP;
     -- The one sequence a sweeper statement draws from (a listing's id; the rest are identity columns).
     FOREACH name IN ARRAY ARRAY['asset_sweeper_sweep', 'asset_sweeper_operator'] LOOP
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name);
-        EXECUTE pg_catalog.format('GRANT USAGE ON SEQUENCE asset_sweeper.reconcile_listings_id_seq TO %I', name);
+        EXECUTE pg_catalog.format('GRANT USAGE ON SEQUENCE asset_sweeper_private.reconcile_listings_id_seq TO %I', name);
     END LOOP;
+
+    -- The owner of the application's views: what a view may do to its table. SELECT, INSERT and UPDATE of the
+    -- columns the application writes, never UPDATE, DELETE or TRUNCATE of a whole table, which would let a lock
+    -- of the view reach the table in any mode; a view's deletes are contract.sql's function's.
+    name := 'asset_sweeper_contract';
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name) THEN
+        REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper, asset_sweeper_private FROM asset_sweeper_contract;
+        REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper, asset_sweeper_private FROM asset_sweeper_contract;
+        GRANT SELECT ON asset_sweeper_private.stored_objects, asset_sweeper_private.assets,
+                        asset_sweeper_private.asset_reference_sources, asset_sweeper_private.asset_reference_exclusions,
+                        asset_sweeper_private.asset_key_sources, asset_sweeper_private.workspace_quotas,
+                        asset_sweeper_private.retention_rules, asset_sweeper_private.asset_pins
+            TO asset_sweeper_contract;
+        GRANT INSERT (storage_key, content_hash, byte_size, created_at, updated_at),
+              UPDATE (content_hash, byte_size)
+            ON asset_sweeper_private.stored_objects TO asset_sweeper_contract;
+        GRANT INSERT (id, workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at, updated_at),
+              UPDATE (workspace_id, storage_key, content_hash, byte_size, state, due_at)
+            ON asset_sweeper_private.assets TO asset_sweeper_contract;
+        GRANT INSERT (table_name, timestamp_column, keep, filter, description),
+              UPDATE (table_name, timestamp_column, keep, filter, description)
+            ON asset_sweeper_private.retention_rules TO asset_sweeper_contract;
+        GRANT INSERT (asset_id, workspace_id, key_prefix, reason, ends_at)
+            ON asset_sweeper_private.asset_pins TO asset_sweeper_contract;
+        -- The declarations: every column, one by one (a grant of the whole table's UPDATE is what must not be).
+        FOR g IN SELECT c.relname, string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum) AS cols
+                   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
+                  WHERE c.relnamespace = 'asset_sweeper_private'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+                    AND c.relname IN ('asset_reference_sources', 'asset_reference_exclusions', 'asset_key_sources',
+                                      'workspace_quotas')
+                  GROUP BY c.relname LOOP
+            EXECUTE pg_catalog.format('GRANT INSERT (%s), UPDATE (%s) ON asset_sweeper_private.%I TO asset_sweeper_contract',
+                                      g.cols, g.cols, g.relname);
+        END LOOP;
+        -- Handing a view over needs the owner to act as the new owner, and the new owner to be allowed to create
+        -- where the view is; the second is taken back at once, and nobody logs in as this role. An owner that may
+        -- not make itself a member (no CREATEROLE, no admin of the role) leaves the views its own, and says so.
+        BEGIN
+            IF NOT pg_catalog.pg_has_role(current_user, 'asset_sweeper_contract', 'USAGE') THEN
+                EXECUTE pg_catalog.format('GRANT asset_sweeper_contract TO %I', current_user);
+            END IF;
+            GRANT CREATE ON SCHEMA asset_sweeper TO asset_sweeper_contract;
+            FOR g IN SELECT c.relname FROM pg_catalog.pg_class c
+                      WHERE c.relnamespace = 'asset_sweeper'::regnamespace AND c.relkind = 'v'
+                        AND c.relowner <> 'asset_sweeper_contract'::regrole LOOP
+                EXECUTE pg_catalog.format('ALTER VIEW asset_sweeper.%I OWNER TO asset_sweeper_contract', g.relname);
+            END LOOP;
+            REVOKE CREATE ON SCHEMA asset_sweeper FROM asset_sweeper_contract;
+        EXCEPTION
+            WHEN insufficient_privilege THEN
+                RAISE WARNING 'asset-sweeper: % cannot hand the application''s views to asset_sweeper_contract (GRANT asset_sweeper_contract TO %, then migrate again): until then a role that may delete a declaration may lock its table', current_user, current_user;
+        END;
+    ELSE
+        RAISE WARNING 'asset-sweeper: the role asset_sweeper_contract is missing: the application''s views are the owner''s, so a role that may delete a declaration may lock its table; create the role, then migrate again';
+    END IF;
 
     -- The application: what docs/integrating.md asks it to write, and nothing of the sweeper's own columns,
     -- records or approvals. Its declarations and rules are validated by the owner's triggers as they are written.
     name := 'asset_sweeper_application';
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name) THEN
+        -- The tables are not its to name, so not its to lock: it writes them through the views of the same names.
+        REVOKE ALL ON SCHEMA asset_sweeper_private FROM asset_sweeper_application;
+        REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper_private FROM asset_sweeper_application;
+        REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper_private FROM asset_sweeper_application;
+        REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper FROM asset_sweeper_application;
         GRANT USAGE ON SCHEMA asset_sweeper TO asset_sweeper_application;
         -- The contract's columns only: the lease, attempts, failure and retire and purge times are the sweeper's.
         GRANT SELECT ON asset_sweeper.stored_objects, asset_sweeper.assets TO asset_sweeper_application;
@@ -190,10 +256,10 @@ BEGIN
             ON asset_sweeper.stored_objects TO asset_sweeper_application;
         GRANT INSERT (id, workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at, updated_at)
             ON asset_sweeper.assets TO asset_sweeper_application;
-        -- No REFERENCES: Postgres checks a foreign key to assets as the owner of assets, with whatever cast the
-        -- referring column's type has, which would be the application's code run as the owner. The owner adds a
-        -- foreign key to a `uuid` column where one is wanted; the `asset_id` domain needs nothing.
-        REVOKE REFERENCES ON asset_sweeper.assets FROM asset_sweeper_application;
+        -- No REFERENCES (a view takes none, and the table is out of reach): Postgres checks a foreign key to
+        -- assets as the owner of assets, with whatever cast the referring column's type has, which would be the
+        -- application's code run as the owner. The owner adds a foreign key to a `uuid` column where one is
+        -- wanted; the `asset_id` domain needs nothing.
         GRANT UPDATE (content_hash, byte_size) ON asset_sweeper.stored_objects TO asset_sweeper_application;
         GRANT UPDATE (workspace_id, storage_key, content_hash, byte_size, state, due_at)
             ON asset_sweeper.assets TO asset_sweeper_application;
@@ -213,6 +279,8 @@ BEGIN
         GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_check_upload(uuid, bigint),
                                   asset_sweeper.asset_sweeper_usage(uuid)
             TO asset_sweeper_application;
+        -- The range a quota's trigger checks as it is written, in the writer's session: a constant.
+        GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_quota_limit() TO asset_sweeper_application;
         -- A migration window, declared and released through these alone (a hold only keeps); the table of holds
         -- is not the application's to read or change.
         GRANT EXECUTE ON FUNCTION asset_sweeper.asset_sweeper_hold(timestamptz, text),
@@ -222,7 +290,7 @@ BEGIN
         -- sees an operator's), and neither changes nor ends one: each ends by itself, or by an operator.
         GRANT SELECT, INSERT (asset_id, workspace_id, key_prefix, reason, ends_at)
             ON asset_sweeper.asset_pins TO asset_sweeper_application;
-        GRANT USAGE ON SEQUENCE asset_sweeper.asset_pins_id_seq TO asset_sweeper_application;
+        GRANT USAGE ON SEQUENCE asset_sweeper_private.asset_pins_id_seq TO asset_sweeper_application;
     END IF;
 END
 $do$;

@@ -27,7 +27,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE TRIGGER workspace_quotas_in_range BEFORE INSERT OR UPDATE OF quota_bytes ON asset_sweeper.workspace_quotas
+CREATE OR REPLACE TRIGGER workspace_quotas_in_range BEFORE INSERT OR UPDATE OF quota_bytes ON asset_sweeper_private.workspace_quotas
     FOR EACH ROW WHEN (NEW.quota_bytes NOT BETWEEN 1 AND asset_sweeper.asset_sweeper_quota_limit())
     EXECUTE FUNCTION asset_sweeper.asset_sweeper_check_quota();
 
@@ -42,15 +42,15 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_count_asset() RETURNS tri
 BEGIN
     -- The stored object's size (it exists while an asset row points at it); the row's own if it does not.
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        INSERT INTO asset_sweeper.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+        INSERT INTO asset_sweeper_private.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
         SELECT OLD.workspace_id, OLD.storage_key,
-               coalesce((SELECT o.byte_size FROM asset_sweeper.stored_objects o WHERE o.storage_key = OLD.storage_key), OLD.byte_size),
+               coalesce((SELECT o.byte_size FROM asset_sweeper_private.stored_objects o WHERE o.storage_key = OLD.storage_key), OLD.byte_size),
                -1, -asset_sweeper.asset_sweeper_holds(OLD.state)::int;
     END IF;
     IF TG_OP IN ('UPDATE', 'INSERT') THEN
-        INSERT INTO asset_sweeper.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+        INSERT INTO asset_sweeper_private.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
         SELECT NEW.workspace_id, NEW.storage_key,
-               coalesce((SELECT o.byte_size FROM asset_sweeper.stored_objects o WHERE o.storage_key = NEW.storage_key), NEW.byte_size),
+               coalesce((SELECT o.byte_size FROM asset_sweeper_private.stored_objects o WHERE o.storage_key = NEW.storage_key), NEW.byte_size),
                1, asset_sweeper.asset_sweeper_holds(NEW.state)::int;
     END IF;
     RETURN NULL;
@@ -58,7 +58,7 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER assets_count_usage AFTER INSERT OR DELETE OR UPDATE OF workspace_id, storage_key, state
-    ON asset_sweeper.assets FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_count_asset();
+    ON asset_sweeper_private.assets FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_count_asset();
 
 -- Per object of `ws` with changes not yet folded: its counts before them and after them. What a reader adds to
 -- the workspace's folded totals, and what the fold writes.
@@ -69,17 +69,17 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_object_changes(ws uuid)
     SELECT c.storage_key, coalesce(o.byte_size, max(c.byte_size)),
            coalesce(o.asset_rows, 0), coalesce(o.asset_rows, 0) + sum(c.asset_rows)::int,
            coalesce(o.holding_rows, 0), coalesce(o.holding_rows, 0) + sum(c.holding_rows)::int
-      FROM asset_sweeper.workspace_object_changes c
-      LEFT JOIN asset_sweeper.workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
+      FROM asset_sweeper_private.workspace_object_changes c
+      LEFT JOIN asset_sweeper_private.workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
      WHERE c.workspace_id = ws
      GROUP BY c.storage_key, o.byte_size, o.asset_rows, o.holding_rows
 $$;
 
 -- Held and stored bytes of `ws` now: the folded totals and what the changes since move.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_usage_now(ws uuid, OUT held bigint, OUT stored bigint) LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT u.held_bytes FROM asset_sweeper.workspace_usage u WHERE u.workspace_id = ws), 0)
+    SELECT coalesce((SELECT u.held_bytes FROM asset_sweeper_private.workspace_usage u WHERE u.workspace_id = ws), 0)
            + coalesce(sum(c.byte_size * ((c.holding_after > 0)::int - (c.holding_before > 0)::int)), 0)::bigint,
-           coalesce((SELECT u.stored_bytes FROM asset_sweeper.workspace_usage u WHERE u.workspace_id = ws), 0)
+           coalesce((SELECT u.stored_bytes FROM asset_sweeper_private.workspace_usage u WHERE u.workspace_id = ws), 0)
            + coalesce(sum(c.byte_size * ((c.rows_after > 0)::int - (c.rows_before > 0)::int)), 0)::bigint
       FROM asset_sweeper.asset_sweeper_object_changes(ws) c
 $$;
@@ -91,7 +91,7 @@ DECLARE
     folded bigint;
 BEGIN
     CREATE TEMP TABLE IF NOT EXISTS pg_temp.asset_sweeper_folding (id bigint) ON COMMIT DROP;
-    INSERT INTO pg_temp.asset_sweeper_folding SELECT id FROM asset_sweeper.workspace_object_changes;
+    INSERT INTO pg_temp.asset_sweeper_folding SELECT id FROM asset_sweeper_private.workspace_object_changes;
     GET DIAGNOSTICS folded = ROW_COUNT;
     IF folded = 0 THEN
         DROP TABLE pg_temp.asset_sweeper_folding;
@@ -102,25 +102,25 @@ BEGIN
            coalesce(o.asset_rows, 0) AS rows_before, coalesce(o.asset_rows, 0) + sum(c.asset_rows)::int AS rows_after,
            coalesce(o.holding_rows, 0) AS holding_before,
            coalesce(o.holding_rows, 0) + sum(c.holding_rows)::int AS holding_after
-      FROM asset_sweeper.workspace_object_changes c
+      FROM asset_sweeper_private.workspace_object_changes c
       JOIN pg_temp.asset_sweeper_folding f ON f.id = c.id
-      LEFT JOIN asset_sweeper.workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
+      LEFT JOIN asset_sweeper_private.workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
      GROUP BY c.workspace_id, c.storage_key, o.byte_size, o.asset_rows, o.holding_rows;
-    INSERT INTO asset_sweeper.workspace_usage AS u (workspace_id, held_bytes, stored_bytes)
+    INSERT INTO asset_sweeper_private.workspace_usage AS u (workspace_id, held_bytes, stored_bytes)
     SELECT workspace_id,
            sum(byte_size * ((holding_after > 0)::int - (holding_before > 0)::int)),
            sum(byte_size * ((rows_after > 0)::int - (rows_before > 0)::int))
       FROM pg_temp.asset_sweeper_folded GROUP BY workspace_id
     ON CONFLICT (workspace_id) DO UPDATE
        SET held_bytes = u.held_bytes + EXCLUDED.held_bytes, stored_bytes = u.stored_bytes + EXCLUDED.stored_bytes;
-    DELETE FROM asset_sweeper.workspace_objects o USING pg_temp.asset_sweeper_folded f
+    DELETE FROM asset_sweeper_private.workspace_objects o USING pg_temp.asset_sweeper_folded f
      WHERE o.workspace_id = f.workspace_id AND o.storage_key = f.storage_key AND f.rows_after <= 0;
-    INSERT INTO asset_sweeper.workspace_objects AS o (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+    INSERT INTO asset_sweeper_private.workspace_objects AS o (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
     SELECT workspace_id, storage_key, byte_size, rows_after, greatest(holding_after, 0)
       FROM pg_temp.asset_sweeper_folded WHERE rows_after > 0
     ON CONFLICT (workspace_id, storage_key) DO UPDATE
        SET asset_rows = EXCLUDED.asset_rows, holding_rows = EXCLUDED.holding_rows;
-    DELETE FROM asset_sweeper.workspace_object_changes c USING pg_temp.asset_sweeper_folding f WHERE c.id = f.id;
+    DELETE FROM asset_sweeper_private.workspace_object_changes c USING pg_temp.asset_sweeper_folding f WHERE c.id = f.id;
     DROP TABLE pg_temp.asset_sweeper_folded;
     DROP TABLE pg_temp.asset_sweeper_folding;
     RETURN folded;
@@ -130,17 +130,17 @@ $$;
 -- Counts every workspace again from `assets`: after asset rows were loaded with triggers off, or `assets` was
 -- truncated. Holds off asset writes' changes while it works, so none is lost between the count and the swap.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_recount_usage() RETURNS void LANGUAGE sql AS $$
-    LOCK TABLE asset_sweeper.workspace_object_changes IN EXCLUSIVE MODE;
-    DELETE FROM asset_sweeper.workspace_object_changes;
-    DELETE FROM asset_sweeper.workspace_usage;
-    DELETE FROM asset_sweeper.workspace_objects;
-    INSERT INTO asset_sweeper.workspace_objects (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+    LOCK TABLE asset_sweeper_private.workspace_object_changes IN EXCLUSIVE MODE;
+    DELETE FROM asset_sweeper_private.workspace_object_changes;
+    DELETE FROM asset_sweeper_private.workspace_usage;
+    DELETE FROM asset_sweeper_private.workspace_objects;
+    INSERT INTO asset_sweeper_private.workspace_objects (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
     SELECT a.workspace_id, a.storage_key, max(o.byte_size), count(*), count(*) FILTER (WHERE asset_sweeper.asset_sweeper_holds(a.state))
-      FROM asset_sweeper.assets a JOIN asset_sweeper.stored_objects o ON o.storage_key = a.storage_key
+      FROM asset_sweeper_private.assets a JOIN asset_sweeper_private.stored_objects o ON o.storage_key = a.storage_key
      GROUP BY a.workspace_id, a.storage_key;
-    INSERT INTO asset_sweeper.workspace_usage (workspace_id, held_bytes, stored_bytes)
+    INSERT INTO asset_sweeper_private.workspace_usage (workspace_id, held_bytes, stored_bytes)
     SELECT workspace_id, coalesce(sum(byte_size) FILTER (WHERE holding_rows > 0), 0), sum(byte_size)
-      FROM asset_sweeper.workspace_objects GROUP BY workspace_id;
+      FROM asset_sweeper_private.workspace_objects GROUP BY workspace_id;
 $$;
 
 -- One workspace's usage, each stored object counted once however many of its asset rows share it:
@@ -159,18 +159,18 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_usage(workspace uuid)
     WITH totals AS (
         SELECT n.held, n.stored FROM asset_sweeper.asset_sweeper_usage_now(workspace) n
     ), verdict AS (
-        SELECT coalesce((SELECT NOT v.valid FROM asset_sweeper.schema_verdicts v ORDER BY v.id DESC LIMIT 1), true) AS refused
+        SELECT coalesce((SELECT NOT v.valid FROM asset_sweeper_private.schema_verdicts v ORDER BY v.id DESC LIMIT 1), true) AS refused
     ), quota AS (
-        SELECT (SELECT q.quota_bytes FROM asset_sweeper.workspace_quotas q WHERE q.workspace_id = workspace) AS bytes
+        SELECT (SELECT q.quota_bytes FROM asset_sweeper_private.workspace_quotas q WHERE q.workspace_id = workspace) AS bytes
     ), found AS (
         -- Objects only a finding holds: few while the schema check passes (a column where many rows name assets
         -- refuses it).
         SELECT coalesce(sum(x.byte_size), 0)::bigint AS bytes FROM (
             SELECT DISTINCT ON (a.storage_key) a.byte_size
-              FROM asset_sweeper.census_findings f
-              JOIN asset_sweeper.assets a ON a.id = f.asset_id AND a.workspace_id = workspace
+              FROM asset_sweeper_private.census_findings f
+              JOIN asset_sweeper_private.assets a ON a.id = f.asset_id AND a.workspace_id = workspace
              WHERE a.state IN ('released', 'retired')
-               AND NOT EXISTS (SELECT 1 FROM asset_sweeper.assets h
+               AND NOT EXISTS (SELECT 1 FROM asset_sweeper_private.assets h
                                 WHERE h.storage_key = a.storage_key AND h.workspace_id = workspace
                                   AND h.state IN ('pending', 'attached', 'failed'))
         ) x
@@ -211,7 +211,7 @@ BEGIN
         RAISE EXCEPTION 'asset_sweeper_check_upload: byte_size must be the upload''s size in bytes, got %',
             coalesce($2::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    UPDATE asset_sweeper.workspace_quotas q SET quota_bytes = q.quota_bytes WHERE q.workspace_id = $1 RETURNING q.quota_bytes INTO quota;
+    UPDATE asset_sweeper_private.workspace_quotas q SET quota_bytes = q.quota_bytes WHERE q.workspace_id = $1 RETURNING q.quota_bytes INTO quota;
     IF NOT FOUND THEN
         RETURN;
     END IF;

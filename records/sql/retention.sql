@@ -46,7 +46,7 @@ $$;
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_retention_table_refused(rel regclass) RETURNS text
     LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE
-        WHEN n.nspname = 'asset_sweeper' OR c.relname = ANY (asset_sweeper.asset_sweeper_own_tables())
+        WHEN n.nspname IN ('asset_sweeper', 'asset_sweeper_private') OR c.relname = ANY (asset_sweeper.asset_sweeper_own_tables())
             THEN format('%s belongs to asset-sweeper', rel)
         WHEN n.nspname IN ('pg_catalog', 'information_schema', 'pg_toast') OR n.nspname LIKE 'pg\_%'
             THEN format('%s belongs to the system', rel)
@@ -367,7 +367,7 @@ DECLARE
     rel     regclass;
     refused text;
 BEGIN
-    SELECT * INTO r FROM asset_sweeper.retention_rules WHERE id = rule_id;
+    SELECT * INTO r FROM asset_sweeper_private.retention_rules WHERE id = rule_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'retention rule % no longer exists', rule_id USING ERRCODE = 'undefined_object';
     END IF;
@@ -406,7 +406,7 @@ DECLARE
     grants  text[] := '{}';
     grantee text := quote_ident(current_user);
 BEGIN
-    SELECT * INTO r FROM asset_sweeper.retention_rules WHERE id = rule_id;
+    SELECT * INTO r FROM asset_sweeper_private.retention_rules WHERE id = rule_id;
     rel := to_regclass(r.table_name);
     IF rel IS NULL THEN
         RETURN true; -- asset_sweeper_retention_rule_verified says so, by name
@@ -431,19 +431,19 @@ BEGIN
 END
 $$;
 
-DROP TRIGGER IF EXISTS retention_rules_check ON asset_sweeper.retention_rules;
-DROP TRIGGER IF EXISTS retention_rules_drop_filter ON asset_sweeper.retention_rules;
+DROP TRIGGER IF EXISTS retention_rules_check ON asset_sweeper_private.retention_rules;
+DROP TRIGGER IF EXISTS retention_rules_drop_filter ON asset_sweeper_private.retention_rules;
 
 -- Triggers of a table fire in the order of their names: the writer's half first.
 CREATE OR REPLACE TRIGGER retention_rules_a_writer
-    BEFORE INSERT OR UPDATE OF table_name, timestamp_column, keep, filter, description ON asset_sweeper.retention_rules
+    BEFORE INSERT OR UPDATE OF table_name, timestamp_column, keep, filter, description ON asset_sweeper_private.retention_rules
     FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_retention_rule_writer();
 CREATE OR REPLACE TRIGGER retention_rules_b_owner
-    BEFORE INSERT OR UPDATE OF table_name, timestamp_column, keep, filter ON asset_sweeper.retention_rules
+    BEFORE INSERT OR UPDATE OF table_name, timestamp_column, keep, filter ON asset_sweeper_private.retention_rules
     FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_check_retention_rule();
-CREATE OR REPLACE TRIGGER retention_rules_drop_filter AFTER DELETE ON asset_sweeper.retention_rules
+CREATE OR REPLACE TRIGGER retention_rules_drop_filter AFTER DELETE ON asset_sweeper_private.retention_rules
     FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_drop_retention_filter();
 -- Also in replica sessions: no loader skips the check.
-ALTER TABLE asset_sweeper.retention_rules ENABLE ALWAYS TRIGGER retention_rules_a_writer;
-ALTER TABLE asset_sweeper.retention_rules ENABLE ALWAYS TRIGGER retention_rules_b_owner;
-ALTER TABLE asset_sweeper.retention_rules ENABLE ALWAYS TRIGGER retention_rules_drop_filter;
+ALTER TABLE asset_sweeper_private.retention_rules ENABLE ALWAYS TRIGGER retention_rules_a_writer;
+ALTER TABLE asset_sweeper_private.retention_rules ENABLE ALWAYS TRIGGER retention_rules_b_owner;
+ALTER TABLE asset_sweeper_private.retention_rules ENABLE ALWAYS TRIGGER retention_rules_drop_filter;

@@ -45,13 +45,13 @@ $$;
 -- read by its output function, not excluded for keys) not key-scanned at all, not in a scan begun after the
 -- adoption, or not with the layout that adopted it. One home for the test the sweep makes adopted assets due by
 -- and the consumer holds them by.
-CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_keys_unscanned(c asset_sweeper.census_columns, d asset_sweeper.adopted_assets) RETURNS boolean
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_keys_unscanned(c asset_sweeper_private.census_columns, d asset_sweeper_private.adopted_assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN c.family IN ('text', 'json', 'value') AND c.reads <> 'ids'
            AND (c.keys_proven_at IS NULL OR c.keys_proven_at <= d.adopted_at OR c.keys_layout IS DISTINCT FROM d.layout);
 
 -- A census column as the schema check names it: `schema.table.column`.
-CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_column_name(c asset_sweeper.census_columns) RETURNS text
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_column_name(c asset_sweeper_private.census_columns) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN format('%s.%s.%s', c.table_schema, c.table_name, c.column_name);
 

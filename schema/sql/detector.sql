@@ -17,16 +17,16 @@
 -- The generation now. Folding leaves it where it was.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_schema_generation() RETURNS bigint
     LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT s.generation + (SELECT count(*) FROM asset_sweeper.asset_sweeper_schema_changes)
-      FROM asset_sweeper.asset_sweeper_schema_state s
+    SELECT s.generation + (SELECT count(*) FROM asset_sweeper_private.asset_sweeper_schema_changes)
+      FROM asset_sweeper_private.asset_sweeper_schema_state s
 $$;
 
 -- When the schema last changed, folded or not: deletes and purges wait a quiet period after it
 -- (SCHEMA_QUIET_PERIOD), since a migration half done may still fill a column the census has read empty.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_schema_changed_at() RETURNS timestamptz
     LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT greatest(s.changed_at, (SELECT max(c.changed_at) FROM asset_sweeper.asset_sweeper_schema_changes c))
-      FROM asset_sweeper.asset_sweeper_schema_state s
+    SELECT greatest(s.changed_at, (SELECT max(c.changed_at) FROM asset_sweeper_private.asset_sweeper_schema_changes c))
+      FROM asset_sweeper_private.asset_sweeper_schema_state s
 $$;
 
 -- Folds the changes appended since the last fold into the state row, in one statement: a reader sees either the
@@ -35,8 +35,8 @@ $$;
 -- only moves rows into the count, which never goes down.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_fold_schema_changes() RETURNS bigint
     LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    WITH folded AS (DELETE FROM asset_sweeper.asset_sweeper_schema_changes RETURNING changed_at),
-         moved AS (UPDATE asset_sweeper.asset_sweeper_schema_state
+    WITH folded AS (DELETE FROM asset_sweeper_private.asset_sweeper_schema_changes RETURNING changed_at),
+         moved AS (UPDATE asset_sweeper_private.asset_sweeper_schema_state
                       SET generation = generation + (SELECT count(*) FROM folded),
                           changed_at = greatest(changed_at, (SELECT max(changed_at) FROM folded))
                     WHERE (SELECT count(*) FROM folded) > 0
@@ -48,19 +48,19 @@ $$;
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_declarations_changed() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    INSERT INTO asset_sweeper.asset_sweeper_schema_changes DEFAULT VALUES;
+    INSERT INTO asset_sweeper_private.asset_sweeper_schema_changes DEFAULT VALUES;
     RETURN NULL;
 END
 $$;
 CREATE OR REPLACE TRIGGER asset_reference_sources_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_sweeper.asset_reference_sources
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_sweeper_private.asset_reference_sources
     FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper.asset_sweeper_declarations_changed();
 CREATE OR REPLACE TRIGGER asset_reference_exclusions_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_sweeper.asset_reference_exclusions
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_sweeper_private.asset_reference_exclusions
     FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper.asset_sweeper_declarations_changed();
 -- Also in replica sessions (logical replication apply, bulk loaders set session_replication_role = replica).
-ALTER TABLE asset_sweeper.asset_reference_sources ENABLE ALWAYS TRIGGER asset_reference_sources_changed;
-ALTER TABLE asset_sweeper.asset_reference_exclusions ENABLE ALWAYS TRIGGER asset_reference_exclusions_changed;
+ALTER TABLE asset_sweeper_private.asset_reference_sources ENABLE ALWAYS TRIGGER asset_reference_sources_changed;
+ALTER TABLE asset_sweeper_private.asset_reference_exclusions ENABLE ALWAYS TRIGGER asset_reference_exclusions_changed;
 
 -- The older detector's bump, which any role could call and hold the generation's row with, is gone.
 DROP FUNCTION IF EXISTS asset_sweeper.asset_sweeper_bump_schema_generation();
@@ -79,7 +79,7 @@ BEGIN
                     WHERE NOT d.is_temporary
                       AND (d.object_type NOT IN ('function', 'procedure', 'aggregate')
                            OR d.object_identity LIKE '%asset\_sweeper\_guard%')) THEN
-            INSERT INTO asset_sweeper.asset_sweeper_schema_changes DEFAULT VALUES;
+            INSERT INTO asset_sweeper_private.asset_sweeper_schema_changes DEFAULT VALUES;
         END IF;
     ELSIF TG_TAG NOT LIKE 'DROP %' THEN
         IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands() c
@@ -88,13 +88,13 @@ BEGIN
                                                 'ALTER PROCEDURE', 'CREATE AGGREGATE', 'ALTER AGGREGATE', 'COMMENT')
                            OR c.object_identity LIKE '%asset\_sweeper\_guard%')
            OR NOT EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()) THEN
-            INSERT INTO asset_sweeper.asset_sweeper_schema_changes DEFAULT VALUES;
+            INSERT INTO asset_sweeper_private.asset_sweeper_schema_changes DEFAULT VALUES;
         END IF;
     END IF;
 EXCEPTION WHEN undefined_table THEN
     -- Only the changes table dropped by hand passes (the consumer then cannot read it and refuses); anything else
     -- fails the DDL rather than let a change pass unseen.
-    IF to_regclass('asset_sweeper.asset_sweeper_schema_changes') IS NOT NULL THEN
+    IF to_regclass('asset_sweeper_private.asset_sweeper_schema_changes') IS NOT NULL THEN
         RAISE;
     END IF;
     RAISE WARNING 'asset-sweeper: the schema change detector has lost its table; settles refuse until it is restored';
@@ -137,8 +137,8 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_detector_state() RETURNS 
         SELECT count(*) = 2 AND bool_and(tgenabled = 'A'), string_agg(oid::text || ':' || xmin::text, ',' ORDER BY tgname)
           FROM pg_trigger
          WHERE tgname IN ('asset_reference_sources_changed', 'asset_reference_exclusions_changed')
-           AND tgrelid IN (to_regclass('asset_sweeper.asset_reference_sources'),
-                           to_regclass('asset_sweeper.asset_reference_exclusions'))
+           AND tgrelid IN (to_regclass('asset_sweeper_private.asset_reference_sources'),
+                           to_regclass('asset_sweeper_private.asset_reference_exclusions'))
         UNION ALL
         SELECT count(*) = 2, string_agg(oid::text || ':' || xmin::text, ',' ORDER BY proname)
           FROM pg_proc
@@ -166,7 +166,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_catalog_fingerprint() RET
          WHERE c.relkind IN ('r', 'p')
     ),
     parts(part) AS (
-        SELECT 'a' || (SELECT oid FROM pg_class WHERE oid = 'asset_sweeper.assets'::regclass)::text
+        SELECT 'a' || (SELECT oid FROM pg_class WHERE oid = 'asset_sweeper_private.assets'::regclass)::text
         UNION ALL
         SELECT string_agg(format('n%s %s %s', oid, nspname, nspacl), ',' ORDER BY oid) FROM user_ns
         UNION ALL
@@ -198,11 +198,11 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_catalog_fingerprint() RET
         UNION ALL
         SELECT string_agg(format('s%s %s %s %s %s', id, table_schema, table_name, column_name, json_path), ','
                           ORDER BY id)
-          FROM asset_sweeper.asset_reference_sources
+          FROM asset_sweeper_private.asset_reference_sources
         UNION ALL
         SELECT string_agg(format('x%s %s %s %s', table_schema, table_name, column_name, excludes), ','
                           ORDER BY table_schema, table_name, column_name)
-          FROM asset_sweeper.asset_reference_exclusions
+          FROM asset_sweeper_private.asset_reference_exclusions
         UNION ALL
         -- The reference guards as they stand, and the function they run.
         SELECT string_agg(format('g%s %s %s %s %s %s %s %s', t.oid, t.tgrelid, t.tgname, t.tgenabled, t.tgfoid,
@@ -249,7 +249,7 @@ DECLARE
 BEGIN
     FOR attempt IN 0..5 LOOP
         BEGIN
-            LOCK TABLE asset_sweeper.asset_sweeper_schema_changes IN SHARE MODE NOWAIT;
+            LOCK TABLE asset_sweeper_private.asset_sweeper_schema_changes IN SHARE MODE NOWAIT;
             -- A statement of its own, so its snapshot is taken with the lock held.
             SELECT asset_sweeper.asset_sweeper_schema_generation() INTO generation;
             RETURN generation;

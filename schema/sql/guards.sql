@@ -122,17 +122,17 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard_refers(
         locked bigint;
     BEGIN
         IF key IS NOT NULL THEN
-            ids := coalesce(ids, '{}') || ARRAY(SELECT a.id FROM asset_sweeper.assets a WHERE a.storage_key = key);
+            ids := coalesce(ids, '{}') || ARRAY(SELECT a.id FROM asset_sweeper_private.assets a WHERE a.storage_key = key);
         END IF;
         IF coalesce(cardinality(ids), 0) = 0 THEN
             RETURN;
         END IF;
-        PERFORM 1 FROM asset_sweeper.assets WHERE id = ANY (ids) FOR KEY SHARE;
+        PERFORM 1 FROM asset_sweeper_private.assets WHERE id = ANY (ids) FOR KEY SHARE;
         GET DIAGNOSTICS locked = ROW_COUNT;
         IF spelled IS NOT NULL THEN
             IF EXISTS (SELECT 1 FROM unnest(spelled) AS s
                         WHERE s ~* '{{uuid_pattern}}' AND s NOT IN (s::uuid::text, upper(s::uuid::text))) THEN
-                INSERT INTO asset_sweeper.asset_id_spellings (asset_id, spelling)
+                INSERT INTO asset_sweeper_private.asset_id_spellings (asset_id, spelling)
                 SELECT DISTINCT s::uuid, s FROM unnest(spelled) AS s
                  WHERE s ~* '{{uuid_pattern}}' AND s NOT IN (s::uuid::text, upper(s::uuid::text))
                 ON CONFLICT DO NOTHING;
@@ -145,8 +145,8 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_guard_refers(
         -- A new statement, so a snapshot taken after the lock's wait: a settle that removed an asset while this
         -- write waited for it has committed its audit row.
         SELECT array_agg(DISTINCT i) INTO removed FROM unnest(ids) AS i
-         WHERE NOT EXISTS (SELECT 1 FROM asset_sweeper.assets a WHERE a.id = i)
-           AND EXISTS (SELECT 1 FROM asset_sweeper.settlement_events e WHERE e.asset_id = i AND e.action IN ('delete', 'purge'));
+         WHERE NOT EXISTS (SELECT 1 FROM asset_sweeper_private.assets a WHERE a.id = i)
+           AND EXISTS (SELECT 1 FROM asset_sweeper_private.settlement_events e WHERE e.asset_id = i AND e.action IN ('delete', 'purge'));
         IF removed IS NOT NULL THEN
             RAISE EXCEPTION USING
                 ERRCODE = 'foreign_key_violation',
@@ -192,7 +192,7 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_id_matches(id uuid) RETUR
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN format('@ == "%s" || @ == "%s"', id, upper(id::text))
            || coalesce((SELECT string_agg(format(' || @ == "%s"', s.spelling), '' ORDER BY s.spelling)
-                          FROM asset_sweeper.asset_id_spellings s
+                          FROM asset_sweeper_private.asset_id_spellings s
                          WHERE s.asset_id = id AND s.spelling ~ '^[{}0-9a-fA-F-]+$' AND s.spelling::uuid = id), '');
 
 -- `path` narrowed to the strings `matches` (from asset_sweeper_id_matches) accepts: what `@?` asks of a document.

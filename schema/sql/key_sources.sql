@@ -23,7 +23,7 @@ BEGIN
         RAISE EXCEPTION 'key source: %.% is not a table', NEW.table_schema, NEW.table_name
             USING ERRCODE = 'wrong_object_type';
     END IF;
-    IF nsp = 'asset_sweeper' OR nsp IN ('pg_catalog', 'information_schema') OR nsp LIKE 'pg\_%' THEN
+    IF nsp IN ('asset_sweeper', 'asset_sweeper_private') OR nsp IN ('pg_catalog', 'information_schema') OR nsp LIKE 'pg\_%' THEN
         RAISE EXCEPTION 'key source: %.% is not a table of the application', NEW.table_schema, NEW.table_name
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -65,11 +65,11 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE TRIGGER asset_key_sources_checked BEFORE INSERT OR UPDATE ON asset_sweeper.asset_key_sources
+CREATE OR REPLACE TRIGGER asset_key_sources_checked BEFORE INSERT OR UPDATE ON asset_sweeper_private.asset_key_sources
     FOR EACH ROW EXECUTE FUNCTION asset_sweeper.asset_sweeper_check_key_source();
 -- A declaration is part of the reference map: any write to one is a schema change.
 CREATE OR REPLACE TRIGGER asset_key_sources_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_sweeper.asset_key_sources
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON asset_sweeper_private.asset_key_sources
     FOR EACH STATEMENT EXECUTE FUNCTION asset_sweeper.asset_sweeper_declarations_changed();
-ALTER TABLE asset_sweeper.asset_key_sources ENABLE ALWAYS TRIGGER asset_key_sources_checked;
-ALTER TABLE asset_sweeper.asset_key_sources ENABLE ALWAYS TRIGGER asset_key_sources_changed;
+ALTER TABLE asset_sweeper_private.asset_key_sources ENABLE ALWAYS TRIGGER asset_key_sources_checked;
+ALTER TABLE asset_sweeper_private.asset_key_sources ENABLE ALWAYS TRIGGER asset_key_sources_changed;

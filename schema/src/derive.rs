@@ -57,7 +57,7 @@ pub async fn derive(conn: &mut PgConnection) -> Result<Derived, sqlx::Error> {
     let domain = sqlx::query!(
         "SELECT t.oid, t.typarray FROM pg_type t
           WHERE t.typname = 'asset_id' AND t.typtype = 'd'
-            AND t.typnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)",
+            AND t.typnamespace = 'asset_sweeper'::regnamespace",
     )
     .fetch_optional(&mut *conn)
     .await?

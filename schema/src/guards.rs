@@ -261,7 +261,7 @@ async fn in_place(
               AND t.tgenabled = 'A'
               AND EXISTS (SELECT 1 FROM pg_proc p
                            WHERE p.oid = t.tgfoid AND p.proname = s.function AND NOT p.prosecdef
-                             AND p.pronamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
+                             AND p.pronamespace = 'asset_sweeper'::regnamespace
                              AND (s.body = '' OR p.prosrc = s.body))
               AND t.tgargs = s.args || convert_to(a.typ, 'UTF8') || '\x00'::bytea || convert_to(s.digest, 'UTF8')
                              || '\x00'::bytea
@@ -345,12 +345,7 @@ pub async fn install(
     sources: &[ReferenceSource],
     patience: Patience,
 ) -> Result<Report, sqlx::Error> {
-    let function_schema = sqlx::query_scalar!(
-        r#"SELECT n.nspname::text AS "schema!" FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE c.oid = 'assets'::regclass"#
-    )
-    .fetch_one(&mut *conn)
-    .await?;
+    let function_schema = migrator::SCHEMA.to_owned();
     let needed = needed(sources);
     let guarded = in_place(&mut *conn, &needed).await?;
     let mut report = Report::default();
@@ -436,7 +431,7 @@ pub async fn install(
     // A function made for a column no guard runs any more.
     let unused = sqlx::query_scalar!(
         r#"SELECT p.oid::regprocedure::text AS "function!" FROM pg_proc p
-            WHERE p.pronamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'assets'::regclass)
+            WHERE p.pronamespace = 'asset_sweeper'::regnamespace
               AND p.proname LIKE 'asset\_sweeper\_guard\_of\_%'
               AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgfoid = p.oid)"#
     )

@@ -431,7 +431,7 @@ async fn an_adoption_committed_after_the_keys_were_read_waits_for_the_next_scan(
             runtime.block_on(async {
                 let pool = sqlx::PgPool::connect(&url).await.expect("connect");
                 sqlx::query(
-                    "INSERT INTO asset_sweeper.adopted_assets
+                    "INSERT INTO asset_sweeper_private.adopted_assets
                             (asset_id, storage_key, workspace_id, listing_id, last_modified, layout)
                      VALUES ($1, $2, $3, 1, now() - interval '1 year', $4)",
                 )

@@ -69,7 +69,7 @@ async fn a_migration_window_the_application_declares_destroys_nothing_anywhere_u
     .await
     .expect("the application declares its window");
     // The table is not the application's: it cannot read it, shorten a window, or release another's.
-    let e = sqlx::query("UPDATE asset_sweeper.destruction_holds SET ends_at = now()")
+    let e = sqlx::query("UPDATE asset_sweeper_private.destruction_holds SET ends_at = now()")
         .execute(&mut conn)
         .await
         .expect_err("no write");

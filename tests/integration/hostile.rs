@@ -203,12 +203,12 @@ impl Hostile {
                          PERFORM pg_catalog.nextval('app.tripwire');
                          INSERT INTO app.pwned (who, what) VALUES (current_user, what);
                          BEGIN EXECUTE 'ALTER ROLE {app_role} SUPERUSER'; EXCEPTION WHEN OTHERS THEN NULL; END;
-                         BEGIN DELETE FROM asset_sweeper.settlement_events; EXCEPTION WHEN OTHERS THEN NULL; END;
-                         BEGIN INSERT INTO asset_sweeper.brake_approvals
+                         BEGIN DELETE FROM asset_sweeper_private.settlement_events; EXCEPTION WHEN OTHERS THEN NULL; END;
+                         BEGIN INSERT INTO asset_sweeper_private.brake_approvals
                                    (workspace_id, approved_by, reason, due_assets, due_bytes)
                                VALUES (pg_catalog.gen_random_uuid(), 'forged', 'forged', 1000000000, 1000000000000);
                          EXCEPTION WHEN OTHERS THEN NULL; END;
-                         BEGIN UPDATE asset_sweeper.retention_rules
+                         BEGIN UPDATE asset_sweeper_private.retention_rules
                                   SET approved_until = pg_catalog.now() OPERATOR(pg_catalog.+) interval '7 days',
                                       approved_by = 'forged', approved_rows = 1000000000;
                          EXCEPTION WHEN OTHERS THEN NULL; END;
@@ -406,8 +406,8 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     .await
     .expect("what the application may call");
     // And the one a composite source's index runs on every write, which reads nothing and is no definer; a
-    // migration window's two, which only keep; and the guard's privileged half, which every guarded write calls
-    // and which takes only uuids and text.
+    // migration window's two, which only keep; the guard's privileged half, which every guarded write calls and
+    // which takes only uuids and text; and the constant a quota's trigger compares with.
     assert_eq!(
         callable,
         [
@@ -415,6 +415,7 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
             "asset_sweeper_guard_refers",
             "asset_sweeper_hold",
             "asset_sweeper_nested_ids",
+            "asset_sweeper_quota_limit",
             "asset_sweeper_release_hold",
             "asset_sweeper_usage"
         ]
@@ -428,10 +429,11 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
         assert!(!creates, "{login} may create in the sweeper's schema");
     }
     refused(&mut app, "SELECT asset_sweeper.asset_sweeper_fold_schema_changes()", "permission denied").await;
-    refused(&mut app, "SELECT * FROM asset_sweeper.asset_sweeper_schema_state FOR UPDATE", "permission denied").await;
+    refused(&mut app, "SELECT * FROM asset_sweeper_private.asset_sweeper_schema_state FOR UPDATE", "permission denied")
+        .await;
     refused(
         &mut app,
-        "INSERT INTO asset_sweeper.settlement_events (asset_id) VALUES (gen_random_uuid())",
+        "INSERT INTO asset_sweeper_private.settlement_events (asset_id) VALUES (gen_random_uuid())",
         "permission denied",
     )
     .await;
@@ -439,9 +441,14 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     // An approval is an operator's, bound to the plan the operator read: the application may neither grant one nor
     // widen what one covers.
     refused(&mut app, "UPDATE asset_sweeper.retention_rules SET approved_rows = 1000000000", "permission denied").await;
-    refused(&mut app, "UPDATE asset_sweeper.reconcile_prefixes SET approved_keys = 1000000000", "permission denied")
+    refused(
+        &mut app,
+        "UPDATE asset_sweeper_private.reconcile_prefixes SET approved_keys = 1000000000",
+        "permission denied",
+    )
+    .await;
+    refused(&mut app, "UPDATE asset_sweeper_private.brake_approvals SET due_assets = 1000000000", "permission denied")
         .await;
-    refused(&mut app, "UPDATE asset_sweeper.brake_approvals SET due_assets = 1000000000", "permission denied").await;
     refused(
         &mut app,
         "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state, purge_after)
@@ -464,7 +471,7 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     // may not make one (and so no cast of its own runs as the owner, nor in the consumer's deletes).
     refused(
         &mut app,
-        "CREATE TABLE app.products (id serial PRIMARY KEY, hero uuid REFERENCES asset_sweeper.assets (id))",
+        "CREATE TABLE app.products (id serial PRIMARY KEY, hero uuid REFERENCES asset_sweeper_private.assets (id))",
         "permission denied",
     )
     .await;
@@ -524,7 +531,7 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     )
     .await;
     refused(&mut app, "UPDATE asset_sweeper.asset_pins SET pinned_by = 'alice'", "permission denied").await;
-    refused(&mut app, "DELETE FROM asset_sweeper.destruction_holds", "permission denied").await;
+    refused(&mut app, "DELETE FROM asset_sweeper_private.destruction_holds", "permission denied").await;
 
     // Door 4: a held generation row. The application holds its DDL open; the owner's DDL in another session does
     // not wait for it (the detector only appends).
@@ -579,7 +586,7 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     refused(&mut app, &rule("app.sessions", Some("set_config('search_path', 'app', false) IS NOT NULL")), "set_config")
         .await;
     refused(&mut app, &rule("app.sessions", Some("kind = 'guest' OR now() > at")), "now()").await;
-    refused(&mut app, &rule("asset_sweeper.settlement_events", None), "may not delete from it").await;
+    refused(&mut app, &rule("asset_sweeper_private.settlement_events", None), "permission denied for schema").await;
     refused(&mut app, &rule("app_private.audit", None), "may not delete from it").await;
     refused(
         &mut app,
@@ -627,7 +634,7 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     assert_eq!(first.get("superuser"), None, "the sweep's own login is no superuser: {first:#}");
     // The composite was read (its id found where no source is), through its output function.
     let card: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT f.asset_id FROM asset_sweeper.census_findings f
+        "SELECT f.asset_id FROM asset_sweeper_private.census_findings f
            JOIN pg_attribute a ON a.attrelid = f.relid AND a.attnum = f.attnum
           WHERE f.relid = 'app.banners'::regclass AND a.attname = 'card'",
     )
@@ -701,7 +708,8 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     .await;
     let mut owner_conn = other;
     // The sweeper's own tables are refused by name, whoever writes the rule (here the owner, who may delete).
-    refused(&mut owner_conn, &rule("asset_sweeper.settlement_events", None), "belongs to asset-sweeper").await;
+    refused(&mut owner_conn, &rule("asset_sweeper_private.settlement_events", None), "belongs to asset-sweeper").await;
+    refused(&mut owner_conn, &rule("asset_sweeper.assets", None), "belongs to asset-sweeper").await;
     refused(&mut owner_conn, &rule("pg_catalog.pg_class", None), "belongs to the system").await;
     exec(&mut owner_conn, &format!("ALTER FUNCTION {function} SET work_mem = '64kB'")).await;
     let second = hostile.pass().await;
@@ -788,7 +796,8 @@ async fn every_definer_and_trigger_function_is_pinned_and_none_is_public() {
         "SELECT t.tgrelid::regclass::text || ' ' || t.tgname FROM pg_trigger t
            JOIN pg_class c ON c.oid = t.tgrelid
            JOIN pg_proc p ON p.oid = t.tgfoid
-          WHERE c.relnamespace <> 'asset_sweeper'::regnamespace AND p.prosecdef
+          WHERE c.relnamespace NOT IN ('asset_sweeper'::regnamespace, 'asset_sweeper_private'::regnamespace)
+            AND p.prosecdef
           ORDER BY 1",
     )
     .fetch_all(&db.pool)
@@ -862,21 +871,23 @@ async fn no_sweeper_login_can_rewrite_the_migrators_records_or_the_change_detect
             .await
             .unwrap_or_else(|e| panic!("connect as {login}: {e}"));
         for attack in [
-            "UPDATE asset_sweeper.asset_sweeper_definitions SET digest = 'stale' WHERE name = 'platform/sql/audit.sql'",
-            "DELETE FROM asset_sweeper.asset_sweeper_definitions",
-            "INSERT INTO asset_sweeper.asset_sweeper_definitions (name, digest) VALUES ('schema/sql/next.sql', 'x')",
-            "DELETE FROM asset_sweeper.asset_sweeper_migrations
-              WHERE version = (SELECT max(version) FROM asset_sweeper.asset_sweeper_migrations)",
-            "INSERT INTO asset_sweeper.asset_sweeper_migrations (version, description, success, checksum, execution_time)
+            "UPDATE asset_sweeper_private.asset_sweeper_definitions SET digest = 'stale' WHERE name = 'platform/sql/audit.sql'",
+            "DELETE FROM asset_sweeper_private.asset_sweeper_definitions",
+            "INSERT INTO asset_sweeper_private.asset_sweeper_definitions (name, digest) VALUES ('schema/sql/next.sql', 'x')",
+            "DELETE FROM asset_sweeper_private.asset_sweeper_migrations
+              WHERE version = (SELECT max(version) FROM asset_sweeper_private.asset_sweeper_migrations)",
+            "INSERT INTO asset_sweeper_private.asset_sweeper_migrations (version, description, success, checksum, execution_time)
              VALUES (29991231000001, 'the next release', true, '\\x00', 0)",
-            "DELETE FROM asset_sweeper.asset_sweeper_schema_changes",
-            "UPDATE asset_sweeper.asset_sweeper_schema_state SET generation = 0",
+            "DELETE FROM asset_sweeper_private.asset_sweeper_schema_changes",
+            "UPDATE asset_sweeper_private.asset_sweeper_schema_state SET generation = 0",
         ] {
             refused(&mut conn, attack, "permission denied").await;
         }
         // No function reads them either: they are the migrator's alone.
-        refused(&mut conn, "SELECT count(*) FROM asset_sweeper.asset_sweeper_definitions", "permission denied").await;
-        refused(&mut conn, "SELECT count(*) FROM asset_sweeper.asset_sweeper_migrations", "permission denied").await;
+        refused(&mut conn, "SELECT count(*) FROM asset_sweeper_private.asset_sweeper_definitions", "permission denied")
+            .await;
+        refused(&mut conn, "SELECT count(*) FROM asset_sweeper_private.asset_sweeper_migrations", "permission denied")
+            .await;
         let before: i64 = sqlx::query_scalar("SELECT asset_sweeper.asset_sweeper_schema_generation()")
             .fetch_one(&mut conn)
             .await
@@ -895,13 +906,14 @@ async fn no_sweeper_login_can_rewrite_the_migrators_records_or_the_change_detect
     }
 }
 
-/// Before the first migrate, an application that may create schemas plants the sweeper's schema, or a migrations
-/// table of the sweeper's name with a trigger of its own. The migrate refuses a schema another role owns, naming it,
+/// Before the first migrate, an application that may create schemas plants one of the sweeper's schemas (its
+/// functions' or its tables'), or a migrations table of the sweeper's name with a trigger of its own. The migrate
+/// refuses a schema another role owns, naming it,
 /// and never takes the planted table for an older install of its own: nothing of the application's runs as the
 /// migrating owner.
 #[tokio::test]
 async fn a_migrate_refuses_a_planted_schema_and_ignores_a_planted_migrations_table() {
-    for plant_schema in [true, false] {
+    for plant in [Some("asset_sweeper"), Some("asset_sweeper_private"), None] {
         let db = integration_tests::TestDatabase::unmigrated().await;
         let login = format!("hostile_early_{}", short_id());
         let password = Uuid::new_v4().simple().to_string();
@@ -918,8 +930,8 @@ async fn a_migrate_refuses_a_planted_schema_and_ignores_a_planted_migrations_tab
         let mut app = PgConnection::connect_with(&options.username(&login).password(&password).database(&db.name))
             .await
             .expect("the application");
-        if plant_schema {
-            exec(&mut app, "CREATE SCHEMA asset_sweeper").await;
+        if let Some(schema) = plant {
+            exec(&mut app, &format!("CREATE SCHEMA {schema}")).await;
         } else {
             exec(
                 &mut app,
@@ -947,13 +959,16 @@ async fn a_migrate_refuses_a_planted_schema_and_ignores_a_planted_migrations_tab
             .fetch_one(&mut admin)
             .await
             .expect("the login");
-        if plant_schema {
+        if let Some(schema) = plant {
             let refused = migrated.expect_err("a schema the application owns is refused");
-            assert!(refused.to_string().contains("the schema asset_sweeper (owned by hostile_early_"), "{refused}");
+            assert!(
+                refused.to_string().contains(&format!("the schema {schema} (owned by hostile_early_")),
+                "{refused}"
+            );
         } else {
             migrated.expect("a fresh install beside the planted table");
             let owner: String = sqlx::query_scalar(
-                "SELECT pg_get_userbyid(relowner)::text FROM pg_class WHERE oid = 'asset_sweeper.asset_sweeper_migrations'::regclass",
+                "SELECT pg_get_userbyid(relowner)::text FROM pg_class WHERE oid = 'asset_sweeper_private.asset_sweeper_migrations'::regclass",
             )
             .fetch_one(&mut admin)
             .await
@@ -1069,7 +1084,7 @@ async fn an_application_that_redeclares_its_hold_for_ever_is_shown_and_alarmed()
     .await;
     // Its windows of the last four days, each declared a day after the one before and outliving it by an hour.
     sqlx::query(
-        "INSERT INTO asset_sweeper.destruction_holds (reason, declared_by, declared_at, ends_at)
+        "INSERT INTO asset_sweeper_private.destruction_holds (reason, declared_by, declared_at, ends_at)
          SELECT 'nightly reindex', $1, now() - make_interval(days => d), now() - make_interval(days => d - 1)
                                                                           + interval '1 hour'
            FROM generate_series(4, 1, -1) d",
@@ -1113,7 +1128,7 @@ async fn an_application_that_redeclares_its_hold_for_ever_is_shown_and_alarmed()
     // Its windows released (yesterday's is open an hour more), the next pass reports nothing held, and the alarm
     // clears.
     let open: Vec<i64> = sqlx::query_scalar(
-        "SELECT id FROM asset_sweeper.destruction_holds WHERE released_at IS NULL AND ends_at > now() ORDER BY id",
+        "SELECT id FROM asset_sweeper_private.destruction_holds WHERE released_at IS NULL AND ends_at > now() ORDER BY id",
     )
     .fetch_all(&mut admin)
     .await
@@ -1134,6 +1149,144 @@ async fn an_application_that_redeclares_its_hold_for_ever_is_shown_and_alarmed()
     assert_eq!(line["DeletesHeldSeconds"].as_f64(), Some(0.0));
     drop(app);
     exec(&mut admin, &format!("DROP OWNED BY {login}; DROP ROLE {login};")).await;
+}
+
+/// Issue: an application's open transaction stalled every writer of `assets`. Postgres takes a relation's lock
+/// before it checks whether the role may touch the relation at all (CREATE TRIGGER, CREATE RULE, a foreign key's
+/// REFERENCES), so with one upload left open and a `CREATE TRIGGER … ON asset_sweeper.assets` queued behind it, the
+/// sweeper's next write to `assets` queued behind that, and every workspace's uploads with it. The application tries
+/// it again, by every name it has: the sweeper's tables are in a schema it cannot name, what it names are views, and
+/// a view's lock reaches its table only in the modes the view's owner holds (a write's, never an exclusive one). A
+/// pass and a settle run while its DDL waits; the settle deletes an abandoned upload (a write to both tables).
+#[tokio::test]
+async fn an_applications_queued_lock_stalls_no_write_of_the_sweeper() {
+    let hostile = Hostile::new(false).await;
+    let mut app = hostile.connect(&hostile.app).await;
+    let (abandoned, key) = hostile.upload(&mut app, 40).await;
+
+    // What it may hold: a write of its own, left open. An upload, as the contract has it.
+    let mut open = hostile.connect(&hostile.app).await;
+    exec(&mut open, "BEGIN").await;
+    hostile.upload(&mut open, 0).await;
+
+    // What it cannot even name: the tables. Each is refused at once, though the open upload holds a lock every one
+    // of these statements would have to wait for.
+    exec(&mut app, "CREATE FUNCTION app.nothing() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'").await;
+    for attack in [
+        "CREATE TRIGGER stall AFTER INSERT ON asset_sweeper_private.assets FOR EACH ROW EXECUTE FUNCTION app.nothing()",
+        "CREATE RULE stall AS ON INSERT TO asset_sweeper_private.stored_objects DO ALSO NOTHING",
+        "ALTER TABLE app.banners ADD COLUMN hero uuid REFERENCES asset_sweeper_private.assets (id)",
+    ] {
+        refused(&mut app, attack, "permission denied for schema asset_sweeper_private").await;
+    }
+    for (attack, why) in [
+        ("LOCK TABLE asset_sweeper_private.assets IN ACCESS EXCLUSIVE MODE", "permission denied for schema"),
+        // A view's lock in a mode only a whole table's UPDATE or DELETE allows reaches its table as the view's
+        // owner, which holds neither: refused, though the application may delete its declarations through it.
+        (
+            "LOCK TABLE asset_sweeper.asset_reference_sources IN ACCESS EXCLUSIVE MODE",
+            "permission denied for table asset_reference_sources",
+        ),
+    ] {
+        exec(&mut app, "BEGIN").await;
+        refused(&mut app, attack, why).await;
+        exec(&mut app, "ROLLBACK").await;
+    }
+
+    // What it can name: the views. Its DDL on them queues behind its own open upload, as on any table of its own.
+    let mut queued = Vec::new();
+    for (attack, why) in [
+        (
+            "CREATE TRIGGER stall INSTEAD OF INSERT ON asset_sweeper.assets FOR EACH ROW EXECUTE FUNCTION app.nothing()",
+            "permission denied for view assets",
+        ),
+        (
+            "CREATE RULE stall AS ON INSERT TO asset_sweeper.stored_objects DO INSTEAD NOTHING",
+            "must be owner of view stored_objects",
+        ),
+    ] {
+        let mut conn = hostile.connect(&hostile.app).await;
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut conn).await.expect("pid");
+        let task = tokio::spawn(async move {
+            let result = sqlx::raw_sql(AssertSqlSafe(attack)).execute(&mut conn).await.map(|_| ());
+            (attack, why, result)
+        });
+        queued.push((pid, task));
+    }
+    let waiting = |pids: Vec<i32>| {
+        let owner = hostile.owner.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_locks WHERE pid = ANY ($1) AND NOT granted AND locktype = 'relation'",
+            )
+            .bind(pids)
+            .fetch_one(&owner)
+            .await
+            .expect("pg_locks")
+        }
+    };
+    let pids: Vec<i32> = queued.iter().map(|(pid, _)| *pid).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while waiting(pids.clone()).await < 2 {
+        assert!(Instant::now() < deadline, "the application's DDL never queued behind its open upload");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The sweeper's writes while both wait: a pass claims the abandoned upload and a settle retires it; a week
+    // on, the next deletes its row and bytes.
+    let report = hostile.pass().await;
+    assert_eq!(report["claimed"], 1, "{report:#}");
+    assert_eq!(hostile.settle().await, Vec::<String>::new(), "no settle failed (a lock timeout would)");
+    assert_eq!(integration_tests::fixtures::state(&hostile.ctx, abandoned).await.as_deref(), Some("retired"));
+    integration_tests::fixtures::trial_over(&hostile.owner, abandoned).await;
+    let report = hostile.pass().await;
+    assert_eq!(report["claimed"], 1, "{report:#}");
+    assert_eq!(hostile.settle().await, Vec::<String>::new(), "no settle failed (a lock timeout would)");
+    let row: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM asset_sweeper_private.assets WHERE id = $1)")
+        .bind(abandoned)
+        .fetch_one(&hostile.owner)
+        .await
+        .expect("the row");
+    assert!(!row, "the abandoned upload was settled");
+    assert!(!object_exists(&hostile.ctx.s3, &hostile.ctx.bucket, &key).await, "and its bytes deleted");
+    assert_eq!(waiting(pids).await, 2, "the application's DDL was queued all along");
+
+    // Its upload ends; its DDL gets its lock, and is refused for what it is.
+    exec(&mut open, "COMMIT").await;
+    for (_, task) in queued {
+        let (attack, why, result) = task.await.expect("the attack's task");
+        let error = result.expect_err(attack).to_string();
+        assert!(error.contains(why), "{attack}: {error}");
+    }
+
+    // What makes it so, from the catalog: the application's group and login can name no table of the sweeper's,
+    // and hold nothing on one; the views' owner holds no privilege that lets a lock of a view reach its table in
+    // an exclusive mode.
+    let reach: Vec<String> = sqlx::query_scalar(
+        "SELECT format('%s: %s %s', r.rolname, c.relname, p.p) FROM pg_roles r
+           CROSS JOIN pg_class c
+           CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) p(p)
+          WHERE r.rolname IN ('asset_sweeper_application', $1) AND c.relnamespace = 'asset_sweeper_private'::regnamespace
+            AND c.relkind IN ('r', 'p') AND has_table_privilege(r.oid, c.oid, p.p)
+         UNION ALL
+         SELECT format('%s: USAGE on asset_sweeper_private', r.rolname) FROM pg_roles r
+          WHERE r.rolname IN ('asset_sweeper_application', $1)
+            AND has_schema_privilege(r.oid, 'asset_sweeper_private', 'USAGE')
+         UNION ALL
+         SELECT format('asset_sweeper_contract: %s %s', c.relname, p.p) FROM pg_class c
+           CROSS JOIN unnest(ARRAY['UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) p(p)
+          WHERE c.relnamespace = 'asset_sweeper_private'::regnamespace AND c.relkind IN ('r', 'p')
+            AND has_table_privilege('asset_sweeper_contract', c.oid, p.p)
+         UNION ALL
+         SELECT format('%s is owned by %s', c.oid::regclass, pg_get_userbyid(c.relowner)) FROM pg_class c
+          WHERE c.relnamespace = 'asset_sweeper'::regnamespace AND c.relkind = 'v'
+            AND pg_get_userbyid(c.relowner) <> 'asset_sweeper_contract'",
+    )
+    .bind(&hostile.app)
+    .fetch_all(&hostile.owner)
+    .await
+    .expect("the catalog");
+    assert_eq!(reach, Vec::<String>::new());
 }
 
 /// Issue: the reference guard ran as the owner and turned the guarded column into JSON without checking its type.
@@ -1282,7 +1435,7 @@ async fn a_column_retyped_while_the_sweeps_reading_waits_for_its_table_runs_noth
 /// digest, the sweep's deleted a row). Each role now has exactly the statements its function issues, table by table,
 /// as docs/security.md lists them: this reads the grants from the catalog and compares them with that table, so a
 /// grant added or a table created without its row there fails here. The sequences' grants are the one the prose
-/// names.
+/// names, and the application's views grant these roles nothing (their statements name the tables).
 #[tokio::test]
 async fn every_sweeper_role_has_exactly_the_grants_security_md_lists() {
     const ROLES: [&str; 3] = ["asset_sweeper_sweep", "asset_sweeper_consumer", "asset_sweeper_operator"];
@@ -1301,7 +1454,7 @@ async fn every_sweeper_role_has_exactly_the_grants_security_md_lists() {
     }
     let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
         "WITH t AS (SELECT c.oid, c.relname::text AS name, c.relacl FROM pg_class c
-                     WHERE c.relnamespace = 'asset_sweeper'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f'))
+                     WHERE c.relnamespace = 'asset_sweeper_private'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f'))
          SELECT t.name, a.grantee::regrole::text, a.privilege_type, NULL::text
            FROM t CROSS JOIN LATERAL aclexplode(t.relacl) a
           WHERE a.grantee::regrole::text = ANY ($1)
@@ -1357,7 +1510,8 @@ async fn every_sweeper_role_has_exactly_the_grants_security_md_lists() {
     let sequences: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT c.relname::text, a.grantee::regrole::text, a.privilege_type FROM pg_class c
            CROSS JOIN LATERAL aclexplode(c.relacl) a
-          WHERE c.relnamespace = 'asset_sweeper'::regnamespace AND c.relkind = 'S' AND a.grantee::regrole::text = ANY ($1)
+          WHERE c.relnamespace IN ('asset_sweeper'::regnamespace, 'asset_sweeper_private'::regnamespace)
+            AND c.relkind IN ('S', 'v') AND a.grantee::regrole::text = ANY ($1)
           ORDER BY 1, 2, 3",
     )
     .bind(ROLES)

@@ -91,7 +91,7 @@ async fn a_vacuum_of_the_change_detectors_table_during_a_settle_does_not_hold_th
 
     // What autovacuum holds while it vacuums the table.
     let mut vacuum = ctx.pool().begin().await.expect("begin");
-    sqlx::query("LOCK TABLE asset_sweeper.asset_sweeper_schema_changes IN SHARE UPDATE EXCLUSIVE MODE")
+    sqlx::query("LOCK TABLE asset_sweeper_private.asset_sweeper_schema_changes IN SHARE UPDATE EXCLUSIVE MODE")
         .execute(&mut *vacuum)
         .await
         .expect("the vacuum's lock");

@@ -197,7 +197,7 @@ pub async fn trial_over(pool: &PgPool, asset: Uuid) {
     let mut tx = pool.begin().await.expect("begin");
     sqlx::query("SELECT set_config('asset_sweeper.actor', 'sweeper', true)").execute(&mut *tx).await.expect("actor");
     sqlx::query(
-        "UPDATE asset_sweeper.assets
+        "UPDATE asset_sweeper_private.assets
             SET retired_at = retired_at - interval '7 days', purge_after = purge_after - interval '7 days',
                 due_at = now() - interval '1 second'
           WHERE id = $1 AND state = 'retired'",

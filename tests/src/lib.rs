@@ -280,11 +280,15 @@ impl TestDatabase {
         // The tests play the application (and the operator at a psql prompt): their own tables go to `public`,
         // and they name the sweeper's by their plain names, as an application that put `asset_sweeper` on its
         // path would. The functions' sessions never use this path (platform::db::session_options).
-        let options = options.database(&name).options([("search_path", "public, asset_sweeper")]);
+        let options =
+            options.database(&name).options([("search_path", "public, asset_sweeper_private, asset_sweeper")]);
         let pool = PgPoolOptions::new().max_connections(8).connect_lazy_with(options);
         // The same path for sessions a test opens from the URL; the functions' own session options come after it
         // and win (a later `-c` of the same setting overrides an earlier one).
-        let url = with_option(&with_database(&admin_url, &name), "options=-c%20search_path%3Dpublic%2Casset_sweeper");
+        let url = with_option(
+            &with_database(&admin_url, &name),
+            "options=-c%20search_path%3Dpublic%2Casset_sweeper_private%2Casset_sweeper",
+        );
         TestDatabase { name, pool, url }
     }
 }

@@ -221,7 +221,7 @@ pub async fn reconcile_and_approve(
     tx.commit().await?;
     conn.close().await?;
     sqlx::query(
-        "UPDATE asset_sweeper.reconcile_prefixes
+        "UPDATE asset_sweeper_private.reconcile_prefixes
             SET approved_at = now(), approved_by = 'the demo', reason = 'read the first report',
                 approved_until = now() + interval '1 day', approved_keys = reported_keys, approved_bytes = 0
           WHERE prefix = ''",
@@ -283,8 +283,8 @@ impl Outcome {
         let named = std::iter::once((&planted.named, true));
         for (key, named) in planted.unnamed.iter().map(|k| (k, false)).chain(named) {
             let row: Option<(Uuid, Option<String>, Option<serde_json::Value>)> = sqlx::query_as(
-                "SELECT d.asset_id, e.action, e.evidence FROM asset_sweeper.adopted_assets d
-                   LEFT JOIN LATERAL (SELECT action, evidence FROM asset_sweeper.settlement_events
+                "SELECT d.asset_id, e.action, e.evidence FROM asset_sweeper_private.adopted_assets d
+                   LEFT JOIN LATERAL (SELECT action, evidence FROM asset_sweeper_private.settlement_events
                                        WHERE asset_id = d.asset_id AND action <> 'adopted'
                                        ORDER BY id DESC LIMIT 1) e ON true
                   WHERE d.storage_key = $1",
@@ -298,7 +298,7 @@ impl Outcome {
             orphans.push(Orphan { key: key.clone(), named, asset, action, named_by, bytes_present });
         }
         let lost: Option<Option<String>> =
-            sqlx::query_scalar("SELECT restorable_version FROM asset_sweeper.lost_assets WHERE asset_id = $1")
+            sqlx::query_scalar("SELECT restorable_version FROM asset_sweeper_private.lost_assets WHERE asset_id = $1")
                 .bind(planted.lost.0)
                 .fetch_optional(pool)
                 .await?;
@@ -401,9 +401,9 @@ pub async fn wait_until_settled(
     let started = std::time::Instant::now();
     loop {
         let settled: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM asset_sweeper.adopted_assets d
+            "SELECT count(*) FROM asset_sweeper_private.adopted_assets d
               WHERE d.storage_key = ANY ($1)
-                AND EXISTS (SELECT 1 FROM asset_sweeper.settlement_events e
+                AND EXISTS (SELECT 1 FROM asset_sweeper_private.settlement_events e
                              WHERE e.asset_id = d.asset_id AND e.action IN ('retire', 'delete', 'defer', 'keep', 'failed'))",
         )
         .bind(&keys)

@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS products (
     id           bigserial PRIMARY KEY,
     workspace_id uuid NOT NULL,
     name         text NOT NULL,
-    hero_image   uuid REFERENCES asset_sweeper.assets (id)
+    hero_image   uuid REFERENCES asset_sweeper_private.assets (id)
 );
 CREATE INDEX IF NOT EXISTS products_hero_image ON products (hero_image);
 
@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS orders (
     number       text NOT NULL,
     status       text NOT NULL,
     placed_at    timestamptz NOT NULL,
-    receipt      uuid REFERENCES asset_sweeper.assets (id)
+    receipt      uuid REFERENCES asset_sweeper_private.assets (id)
 );
 CREATE INDEX IF NOT EXISTS orders_receipt ON orders (receipt);
 CREATE INDEX IF NOT EXISTS orders_placed_at ON orders (placed_at);
@@ -64,8 +64,8 @@ BEGIN
     RAISE EXCEPTION 'asset % is under legal hold (%): the application refuses its deletion', OLD.id, OLD.storage_key;
 END
 $$;
-DROP TRIGGER IF EXISTS demo_legal_hold ON asset_sweeper.assets;
-CREATE TRIGGER demo_legal_hold BEFORE DELETE ON asset_sweeper.assets
+DROP TRIGGER IF EXISTS demo_legal_hold ON asset_sweeper_private.assets;
+CREATE TRIGGER demo_legal_hold BEFORE DELETE ON asset_sweeper_private.assets
     FOR EACH ROW WHEN (OLD.storage_key LIKE '%/legal-hold/%') EXECUTE FUNCTION demo_legal_hold();
 "#;
 
@@ -527,11 +527,12 @@ async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, size: i64) -> any
 /// The stored object and the asset row, aged as the application would have left them `spec.age` ago. Due rows
 /// are due now; a retired row's purge time has passed; a pending row gets its due time from the project's
 /// trigger (a day after the upload). `abandoned` is an upload never attached that the sweeper retired for its trial
-/// `spec.age` ago (its purge time its retirement).
+/// `spec.age` ago (its purge time its retirement). Written to the tables themselves, as history: the sweeper's own
+/// columns of a retired row are not the application's to write through its views.
 async fn insert_asset(pool: &PgPool, workspace: Uuid, key: &str, spec: &Spec) -> anyhow::Result<Uuid> {
     let mut tx = pool.begin().await?;
     sqlx::query(
-        "INSERT INTO asset_sweeper.stored_objects (storage_key, content_hash, byte_size)
+        "INSERT INTO asset_sweeper_private.stored_objects (storage_key, content_hash, byte_size)
          VALUES ($1, 'sha256:' || md5($1), $2)
          ON CONFLICT (storage_key) DO NOTHING",
     )
@@ -540,8 +541,8 @@ async fn insert_asset(pool: &PgPool, workspace: Uuid, key: &str, spec: &Spec) ->
     .execute(&mut *tx)
     .await?;
     let id: Uuid = sqlx::query_scalar(
-        "INSERT INTO asset_sweeper.assets (workspace_id, storage_key, content_hash, byte_size, state, due_at,
-                                           created_at, updated_at, retired_at, purge_after)
+        "INSERT INTO asset_sweeper_private.assets (workspace_id, storage_key, content_hash, byte_size, state, due_at,
+                                                   created_at, updated_at, retired_at, purge_after)
          SELECT $1, $2, 'sha256:' || md5($2), $3, CASE WHEN $4 = 'abandoned' THEN 'retired' ELSE $4 END,
                 CASE WHEN $4 IN ('released', 'retired', 'abandoned') THEN now() - interval '1 minute' END, t, t,
                 CASE WHEN $4 IN ('retired', 'abandoned') THEN t END,
@@ -560,7 +561,7 @@ async fn insert_asset(pool: &PgPool, workspace: Uuid, key: &str, spec: &Spec) ->
     // The insert counted as a write about the stored object (an upload restarts its grace period): date that
     // write to the seeded age, never later than a sharer's.
     sqlx::query(
-        "UPDATE asset_sweeper.stored_objects o
+        "UPDATE asset_sweeper_private.stored_objects o
             SET updated_at = (SELECT max(a.created_at) FROM asset_sweeper.assets a WHERE a.storage_key = $1)
           WHERE o.storage_key = $1",
     )

@@ -61,7 +61,7 @@ pub async fn decisions(
     since: chrono::DateTime<chrono::Utc>,
 ) -> anyhow::Result<HashMap<Uuid, String>> {
     let rows: Vec<(Uuid, String)> = sqlx::query_as(
-        "SELECT DISTINCT ON (asset_id) asset_id, action FROM asset_sweeper.settlement_events
+        "SELECT DISTINCT ON (asset_id) asset_id, action FROM asset_sweeper_private.settlement_events
           WHERE asset_id = ANY ($1) AND occurred_at >= $2
             AND action IN ('keep', 'retire', 'delete', 'purge', 'defer', 'failed')
           ORDER BY asset_id, id DESC",

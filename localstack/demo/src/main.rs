@@ -105,9 +105,10 @@ async fn run() -> anyhow::Result<bool> {
 
     progress("1/6 database: applying the asset-sweeper migrations and the demo application's tables");
     // The application's sessions, on a search path of `public` alone: its own tables go there, and the sweeper's are
-    // found only by the names the application must use (`asset_sweeper.assets`). Not the server's default
-    // `"$user", public`: under a login named `asset_sweeper` (the embedded PostgreSQL's admin) that path would put
-    // the demo's tables into the sweeper's schema, and find the sweeper's tables by their plain names.
+    // found only by the names the application must use (`asset_sweeper.assets`, a view of the table the owner keeps
+    // in `asset_sweeper_private`). Not the server's default `"$user", public`: under a login named `asset_sweeper`
+    // (the embedded PostgreSQL's admin) that path would put the demo's tables into the sweeper's schema, and find
+    // the sweeper's objects by their plain names.
     let options: PgConnectOptions = database_url.parse().context("DATABASE_URL is not a PostgreSQL URL")?;
     let pool = PgPoolOptions::new()
         .max_connections(4)

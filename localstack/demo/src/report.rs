@@ -157,14 +157,14 @@ impl Report {
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT s.id, e.action, e.evidence, e.bytes_freed, a.state, a.last_error, a.purge_after, a.due_at,
                     d.occurred_at, d.sweep_run_id,
-                    (SELECT (r.records->>'deleted')::bigint FROM asset_sweeper.sweep_runs r WHERE r.id = d.sweep_run_id)
+                    (SELECT (r.records->>'deleted')::bigint FROM asset_sweeper_private.sweep_runs r WHERE r.id = d.sweep_run_id)
                FROM unnest($1::uuid[]) AS s(id)
                LEFT JOIN LATERAL (
-                   SELECT occurred_at, sweep_run_id FROM asset_sweeper.settlement_events
+                   SELECT occurred_at, sweep_run_id FROM asset_sweeper_private.settlement_events
                     WHERE asset_id = s.id AND action = 'discovered' AND occurred_at >= $2
                     ORDER BY id LIMIT 1) d ON true
                LEFT JOIN LATERAL (
-                   SELECT action, evidence, bytes_freed FROM asset_sweeper.settlement_events
+                   SELECT action, evidence, bytes_freed FROM asset_sweeper_private.settlement_events
                     WHERE asset_id = s.id AND occurred_at >= $2
                       AND action IN ('keep', 'retire', 'delete', 'purge', 'defer', 'failed')
                     ORDER BY id DESC LIMIT 1) e ON true
@@ -197,7 +197,7 @@ impl Report {
             });
         }
         let records = sqlx::query_as::<_, (Uuid, Value)>(
-            "SELECT id, records FROM asset_sweeper.sweep_runs
+            "SELECT id, records FROM asset_sweeper_private.sweep_runs
               WHERE started_at >= $1 AND records IS NOT NULL ORDER BY started_at",
         )
         .bind(catalog.seeded_at)
@@ -225,7 +225,7 @@ impl Report {
         }
         conn.close().await?;
         let passes = sqlx::query_as(
-            "SELECT id, outcome, claimed, enqueued, duration_ms FROM asset_sweeper.sweep_runs
+            "SELECT id, outcome, claimed, enqueued, duration_ms FROM asset_sweeper_private.sweep_runs
               WHERE started_at >= $1 ORDER BY started_at",
         )
         .bind(catalog.seeded_at)
