@@ -4,6 +4,7 @@
 use anyhow::{Context, bail};
 use lifecycle::AssetState;
 use lifecycle::judgement::{self, Judged, Terms};
+use lifecycle::reads::Seen;
 use platform::AssetId;
 use platform::audit::AuditAction;
 use platform::bucket::{self, Versioning};
@@ -84,6 +85,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let mut schema = json!("valid");
     let mut row_json = Value::Null;
     let mut due_json = Value::Null;
+    let mut read_json = Value::Null;
     match &row {
         None => text.push_str(&format!("asset {id}: no row any more (see its decisions below)\n")),
         Some(r) => {
@@ -121,6 +123,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             if let Some(error) = &r.last_error {
                 text.push_str(&format!("  last error: {error}\n"));
             }
+            // What the access logs saw of its file: a read is use the database cannot show.
+            let read = lifecycle::reads::last_read(&mut *pool.acquire().await?, &r.storage_key).await?;
+            match &read {
+                Some(read) => text.push_str(&format!("  last {}\n", read.describe())),
+                None => text.push_str("  no read of its file seen in the access logs\n"),
+            }
+            read_json = json!(read);
             match connect::check(&pool, (&settings).into()).await {
                 Ok(map) => {
                     // What the consumer reads before it settles: deletes and purges wait unless a removal can be
@@ -148,12 +157,19 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                     let would = match (r.state, r.due_now, judgement.decision) {
                         (AssetState::Failed, _, _) => "nothing: failed, it waits for an operator (redrive)".to_owned(),
                         (_, false, _) => "nothing: not due".to_owned(),
-                        (_, true, lifecycle::Decision::Defer(why)) => match &judgement.hold {
-                            Some(lifecycle::holds::Hold::Window(window)) => {
+                        (_, true, lifecycle::Decision::Defer(why)) => match (&judgement.hold, &judgement.seen) {
+                            (_, Some(Seen::Read(read))) => format!("defer ({}: {})", why.as_str(), read.describe()),
+                            (_, Some(Seen::Uncovered(logs))) => {
+                                format!("defer ({}: {})", why.as_str(), logs.describe())
+                            }
+                            (Some(lifecycle::holds::Hold::Window(window)), None) => {
                                 format!("defer ({}: {})", why.as_str(), window.describe())
                             }
                             _ => format!("defer ({})", why.as_str()),
                         },
+                        (_, true, lifecycle::Decision::Keep) if matches!(judgement.seen, Some(Seen::Read(_))) => {
+                            "keep (its file was read since it was retired)".to_owned()
+                        }
                         (_, true, decision) => decision.action().to_string(),
                     };
                     text.push_str(&format!("  a settle now would: {would}\n"));
@@ -218,7 +234,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         text: text.trim_end().to_owned(),
         json: json!({
             "asset_id": id, "row": row_json, "due": due_json, "kept_by": kept_by, "would": would_json, "schema": schema,
-            "decisions": decisions_json, "money": money_json,
+            "decisions": decisions_json, "money": money_json, "last_read": read_json,
         }),
         attention: Vec::new(),
     })

@@ -174,13 +174,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
     };
     // Each step of a pass, as it stands (reconciliation's includes adoption's).
-    let (census, discovery, reconciliation, naming) = {
+    let (census, discovery, reconciliation, naming, logs) = {
         let mut conn = pool.acquire().await?;
         (
             <schema::census::Census<'_> as Step>::standing(&mut conn).await?,
             <lifecycle::discovery::Discovery<'_> as Step>::standing(&mut conn).await?,
             <::reconcile::advance::Reconciliation<'_> as Step>::standing(&mut conn).await?,
             ::reconcile::newest_naming(&mut conn).await?,
+            <::reconcile::reads::ObservedUse<'_> as Step>::standing(&mut conn).await?,
         )
     };
     let (records_text, records, records_attention) = crate::retention::last_pass(&pool).await?;
@@ -286,6 +287,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         ));
     }
     attention.extend(records_attention);
+    // The access logs: a source that cannot be read, or whose logs stopped arriving, holds every delete and purge.
+    let now = chrono::Utc::now();
+    attention.extend(logs.sources.iter().filter_map(|source| source.needs_person(now)));
     // The bucket as the newest pass that read it found it (`reason.bucket`): deletes and purges wait while its
     // versioning is not Enabled, and only a person can turn it back on.
     let bucket = runs.iter().find_map(|r| r.reason.as_ref().and_then(|reason| reason.get("bucket")).map(|b| (r, b)));
@@ -573,6 +577,40 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             reconciliation.kept_by_person
         );
     }
+    if logs.sources.is_empty() {
+        text.push_str("access logs: none read (ACCESS_LOGS, CLOUDFRONT_LOGS): a read keeps nothing\n");
+    }
+    for source in &logs.sources {
+        let reaches = source.newest_delivered_at.map_or("nothing yet".to_owned(), |at| {
+            format!(
+                "{} ({:.1} h ago)",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                (now - at).num_seconds() as f64 / 3600.0
+            )
+        });
+        let _ = writeln!(
+            text,
+            "access logs ({}): {} · delivered logs reach {reaches}, lag allowed {:.1} h · {} object(s), {} line(s) read, \
+             {} read(s) of our files kept, {} by ignored requesters, {} line(s) skipped",
+            source.source,
+            source.location,
+            source.delivery_lag_seconds / 3600.0,
+            source.objects_read,
+            source.lines_read,
+            source.reads_recorded,
+            source.requests_ignored,
+            source.lines_skipped
+        );
+        if let Some(last) = source.skipped.as_array().and_then(|s| s.last()) {
+            let _ = writeln!(
+                text,
+                "  last skipped: {} line {}: {}",
+                last["object"].as_str().unwrap_or("-"),
+                last["line"],
+                last["reason"].as_str().unwrap_or("-")
+            );
+        }
+    }
     match &settle_on {
         Ok(what) => {
             let _ = writeln!(text, "consumer settles on: {what}");
@@ -620,6 +658,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "reconciliation": json!({
             "configured": settings.reconcile.layout.is_some(), "standing": reconciliation, "naming": naming,
         }),
+        "access_logs": logs,
         "consumer_verdict": match &settle_on { Ok(what) => json!({ "usable": true, "detail": what }), Err(why) => json!({ "usable": false, "reason": why }) },
         "last_day": freed,
         "warnings": warnings,

@@ -11,6 +11,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::holds::{self, Hold};
+use crate::reads::{self, Seen};
 use crate::rules::{self, AssetState, Decision, Facts, Proven};
 
 /// The windows the rules count with, and whether the bucket could undo a removal.
@@ -49,6 +50,8 @@ pub struct Judgement {
     pub hold: Option<Hold>,
     /// For a delete or purge: how many other asset rows share the bytes (then only the row goes).
     pub sharers: Option<i64>,
+    /// What the access logs saw, when it changed the decision: a read that keeps, or logs a removal waits for.
+    pub seen: Option<Seen>,
 }
 
 /// Why an asset was not judged.
@@ -92,9 +95,15 @@ pub async fn judge(
     let (decision, hold) =
         holds::weigh(&mut *conn, asset, facts.workspace_id, &facts.storage_key, decision, terms.quiet, claim.is_some())
             .await?;
+    // A read is evidence the database cannot show (an email, a template, another service): it keeps, and a removal
+    // waits for the logs that could show one.
+    let (decision, seen) = match reads::weigh(&mut *conn, &facts, decision, terms.grace).await? {
+        Some((decision, seen)) => (decision, Some(seen)),
+        None => (decision, None),
+    };
     let sharers = match decision {
         Decision::Delete | Decision::Purge => Some(rules::sharers(&mut *conn, &facts.storage_key, asset).await?),
         _ => None,
     };
-    Ok(Judged::Judged(Box::new(Judgement { facts, found, decision, hold, sharers })))
+    Ok(Judged::Judged(Box::new(Judgement { facts, found, decision, hold, sharers, seen })))
 }

@@ -60,6 +60,12 @@ pub struct Facts {
     /// Adopted by reconciliation (`adopted_assets`): bytes no row knew, whose safety rests on the key scan alone, so
     /// they are retired first (bytes in place, still served, restorable), never deleted outright.
     pub adopted: bool,
+    /// When it was retired, if it is: a read of its file since is use (`crate::reads`).
+    pub retired_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// When its purge (or, for an abandoned upload, its delete) became due: the decision a removal's logs must
+    /// reach past (`crate::reads`). Fixed when it is retired, so a removal that waits for the logs waits for logs
+    /// reaching one time, not one that moves with each wait.
+    pub purge_after: Option<chrono::DateTime<chrono::Utc>>,
     /// The whole asset row, for the audit record (what `undelete` rebuilds a row from).
     pub row_json: Value,
 }
@@ -87,6 +93,7 @@ pub async fn read(
                           asset_sweeper_tried(a) AS "tried!",
                           a.retired_at = a.purge_after IS TRUE AS "retired_abandoned!",
                           EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id) AS "adopted!",
+                          a.retired_at, a.purge_after,
                           to_jsonb(a) AS "row_json!"
                      FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
                     WHERE a.id = $1"#
@@ -139,7 +146,18 @@ pub enum Deferral {
     /// Retiring, deleting or purging a pinned asset (its own pin, its workspace's, or its key's prefix's): a
     /// reference the database cannot show. Looked at again when the pin ends.
     Pinned,
+    /// Retiring an asset whose file the access logs saw read within `GRACE` of now: somebody uses it. Looked at
+    /// again when the grace after that read ends.
+    Read,
+    /// Deleting or purging while the access logs delivered so far do not reach past the decision by their delivery
+    /// lag, or a log source cannot be read: a read nobody has seen yet may keep it. Looked at again after
+    /// [`LOGS_HOLD`].
+    Logs,
 }
+
+/// How long a removal that waits for the access logs waits before it is looked at again: S3 delivers most records
+/// within a few hours.
+pub const LOGS_HOLD: Duration = Duration::from_secs(3600);
 
 /// How long adopted bytes a record names wait before they are looked at again: the record is the application's,
 /// and it changes on its own time.
@@ -176,6 +194,8 @@ impl Deferral {
             Deferral::Found => "found",
             Deferral::Window => "window",
             Deferral::Pinned => "pinned",
+            Deferral::Read => "read",
+            Deferral::Logs => "logs",
         }
     }
 }
@@ -288,6 +308,8 @@ mod tests {
             tried: true,
             retired_abandoned: false,
             adopted: false,
+            retired_at: None,
+            purge_after: None,
             row_json: Value::Null,
         }
     }

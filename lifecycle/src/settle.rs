@@ -18,6 +18,7 @@ use crate::assets::{self, Until};
 use crate::holds::Hold;
 use crate::judgement::{self, Claimed, Judged, Judgement, Terms};
 use crate::message::CleanupMessage;
+use crate::reads::Seen;
 use crate::rules::{self, AssetState, Decision, Deferral, Facts};
 
 /// The result of one settle.
@@ -166,7 +167,7 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
             return Ok(Settled::plain(AuditAction::Noop));
         }
     };
-    let Judgement { facts: row, found, decision, hold, sharers } = judgement;
+    let Judgement { facts: row, found, decision, hold, sharers, seen } = judgement;
     // The recheck read the sources under this map; a change of the catalog since the verdict (committed while this
     // settle waited for the asset's row, say) could have moved a reference where the map does not look.
     let decision = match decision {
@@ -184,6 +185,17 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
     if let Some(keeping) = found.keeping() {
         evidence["referenced_by"] = json!(keeping.source);
         evidence["record"] = json!(keeping.record);
+    }
+    match &seen {
+        Some(Seen::Read(read)) => {
+            evidence["read"] = json!(read);
+            evidence["because"] = json!(read.describe());
+        }
+        Some(Seen::Uncovered(uncovered)) => {
+            evidence["logs"] = json!(uncovered);
+            evidence["because"] = json!(uncovered.describe());
+        }
+        None => {}
     }
     let decided = match decision {
         Decision::Keep => {
@@ -230,6 +242,17 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::SchemaChanged => Until::Later(rules::SCHEMA_HOLD),
                 // Looked at again when the window ends (a minute at least: a released window is seen sooner by
                 // none, and the sweep's next pass claims it then).
+                Deferral::Logs => Until::Later(rules::LOGS_HOLD),
+                // Looked at again once the grace after the read ends (a newer read defers it again).
+                Deferral::Read => {
+                    let read_at = match &seen {
+                        Some(Seen::Read(read)) => Some(read.at),
+                        _ => None,
+                    };
+                    let grace = chrono::Duration::from_std(cx.grace).unwrap_or_default();
+                    let left = read_at.and_then(|at| (at + grace - chrono::Utc::now()).to_std().ok());
+                    Until::Later(left.unwrap_or_default().max(rules::WINDOW_RECHECK))
+                }
                 Deferral::Window | Deferral::Pinned => {
                     let ends = match &hold {
                         Some(Hold::Window(window)) => Some(window.ends_at()),

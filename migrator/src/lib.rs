@@ -70,6 +70,9 @@ pub const OWN_TABLES: &[&str] = &[
     "destruction_holds",
     "asset_pins",
     "bucket_measurements",
+    "log_sources",
+    "log_objects",
+    "observed_reads",
 ];
 
 /// A hyphenated uuid's shape as a POSIX regular expression, over the hex digit class `$hex`.

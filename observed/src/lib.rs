@@ -10,6 +10,7 @@
 pub mod client;
 pub mod cloudfront_log;
 mod decode;
+pub mod requester;
 pub mod s3_log;
 
 use chrono::{DateTime, Utc};

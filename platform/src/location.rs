@@ -32,6 +32,47 @@ impl fmt::Display for InventoryLocation {
     }
 }
 
+/// Where AWS delivers a log: a bucket and the start of every log object's key, kept exactly as written (a log's
+/// prefix need not end in `/`: a CloudFront location ends in the distribution's id, which each file's name begins
+/// with).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLocation {
+    /// The bucket.
+    pub bucket: String,
+    /// What every log object's key begins with.
+    pub prefix: String,
+}
+
+impl LogLocation {
+    /// Parses `s3://bucket/prefix`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let rest =
+            text.strip_prefix("s3://").ok_or_else(|| format!("must be an s3://bucket/prefix address, got {text:?}"))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if let Some(reason) = bucket_name_problem(bucket) {
+            return Err(format!("names bucket {bucket:?}, which {reason}"));
+        }
+        Ok(LogLocation { bucket: bucket.to_owned(), prefix: prefix.to_owned() })
+    }
+}
+
+impl fmt::Display for LogLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+    }
+}
+
+/// How S3 names the access log objects it delivers (`TargetObjectKeyFormat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessLogLayout {
+    /// `[prefix]YYYY-MM-DD-hh-mm-ss-[unique]`: one folder, names in delivery order.
+    #[default]
+    Simple,
+    /// `[prefix][account]/[region]/[bucket]/YYYY/MM/DD/YYYY-MM-DD-hh-mm-ss-[unique]`: the location names the folder of
+    /// the bucket (up to and including `[bucket]/`), and each day has a folder of its own.
+    Partitioned,
+}
+
 /// Why `name` is not a valid S3 bucket name, if it is not (S3's naming rules, which LocalStack also enforces).
 pub fn bucket_name_problem(name: &str) -> Option<&'static str> {
     let bytes = name.as_bytes();

@@ -10,6 +10,8 @@
 //! - [`adopt`]: bytes no row knows, under an approved prefix, become `pending` assets the pipeline settles.
 //! - [`once`]: a whole reconciliation at once, as an operator (or the demo) runs it.
 //! - [`advance`]: a sweep pass's share: the newest inventory report, a file at a time, resumed across passes.
+//! - [`reads`]: a sweep pass's share of the bucket's access logs (S3's and CloudFront's), read in delivery order:
+//!   each stored object's newest read, which keeps it (`lifecycle::reads`).
 //!
 //! Nothing here destroys anything. What no row knows is adopted (given a row the consumer settles like any other)
 //! on prefixes an operator approved; what is gone is reported, after the bucket itself confirms it (a report can
@@ -23,6 +25,7 @@ pub mod inventory;
 pub mod once;
 pub mod ranged;
 pub mod read;
+pub mod reads;
 
 use std::time::Duration;
 

@@ -62,6 +62,32 @@ pub struct Settings {
     pub reconcile: ReconcileSettings,
     /// How the records step applies the application's retention rules.
     pub records: RecordsSettings,
+    /// Where AWS delivers the bucket's access logs, and how the sweep reads them.
+    pub logs: LogSettings,
+}
+
+/// Observed use: where the bucket's access logs are delivered, and how the sweep reads them (docs/operating.md,
+/// "Observed use"). With neither location set, nothing is read and nothing waits for logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSettings {
+    /// The asset bucket's S3 server access logs (`ACCESS_LOGS`, `s3://bucket/prefix`).
+    pub access: Option<platform::location::LogLocation>,
+    /// How S3 names them (`ACCESS_LOGS_LAYOUT`: `simple`, the default, or `partitioned`).
+    pub access_layout: platform::location::AccessLogLayout,
+    /// A CloudFront distribution's standard logs (`CLOUDFRONT_LOGS`, `s3://bucket/prefix/DISTRIBUTIONID`).
+    pub cloudfront: Option<platform::location::LogLocation>,
+    /// The distribution's origin path (`CLOUDFRONT_ORIGIN_PATH`), which comes before a request's path in the key.
+    pub origin_path: String,
+    /// Requesters whose reads are not use (`LOGS_IGNORE_REQUESTERS`, comma-separated): the product's own roles, a
+    /// backup or thumbnail job that reads everything. An IAM role's ARN also covers its assumed-role sessions.
+    pub ignore_requesters: Vec<String>,
+    /// How late AWS may deliver a log record (`LOGS_DELIVERY_LAG`, 24 hours): a removal waits until the delivered
+    /// logs reach this far past its decision.
+    pub delivery_lag: Duration,
+    /// The share, in percent, of what is left of a pass's time budget reading logs may use.
+    pub time_share_percent: u32,
+    /// The most log objects one pass reads per source (`LOGS_MAX_OBJECTS_PER_PASS`).
+    pub max_objects: u32,
 }
 
 /// How the schema check runs, as the functions and the CLI are configured.
@@ -463,6 +489,7 @@ impl Settings {
             brake_share_percent: reader.parsed("RECORDS_BRAKE_SHARE_PERCENT", 50, 1..=100u32),
             new_rule_delay: reader.duration_between("RECORDS_NEW_RULE_DELAY", hours(24), secs(0)..=days(30)),
         };
+        let logs = reader.logs();
         let queue = QueueSettings { url: String::new(), visibility_timeout, max_receive_count };
         // Two consumers at ASSUMED_SETTLES_PER_SECOND each empty a queue this deep in half a lease.
         let default_ceiling = queue.lease().as_secs() / 2 * 2 * ASSUMED_SETTLES_PER_SECOND;
@@ -503,6 +530,7 @@ impl Settings {
                 discovery,
                 reconcile,
                 records,
+                logs,
             }),
             _ => Err(SettingsError { problems: reader.problems }),
         }
@@ -517,6 +545,56 @@ fn process_env(name: &str) -> Option<String> {
 struct Reader<'a> {
     lookup: &'a dyn Fn(&str) -> Option<String>,
     problems: Vec<Problem>,
+}
+
+impl Reader<'_> {
+    fn logs(&mut self) -> LogSettings {
+        use platform::location::{AccessLogLayout, LogLocation};
+        let location = |reader: &mut Self, name: &'static str| {
+            reader.get(name).and_then(|text| match LogLocation::parse(&text) {
+                Ok(location) => Some(location),
+                Err(reason) => {
+                    reader.invalid(name, reason);
+                    None
+                }
+            })
+        };
+        let access = location(self, "ACCESS_LOGS");
+        let cloudfront = location(self, "CLOUDFRONT_LOGS");
+        let access_layout = match self.get("ACCESS_LOGS_LAYOUT").as_deref() {
+            None | Some("simple") => AccessLogLayout::Simple,
+            Some("partitioned") => AccessLogLayout::Partitioned,
+            Some(other) => {
+                self.invalid("ACCESS_LOGS_LAYOUT", format!("must be simple or partitioned, got {other:?}"));
+                AccessLogLayout::Simple
+            }
+        };
+        if access_layout == AccessLogLayout::Partitioned && access.as_ref().is_some_and(|l| !l.prefix.ends_with('/')) {
+            self.invalid(
+                "ACCESS_LOGS",
+                "with ACCESS_LOGS_LAYOUT=partitioned, names the folder of the bucket's logs, ending in \
+                 /ACCOUNT/REGION/BUCKET/",
+            );
+        }
+        let origin_path = self.get("CLOUDFRONT_ORIGIN_PATH").unwrap_or_default();
+        if !origin_path.is_empty() && cloudfront.is_none() {
+            self.invalid("CLOUDFRONT_ORIGIN_PATH", "is set without CLOUDFRONT_LOGS");
+        }
+        let ignore_requesters = self
+            .get("LOGS_IGNORE_REQUESTERS")
+            .map(|list| list.split(',').map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default();
+        LogSettings {
+            access,
+            access_layout,
+            cloudfront,
+            origin_path: origin_path.trim_matches('/').to_owned(),
+            ignore_requesters,
+            delivery_lag: self.duration_between("LOGS_DELIVERY_LAG", hours(24), secs(0)..=days(7)),
+            time_share_percent: self.parsed("LOGS_TIME_SHARE_PERCENT", 15, 1..=90u32),
+            max_objects: self.parsed("LOGS_MAX_OBJECTS_PER_PASS", 2_000, 1..=1_000_000u32),
+        }
+    }
 }
 
 impl Reader<'_> {

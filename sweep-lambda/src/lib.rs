@@ -286,6 +286,13 @@ impl Sweeper {
             Err(e) => warn!(error = %e, "usage changes could not be folded: the next pass tries again"),
         }
 
+        // The access logs delivered since the last pass: a read recorded before the consumer settles keeps its file.
+        // A source that cannot be read is recorded as such, and deletes and purges wait for it; the pass goes on.
+        if let Some(observed) = self.observed_use() {
+            (report.observed, report.observed_error) =
+                self.step(&observed, self.settings.logs.time_share_percent, budget_end).await;
+        }
+
         // The census failing does not stop the pass: its columns stay unproven, so deletes and purges keep
         // waiting, while the check, the brake and the claim go on. Before the schema check, so the verdict the
         // consumer settles on says what the census has proven (invariant 13).
@@ -418,6 +425,27 @@ impl Sweeper {
                 (None, Some(e.to_string()))
             }
         }
+    }
+
+    /// Reading the access logs, when S3 is at hand: every configured source (none: the step forgets them all, so
+    /// nothing waits for logs no longer read).
+    fn observed_use(&self) -> Option<reconcile::reads::ObservedUse<'_>> {
+        use reconcile::reads::{ObservedUse, Source};
+        let logs = &self.settings.logs;
+        let mut sources = Vec::new();
+        if let Some(location) = &logs.access {
+            sources.push(Source::Access { location, layout: logs.access_layout });
+        }
+        if let Some(location) = &logs.cloudfront {
+            sources.push(Source::CloudFront { location, origin_path: &logs.origin_path });
+        }
+        Some(ObservedUse {
+            s3: self.s3.as_ref()?,
+            sources,
+            ignored: &logs.ignore_requesters,
+            lag: logs.delivery_lag,
+            max_objects: logs.max_objects,
+        })
     }
 
     /// Reconciliation, when it is configured with an inventory location and S3 is at hand.

@@ -106,6 +106,12 @@ pub struct SweepReport {
     /// Why reconciliation stopped in this pass, when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconcile_error: Option<String>,
+    /// What reading the access logs did in this pass (`reason.observed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed: Option<reconcile::reads::Progress>,
+    /// Why reading the access logs stopped in this pass, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_error: Option<String>,
     /// Adopted assets made due this pass (the key scan had covered the schema since their adoption).
     pub adopted_due: u64,
     /// The asset bucket's promises, once read (`reason.bucket`).
@@ -177,6 +183,8 @@ impl SweepReport {
             window: None,
             stalled: None,
             reconcile_error: None,
+            observed: None,
+            observed_error: None,
             adopted_due: 0,
             money: None,
             effect: None,
@@ -250,6 +258,11 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
     }
     if report.adopted_due > 0 {
         reason["adopted_due"] = json!(report.adopted_due);
+    }
+    match (&report.observed, &report.observed_error) {
+        (Some(observed), _) => reason["observed"] = json!(observed),
+        (None, Some(error)) => reason["observed"] = json!({ "error": error }),
+        (None, None) => {}
     }
     if let Some(bucket) = &report.bucket {
         reason["bucket"] = json!(bucket);

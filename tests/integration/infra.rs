@@ -906,6 +906,60 @@ async fn an_inventory_location_must_name_a_folder_and_only_it_is_readable() {
     }
 }
 
+/// The access logs' locations, like the inventory's: the sweep's role may list and read below the prefix given and
+/// nothing else of the bucket, a bucket without a prefix is refused, and the consumer's role reads none of it.
+#[tokio::test]
+async fn a_log_location_is_readable_below_its_prefix_alone() {
+    let stack = deployed().await;
+    let t = &stack.processed;
+    let logs = Resolver::new(
+        t,
+        &[
+            ("AccessLogsBucket", "acme-logs"),
+            ("AccessLogsPrefix", "assets/"),
+            ("CloudFrontLogsBucket", "acme-cdn-logs"),
+            ("CloudFrontLogsPrefix", "cf/E2EXAMPLE"),
+            ("CloudFrontOriginPath", "/production"),
+        ],
+    );
+    assert_eq!(logs.refusals(), Vec::<String>::new());
+    let named = |statements: &[Value], bucket: &str| -> Vec<Value> {
+        let arn = format!("arn:aws:s3:::{bucket}");
+        let mut named: Vec<Value> = statements
+            .iter()
+            .filter(|s| strings(&s["Resource"]).iter().any(|r| *r == arn || r.starts_with(&format!("{arn}/"))))
+            .cloned()
+            .collect();
+        named.sort_by_key(Value::to_string);
+        named
+    };
+    for (bucket, prefix) in [("acme-logs", "assets/"), ("acme-cdn-logs", "cf/E2EXAMPLE")] {
+        assert_eq!(
+            named(&logs.statements("SweepRole"), bucket),
+            [
+                json!({"Effect": "Allow", "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{bucket}/{prefix}*")}),
+                json!({"Effect": "Allow", "Action": "s3:ListBucket", "Resource": format!("arn:aws:s3:::{bucket}"),
+                       "Condition": {"StringLike": {"s3:prefix": format!("{prefix}*")}}}),
+            ]
+        );
+        assert_eq!(named(&logs.statements("ConsumerRole"), bucket), Vec::<Value>::new());
+    }
+    let environment = logs.environment("SweepFunction");
+    assert_eq!(environment["ACCESS_LOGS"], "s3://acme-logs/assets/");
+    assert_eq!(environment["CLOUDFRONT_LOGS"], "s3://acme-cdn-logs/cf/E2EXAMPLE");
+    assert_eq!(environment["CLOUDFRONT_ORIGIN_PATH"], "/production");
+    for (bucket, prefix) in [("AccessLogsBucket", "AccessLogsPrefix"), ("CloudFrontLogsBucket", "CloudFrontLogsPrefix")]
+    {
+        let whole = Resolver::new(t, &[(bucket, "acme-logs"), (prefix, "")]);
+        assert!(whole.refusals().iter().any(|r| r.contains(prefix)), "{bucket} without {prefix} is accepted");
+        assert_eq!(named(&whole.statements("SweepRole"), "acme-logs"), Vec::<Value>::new());
+        for wide in ["*", "logs/*", "${aws:username}/"] {
+            assert!(!Resolver::new(t, &[(bucket, "acme-logs"), (prefix, wide)]).refusals().is_empty(), "{wide:?}");
+        }
+    }
+    assert_eq!(Resolver::new(t, &[]).environment("SweepFunction")["ACCESS_LOGS"], "", "no logs are the default");
+}
+
 /// Each function's role reads exactly its own database secret, and its environment names only that one.
 #[tokio::test]
 async fn each_function_reads_only_its_own_database_secret() {

@@ -21,6 +21,7 @@ mod lambda_executor;
 mod launcher;
 mod midflight;
 mod money;
+mod observed;
 mod pipeline;
 mod quota;
 mod reconcile;

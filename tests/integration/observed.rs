@@ -1,0 +1,302 @@
+//! Observed use: the bucket's access logs, written into LocalStack S3 as AWS writes them (LocalStack delivers none),
+//! read by the real sweep, and what the real consumer makes of a read: a retired file somebody reads is kept, a read
+//! by the product's own role or an ignored requester is not use, a removal waits until the delivered logs reach
+//! past its decision, and a log location that cannot be read holds every removal while retiring goes on.
+
+use std::io::Write as _;
+
+use chrono::{DateTime, Utc};
+use integration_tests::TestContext;
+use integration_tests::fixtures::{object_exists, seed, state};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::pipeline::{last_event, pass, settle_queue};
+
+/// The canonical user S3's own example lines carry as the bucket owner.
+const OWNER: &str = "79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be";
+
+/// A bucket for the logs, beside the test's asset bucket.
+async fn logs_bucket(ctx: &TestContext) -> String {
+    let bucket = format!("{}-logs", ctx.bucket);
+    ctx.s3.create_bucket().bucket(&bucket).send().await.expect("the logs bucket");
+    bucket
+}
+
+/// One S3 server access log line, field by field as AWS's documented example has them: `key` as the log writes it
+/// (URL-encoded), `requester` `-` for an anonymous request.
+fn s3_line(
+    bucket: &str,
+    key: &str,
+    at: DateTime<Utc>,
+    requester: &str,
+    operation: &str,
+    status: u16,
+    referrer: &str,
+) -> String {
+    format!(
+        "{OWNER} {bucket} [{}] 192.0.2.3 {requester} 3E57427F3EXAMPLE {operation} {key} \"GET /{bucket}/{key} HTTP/1.1\" \
+         {status} - 113 113 7 - \"{referrer}\" \"Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0\" - \
+         s9lzHYrFp76ZVxRcpX9+5cjAnEH2ROuNkd2BHfIa6UkFVdtjf5mKR3/eTPFvsiP/XV/VLi31234= SigV4 ECDHE-RSA-AES128-GCM-SHA256 \
+         AuthHeader {bucket}.s3.us-east-1.amazonaws.com TLSV1.2 - Yes us-east-1",
+        at.format("%d/%b/%Y:%H:%M:%S +0000")
+    )
+}
+
+/// A delivered S3 access log object, named as S3 names one in the simple layout, at the time of its delivery.
+async fn deliver_s3_log(ctx: &TestContext, logs: &str, lines: &[String]) -> String {
+    let key = format!("access/{}-{}", Utc::now().format("%Y-%m-%d-%H-%M-%S"), Uuid::new_v4().simple());
+    let body = lines.join("\n") + "\n";
+    ctx.s3.put_object().bucket(logs).key(&key).body(body.into_bytes().into()).send().await.expect("a log object");
+    key
+}
+
+/// A key as S3's log writes it for a GET: URL-encoded twice.
+fn logged(key: &str) -> String {
+    let once = percent_encoding::utf8_percent_encode(key, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let once = once.replace("%2F", "/");
+    percent_encoding::utf8_percent_encode(&once, percent_encoding::NON_ALPHANUMERIC).to_string().replace("%2F", "/")
+}
+
+fn ago(days: i64) -> DateTime<Utc> {
+    Utc::now() - chrono::Duration::days(days)
+}
+
+/// The source's row: what `status` shows.
+async fn source(ctx: &TestContext, name: &str) -> (i64, i64, i64, Value, Option<String>) {
+    sqlx::query_as(
+        "SELECT reads_recorded, requests_ignored, lines_skipped, skipped, error FROM log_sources WHERE source = $1",
+    )
+    .bind(name)
+    .fetch_one(ctx.pool())
+    .await
+    .expect("the log source")
+}
+
+/// Issue: retired files keep being served until their purge, so a retirement is a trial: a file somebody fetches
+/// after it was retired must be kept. A page's image is read by a browser (referred by the shop) after its
+/// retirement; another retired file is read only by the product's own role and by a backup job the operator named;
+/// the log also holds a line cut short and one that is no log line at all. The pass reads the log, counting and
+/// skipping the two bad lines with their numbers; the settle keeps the first (back to `attached`, the read in its
+/// evidence) and purges the second.
+#[tokio::test]
+async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own_role_is_purged() {
+    let ctx = TestContext::new().await;
+    let logs = logs_bucket(&ctx).await;
+    let ws = Uuid::new_v4();
+    let (read_key, unread_key) = (format!("{ws}/hero image.png"), format!("{ws}/old.png"));
+    let read = seed(&ctx, ws, "retired", "40 days", &read_key).await;
+    let unread = seed(&ctx, ws, "retired", "40 days", &unread_key).await;
+    let bucket = ctx.bucket.clone();
+    let own_role = "arn:aws:sts::111122223333:assumed-role/asset-sweeper-consumer/1733380000";
+    let backup = "arn:aws:iam::111122223333:user/nightly-backup";
+    let lines = [
+        s3_line(&bucket, &logged(&read_key), ago(2), "-", "REST.GET.OBJECT", 200, "https://shop.example.com/p/1"),
+        s3_line(&bucket, &logged(&unread_key), ago(1), own_role, "REST.GET.OBJECT", 200, "-"),
+        s3_line(&bucket, &logged(&unread_key), ago(1), backup, "REST.HEAD.OBJECT", 200, "-"),
+        // Before the retirement: no evidence of use since.
+        s3_line(&bucket, &logged(&unread_key), ago(50), "-", "REST.GET.OBJECT", 200, "-"),
+        // A failed read is none.
+        s3_line(&bucket, &logged(&unread_key), ago(1), "-", "REST.GET.OBJECT", 403, "-"),
+        format!("{OWNER} {bucket} [06/Feb/2019:00:00:38"),
+        "this is not an access log line".to_owned(),
+    ];
+    deliver_s3_log(&ctx, &logs, &lines).await;
+    let (location, ignored) =
+        (format!("s3://{logs}/access/"), format!("arn:aws:iam::111122223333:role/asset-sweeper-consumer, {backup}"));
+    let settings =
+        [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s"), ("LOGS_IGNORE_REQUESTERS", ignored.as_str())];
+
+    let report = pass(&ctx, &settings).await;
+    let observed = serde_json::to_value(&report.observed).expect("the report");
+    assert_eq!(report.outcome.to_string(), "ok", "{observed}");
+    assert_eq!(observed["sources"][0]["objects_read"], 1, "{observed}");
+    assert_eq!(observed["sources"][0]["lines_skipped"], 2, "{observed}");
+    settle_queue(&ctx).await;
+
+    assert_eq!(state(&ctx, read).await.as_deref(), Some("attached"), "read since its retirement: kept");
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &read_key).await);
+    let (action, evidence) = last_event(&ctx, read).await;
+    assert_eq!(action, "keep");
+    assert_eq!(evidence["read"]["referrer_host"], "shop.example.com", "{evidence}");
+    assert_eq!(evidence["read"]["client"], "browser", "{evidence}");
+    assert_eq!(evidence["read"]["source"], "s3", "{evidence}");
+
+    assert_eq!(state(&ctx, unread).await, None, "read only by the product and an ignored job: purged");
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &unread_key).await);
+    let (recorded, ignored, skipped, lines, error) = source(&ctx, "s3").await;
+    assert_eq!((recorded, ignored, skipped, error), (2, 2, 2, None), "{lines}");
+    let numbers: Vec<&Value> = lines.as_array().expect("skipped lines").iter().map(|l| &l["line"]).collect();
+    assert_eq!(numbers, [&Value::from(6), &Value::from(7)], "{lines}");
+    assert!(lines[0]["object"].as_str().is_some_and(|o| o.starts_with("access/")), "{lines}");
+
+    // `explain` says what the logs saw; `status` what the source holds.
+    let explain = crate::cli::run(&ctx.db.url, Some(&ctx), &["explain", &read.to_string()]);
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(text.contains("last read ") && text.contains("referred by shop.example.com"), "{text}");
+    let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("access logs (s3)") && text.contains("2 line(s) skipped"), "{text}");
+}
+
+/// Issue: a purge, and every delete, waits until the logs cover the decision: a read made just before it may be
+/// delivered hours later. A retired file's purge comes due after the newest log delivered so far: it waits, saying
+/// so; once a log delivered after its purge time is read, it goes.
+#[tokio::test]
+async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
+    let ctx = TestContext::new().await;
+    let logs = logs_bucket(&ctx).await;
+    let ws = Uuid::new_v4();
+    let key = format!("{ws}/banner.png");
+    let bucket = ctx.bucket.clone();
+    let other = format!("{ws}/other.png");
+    deliver_s3_log(&ctx, &logs, &[s3_line(&bucket, &logged(&other), ago(1), "-", "REST.GET.OBJECT", 200, "-")]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let asset = seed(&ctx, ws, "retired", "40 days", &key).await;
+    // Its purge time comes after the log delivered so far.
+    sqlx::query("UPDATE assets SET purge_after = now(), due_at = now() WHERE id = $1")
+        .bind(asset)
+        .execute(ctx.pool())
+        .await
+        .expect("its purge time");
+    let location = format!("s3://{logs}/access/");
+    let settings = [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s")];
+
+    pass(&ctx, &settings).await;
+    settle_queue(&ctx).await;
+    let (action, evidence) = last_event(&ctx, asset).await;
+    assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("logs")), "{evidence}");
+    assert!(evidence["because"].as_str().is_some_and(|b| b.contains("the s3 logs read so far reach")), "{evidence}");
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &key).await);
+
+    // An hour on (its deferral ends), with a log delivered since its purge time (S3 stamps a delivery to the second).
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    deliver_s3_log(&ctx, &logs, &[s3_line(&bucket, &logged(&other), ago(0), "-", "REST.GET.OBJECT", 200, "-")]).await;
+    sqlx::query("UPDATE assets SET due_at = now() - interval '1 second' WHERE id = $1")
+        .bind(asset)
+        .execute(ctx.pool())
+        .await
+        .expect("due again");
+    pass(&ctx, &settings).await;
+    settle_queue(&ctx).await;
+    assert_eq!(state(&ctx, asset).await, None, "the logs reach past its purge time: purged");
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &key).await);
+}
+
+/// Issue: a log location that cannot be read fails closed for purges and deletes; retiring goes on. The logs' bucket
+/// does not exist: the pass records why, `status` asks for a person, a purge waits and a release is retired.
+#[tokio::test]
+async fn a_log_location_that_cannot_be_read_holds_every_removal_and_retiring_goes_on() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let (expired_key, released_key) = (format!("{ws}/expired.png"), format!("{ws}/released.png"));
+    let expired = seed(&ctx, ws, "retired", "40 days", &expired_key).await;
+    let released = seed(&ctx, ws, "released", "3 days", &released_key).await;
+    let missing = format!("s3://{}-no-such-logs/access/", ctx.bucket);
+    let report = pass(&ctx, &[("ACCESS_LOGS", missing.as_str())]).await;
+    let observed = serde_json::to_value(&report.observed).expect("the report");
+    assert!(observed["sources"][0]["error"].as_str().is_some_and(|e| e.contains("ListObjectsV2")), "{observed}");
+    settle_queue(&ctx).await;
+
+    assert_eq!(state(&ctx, expired).await.as_deref(), Some("retired"), "the purge waits");
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &expired_key).await);
+    let (_, evidence) = last_event(&ctx, expired).await;
+    assert_eq!(evidence["logs"]["kind"], "unreadable", "{evidence}");
+    assert_eq!(state(&ctx, released).await.as_deref(), Some("retired"), "retiring goes on");
+    let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("NEEDS A PERSON") && text.contains("the s3 logs cannot be read"), "{text}");
+}
+
+/// Issue: a CloudFront request names a path under the distribution's origin path, and its log writes the path
+/// URL-encoded (a `%` the viewer's own encoding put there encoded again). Files whose keys hold a space, a `+`, a
+/// `%` and a letter outside ASCII, under the origin path `/production`, each fetched through the distribution
+/// after their retirement (a gzipped log file, as CloudFront delivers it, with its two header lines), are kept.
+#[tokio::test]
+async fn cloudfront_reads_under_an_origin_path_name_the_right_files_whatever_their_spelling() {
+    let ctx = TestContext::new().await;
+    let logs = logs_bucket(&ctx).await;
+    let ws = Uuid::new_v4();
+    // As the viewer's request path has them, and as CloudFront then logs them.
+    let files = [
+        ("a b.png", "a%2520b.png"),
+        ("c+d.png", "c+d.png"),
+        ("100%.png", "100%2525.png"),
+        ("café.png", "caf%25C3%25A9.png"),
+    ];
+    let mut assets = Vec::new();
+    let mut lines = vec![
+        "#Version: 1.0".to_owned(),
+        "#Fields: date time x-edge-location sc-bytes c-ip cs-method cs(Host) cs-uri-stem sc-status cs(Referer) \
+         cs(User-Agent) cs-uri-query cs(Cookie) x-edge-result-type x-edge-request-id x-host-header cs-protocol \
+         cs-bytes time-taken x-forwarded-for ssl-protocol ssl-cipher x-edge-response-result-type \
+         cs-protocol-version fle-status fle-encrypted-fields c-port time-to-first-byte x-edge-detailed-result-type \
+         sc-content-type sc-content-len sc-range-start sc-range-end"
+            .to_owned(),
+    ];
+    let at = ago(1);
+    for (name, stem) in files {
+        let key = format!("production/{ws}/{name}");
+        assets.push((seed(&ctx, ws, "retired", "40 days", &key).await, key));
+        lines.push(
+            [
+                &at.format("%Y-%m-%d").to_string(),
+                &at.format("%H:%M:%S").to_string(),
+                "LAX1",
+                "392",
+                "192.0.2.100",
+                "GET",
+                "d111111abcdef8.cloudfront.net",
+                &format!("/{ws}/{stem}"),
+                "200",
+                "https://blog.example.org/post",
+                "Mozilla/5.0%20(Windows%20NT%2010.0;%20Win64;%20x64)",
+                "-",
+                "-",
+                "Hit",
+                "SOX4xwn4XV6Q4rgb7XiVGOHms_BGlTAC4KyHmureZmBNrjGdRLiNIQ==",
+                "d111111abcdef8.cloudfront.net",
+                "https",
+                "23",
+                "0.001",
+                "-",
+                "TLSv1.2",
+                "ECDHE-RSA-AES128-GCM-SHA256",
+                "Hit",
+                "HTTP/2.0",
+                "-",
+                "-",
+                "11040",
+                "0.001",
+                "Hit",
+                "image/png",
+                "1104",
+                "-",
+                "-",
+            ]
+            .join("\t"),
+        );
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all((lines.join("\n") + "\n").as_bytes()).expect("gzip");
+    let body = gz.finish().expect("gzip");
+    let file = format!("cf/E2EXAMPLE.{}.a1b2c3d4.gz", at.format("%Y-%m-%d-%H"));
+    ctx.s3.put_object().bucket(&logs).key(&file).body(body.into()).send().await.expect("the CloudFront log file");
+    let location = format!("s3://{logs}/cf/E2EXAMPLE");
+    let settings = [
+        ("CLOUDFRONT_LOGS", location.as_str()),
+        ("CLOUDFRONT_ORIGIN_PATH", "/production"),
+        ("LOGS_DELIVERY_LAG", "0s"),
+    ];
+
+    let report = pass(&ctx, &settings).await;
+    let observed = serde_json::to_value(&report.observed).expect("the report");
+    assert_eq!(observed["sources"][0]["lines_skipped"], 0, "{observed}");
+    settle_queue(&ctx).await;
+    for (asset, key) in assets {
+        assert_eq!(state(&ctx, asset).await.as_deref(), Some("attached"), "{key}: read through the distribution");
+        let (_, evidence) = last_event(&ctx, asset).await;
+        assert_eq!(evidence["read"]["source"], "cloudfront", "{key}: {evidence}");
+        assert_eq!(evidence["read"]["referrer_host"], "blog.example.org", "{key}: {evidence}");
+    }
+}
