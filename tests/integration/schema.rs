@@ -54,10 +54,14 @@ async fn migrations_create_the_tables_keys_domain_and_indexes_and_apply_twice() 
     refused.sort();
     assert_eq!(refused, own, "a retention rule may name none of the project's tables");
     assert!(first.contains(&MIGRATIONS_TABLE.to_owned()));
-    // 'r' is ON DELETE RESTRICT: a stored object cannot vanish from under its asset rows.
+    // 'r' is ON DELETE RESTRICT: a stored object cannot vanish from under its asset rows. A log source forgotten
+    // takes the record of the log objects read with it ('c').
     assert_eq!(
         foreign_keys(&db.pool).await,
-        [("assets".into(), "storage_key".into(), "stored_objects".into(), "storage_key".into(), "r".into())]
+        [
+            ("assets".into(), "storage_key".into(), "stored_objects".into(), "storage_key".into(), "r".into()),
+            ("log_objects".into(), "source".into(), "log_sources".into(), "source".into(), "c".into())
+        ]
     );
 
     let domain: Option<String> = sqlx::query_scalar(
