@@ -68,9 +68,12 @@ parameters = [
 ]
 overridden = {o["ParameterKey"] for o in overrides}
 parameters = [p for p in parameters if p["ParameterKey"] not in overridden] + overrides
+# From S3, as `sam deploy` sends a template past CloudFormation's 51 200 bytes inline.
+template_key = f"template-{hashlib.sha256(template.encode()).hexdigest()[:20]}.yaml"
+s3.put_object(Bucket=code_bucket, Key=template_key, Body=template.encode())
 arguments = dict(
     StackName=stack,
-    TemplateBody=template,
+    TemplateURL=f"https://{code_bucket}.s3.amazonaws.com/{template_key}",
     Parameters=parameters,
     Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
 )

@@ -124,6 +124,9 @@ pub struct SourceProgress {
     /// How far its delivered logs reach now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reaches: Option<DateTime<Utc>>,
+    /// It could not be read, or its logs stopped arriving ([`stopped`]): deletes and purges wait, and an alarm
+    /// watches it.
+    pub stopped: bool,
     /// Why it could not be read this pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -151,23 +154,29 @@ pub struct SourceStanding {
     pub error_at: Option<DateTime<Utc>>,
 }
 
+/// Whether logs that reach `reaches` have stopped arriving by `now`: nothing delivered for twice the lag, and a day
+/// at least (a quiet bucket still has the sweep's own reads of its configuration logged every pass).
+pub fn stopped(reaches: Option<DateTime<Utc>>, lag: Duration, now: DateTime<Utc>) -> bool {
+    let quiet = chrono::Duration::from_std((lag * 2).max(Duration::from_secs(86_400))).unwrap_or(chrono::Duration::MAX);
+    reaches.is_none_or(|reaches| now - reaches > quiet)
+}
+
 impl SourceStanding {
-    /// Why a person should look, if one should: the source cannot be read, or its logs stopped arriving (nothing
-    /// delivered for twice the lag, and a day at least).
+    /// Why a person should look, if one should: the source cannot be read, or its logs stopped arriving
+    /// ([`stopped`]).
     pub fn needs_person(&self, now: DateTime<Utc>) -> Option<String> {
         if let Some(error) = &self.error {
             return Some(format!("the {} logs cannot be read: {error}", self.source));
         }
-        let quiet = Duration::try_from_secs_f64(self.delivery_lag_seconds * 2.0).unwrap_or_default();
-        let quiet = chrono::Duration::from_std(quiet.max(Duration::from_secs(86_400))).unwrap_or(chrono::Duration::MAX);
+        let lag = Duration::try_from_secs_f64(self.delivery_lag_seconds).unwrap_or_default();
         match self.newest_delivered_at {
+            _ if !stopped(self.newest_delivered_at, lag, now) => None,
             None => Some(format!("no {} log has been read yet from {}", self.source, self.location)),
-            Some(newest) if now - newest > quiet => Some(format!(
+            Some(newest) => Some(format!(
                 "no {} log delivered since {}: deletes and purges wait for logs",
                 self.source,
                 newest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             )),
-            Some(_) => None,
         }
     }
 }
@@ -287,6 +296,7 @@ impl ObservedUse<'_> {
             Ok(listed) => listed,
             Err(e) => {
                 progress.error = Some(e.to_string());
+                progress.stopped = true;
                 record_error(conn, name, &e.to_string()).await?;
                 return Ok(progress);
             }
@@ -315,6 +325,7 @@ impl ObservedUse<'_> {
             progress.reaches = progress.reaches.max(Some(object.delivered_at));
         }
         progress.left = left;
+        progress.stopped = progress.error.is_some() || stopped(progress.reaches, self.lag, Utc::now());
         if progress.error.is_none() {
             sqlx::query!(
                 "UPDATE log_sources SET listed_at = now(), error = NULL, error_at = NULL WHERE source = $1",

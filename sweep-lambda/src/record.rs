@@ -395,6 +395,12 @@ pub fn metrics_line(report: &SweepReport) -> String {
         // re-declares its window for ever stops every delete in silence, and an alarm should say so.
         ("DeletesHeldSeconds", report.window.as_ref().map_or(0, |w| w.held_seconds(chrono::Utc::now()))),
     ];
+    // Only from a pass that read the logs: a source that cannot be read, or whose logs stopped arriving, holds every
+    // delete and purge, and an alarm should say so.
+    if report.observed.is_some() || report.observed_error.is_some() {
+        let stopped = report.observed.as_ref().is_none_or(|o| o.sources.iter().any(|s| s.stopped));
+        counts.push(("LogsStopped", u64::from(stopped)));
+    }
     // Only from a pass that read the bucket: a skipped pass says nothing about it, rather than "fine".
     if let Some(bucket) = &report.bucket {
         // Deletes and purges held: versioning not Enabled, or not proven. An alarm should page on it.

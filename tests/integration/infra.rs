@@ -65,9 +65,20 @@ async fn deploy_with(parameters: &[(&str, &str)]) -> Deployed {
         ("SweepDatabaseSecretArn", SWEEP_SECRET),
         ("ConsumerDatabaseSecretArn", CONSUMER_SECRET),
     ];
+    // From S3, as `sam deploy` sends a template past CloudFormation's 51 200 bytes inline.
+    let s3 = platform::aws::s3_client(&config, true);
+    let bucket = format!("{name}-template");
+    s3.create_bucket().bucket(&bucket).send().await.expect("the template's bucket");
+    s3.put_object()
+        .bucket(&bucket)
+        .key("template.yaml")
+        .body(packaged_template().into_bytes().into())
+        .send()
+        .await
+        .expect("the template uploaded");
     cfn.create_stack()
         .stack_name(&name)
-        .template_body(packaged_template())
+        .template_url(format!("https://{bucket}.s3.amazonaws.com/template.yaml"))
         .capabilities(Capability::CapabilityIam)
         .capabilities(Capability::CapabilityAutoExpand)
         .set_parameters(Some(given.iter().chain(parameters).map(|(k, v)| parameter(k, v)).collect()))

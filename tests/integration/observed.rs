@@ -112,6 +112,8 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
     assert_eq!(report.outcome.to_string(), "ok", "{observed}");
     assert_eq!(observed["sources"][0]["objects_read"], 1, "{observed}");
     assert_eq!(observed["sources"][0]["lines_skipped"], 2, "{observed}");
+    let metrics: Value = serde_json::from_str(&sweep_lambda::record::metrics_line(&report)).expect("the metrics line");
+    assert_eq!(metrics["LogsStopped"], 0, "logs delivered a moment ago have not stopped");
     settle_queue(&ctx).await;
 
     assert_eq!(state(&ctx, read).await.as_deref(), Some("attached"), "read since its retirement: kept");
@@ -196,6 +198,8 @@ async fn a_log_location_that_cannot_be_read_holds_every_removal_and_retiring_goe
     let report = pass(&ctx, &[("ACCESS_LOGS", missing.as_str())]).await;
     let observed = serde_json::to_value(&report.observed).expect("the report");
     assert!(observed["sources"][0]["error"].as_str().is_some_and(|e| e.contains("ListObjectsV2")), "{observed}");
+    let metrics: Value = serde_json::from_str(&sweep_lambda::record::metrics_line(&report)).expect("the metrics line");
+    assert_eq!(metrics["LogsStopped"], 1, "the alarm's metric");
     settle_queue(&ctx).await;
 
     assert_eq!(state(&ctx, expired).await.as_deref(), Some("retired"), "the purge waits");
