@@ -139,6 +139,10 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
     let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("access logs (s3)") && text.contains("2 line(s) skipped"), "{text}");
+    // The report counts, per workspace, the retired files kept because they were read.
+    let report = crate::cli::run(&ctx.db.url, Some(&ctx), &["report", "--json"]);
+    let report: Value = serde_json::from_slice(&report.stdout).expect("the report as JSON");
+    assert_eq!(report["workspaces"][ws.to_string()]["kept_because_read"], 1, "{report}");
 }
 
 /// Issue: a purge, and every delete, waits until the logs cover the decision: a read made just before it may be

@@ -61,6 +61,8 @@ pub(crate) struct Workspace {
     pub(crate) freed: Priced,
     /// Deferrals by why (grace, census, window, pinned, bucket …).
     pub(crate) deferred: BTreeMap<String, u64>,
+    /// Retired files kept because the access logs saw them read since their retirement.
+    pub(crate) kept_because_read: u64,
     /// Passes the brake held it in, and the newest reason.
     pub(crate) braked_passes: u64,
     pub(crate) braked_because: Option<String>,
@@ -159,6 +161,18 @@ async fn gather(
     for row in deferred {
         *workspaces.entry(row.workspace_id).or_default().deferred.entry(row.why).or_default() +=
             row.count.max(0).unsigned_abs();
+    }
+    let read = sqlx::query!(
+        r#"SELECT workspace_id AS "workspace_id!", count(*) AS "count!"
+             FROM settlement_events
+            WHERE occurred_at >= $1 AND action = 'keep' AND evidence ? 'read' AND workspace_id IS NOT NULL
+            GROUP BY 1"#,
+        since,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in read {
+        workspaces.entry(row.workspace_id).or_default().kept_because_read += row.count.max(0).unsigned_abs();
     }
     let days = sqlx::query!(
         r#"SELECT (occurred_at AT TIME ZONE 'UTC')::date AS "day!", action AS "action!", count(*) AS "count!"
@@ -274,8 +288,8 @@ fn describe(r: &Report) -> String {
             writeln!(text, "  retired: {} asset(s), {} B, restorable until their purge", retired.count, retired.bytes);
         let _ = writeln!(
             text,
-            "  restored: {} asset(s), {} B; kept: {} asset(s)",
-            restored.count, restored.bytes, kept.count
+            "  restored: {} asset(s), {} B; kept: {} asset(s), {} of them retired files read since (access logs)",
+            restored.count, restored.bytes, kept.count, ws.kept_because_read
         );
         let held: Vec<String> = ws.deferred.iter().map(|(why, n)| format!("{n} deferred ({why})")).collect();
         let braked =
