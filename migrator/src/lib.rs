@@ -539,7 +539,9 @@ mod tests {
     fn own_tables_are_written_into_the_function_that_refuses_rules_on_them() {
         let retention = DEFINITIONS.iter().find(|(file, _)| file.ends_with("retention.sql")).expect("retention.sql");
         assert!(render(retention.1).contains("SELECT ARRAY['assets', 'stored_objects', "), "{}", render(retention.1));
-        assert!(render(retention.1).contains("'bucket_measurements', 'log_sources', 'log_objects', 'observed_reads']\n"));
+        assert!(
+            render(retention.1).contains("'bucket_measurements', 'log_sources', 'log_objects', 'observed_reads']\n")
+        );
     }
 
     #[test]
