@@ -143,6 +143,13 @@ pub async fn weigh(
     if !matches!(decision, Decision::Retire | Decision::Delete | Decision::Purge) {
         return Ok(None);
     }
+    // The logs' reach first, then the read: each statement sees what was committed when it began, so a log object
+    // recorded between the two, whose read would keep the file, is seen by the second whenever the first counted
+    // its reach.
+    let uncovered = match decision {
+        Decision::Delete | Decision::Purge => uncovered(&mut *conn, facts.purge_after.unwrap_or_else(Utc::now)).await?,
+        _ => None,
+    };
     if let Some(read) = last_read(&mut *conn, &facts.storage_key).await? {
         let since_retired = facts.state == AssetState::Retired && facts.retired_at.is_some_and(|r| read.at > r);
         if since_retired {
@@ -153,10 +160,5 @@ pub async fn weigh(
             return Ok(Some((Decision::Defer(Deferral::Read), Seen::Read(read))));
         }
     }
-    if matches!(decision, Decision::Delete | Decision::Purge)
-        && let Some(uncovered) = uncovered(&mut *conn, facts.purge_after.unwrap_or_else(Utc::now)).await?
-    {
-        return Ok(Some((Decision::Defer(Deferral::Logs), Seen::Uncovered(uncovered))));
-    }
-    Ok(None)
+    Ok(uncovered.map(|uncovered| (Decision::Defer(Deferral::Logs), Seen::Uncovered(uncovered))))
 }

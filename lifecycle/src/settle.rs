@@ -240,8 +240,6 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::Named | Deferral::Found => Until::Later(rules::NAMED_HOLD),
                 Deferral::Bucket => Until::Later(rules::BUCKET_HOLD),
                 Deferral::SchemaChanged => Until::Later(rules::SCHEMA_HOLD),
-                // Looked at again when the window ends (a minute at least: a released window is seen sooner by
-                // none, and the sweep's next pass claims it then).
                 Deferral::Logs => Until::Later(rules::LOGS_HOLD),
                 // Looked at again once the grace after the read ends (a newer read defers it again).
                 Deferral::Read => {
@@ -253,6 +251,8 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                     let left = read_at.and_then(|at| (at + grace - chrono::Utc::now()).to_std().ok());
                     Until::Later(left.unwrap_or_default().max(rules::WINDOW_RECHECK))
                 }
+                // Looked at again when the window ends (a minute at least: a released window is seen sooner by
+                // none, and the sweep's next pass claims it then).
                 Deferral::Window | Deferral::Pinned => {
                     let ends = match &hold {
                         Some(Hold::Window(window)) => Some(window.ends_at()),

@@ -291,8 +291,15 @@ impl ObservedUse<'_> {
         .fetch_one(&mut *conn)
         .await?;
         let mut progress = SourceProgress { source: name, reaches: since, ..SourceProgress::default() };
-        let from = since.map(|s| s - chrono::Duration::from_std(self.lag + RELIST).unwrap_or_default());
-        let listed = match self.list(source, from).await {
+        // What was delivered since the reach (less RELIST); and where names that can hold it begin: a name is the
+        // delivery's time in the simple layout, the event's day or the requests' hour in the others, up to the lag
+        // before it.
+        let from = since.map(|s| s - chrono::Duration::from_std(RELIST).unwrap_or_default());
+        let names_from = match source {
+            Source::Access { layout: AccessLogLayout::Simple, .. } => from,
+            _ => from.map(|s| s - chrono::Duration::from_std(self.lag).unwrap_or_default()),
+        };
+        let (listed, truncated) = match self.list(source, from, names_from).await {
             Ok(listed) => listed,
             Err(e) => {
                 progress.error = Some(e.to_string());
@@ -315,7 +322,9 @@ impl ObservedUse<'_> {
                     break;
                 }
             };
-            let recorded = record(conn, name, object, &read).await?;
+            // A listing cut short may have left out an object delivered before one read: the reach stays put, and
+            // deletes and purges wait, until a listing holds everything since it.
+            let recorded = record(conn, name, object, &read, !truncated).await?;
             left -= 1;
             progress.objects_read += 1;
             progress.lines_read += read.lines;
@@ -326,7 +335,9 @@ impl ObservedUse<'_> {
         }
         progress.left = left;
         progress.stopped = progress.error.is_some() || stopped(progress.reaches, self.lag, Utc::now());
-        if progress.error.is_none() {
+        // Readable again only once something was read, or nothing is left: a pass whose share ran out first says
+        // nothing of the object that failed.
+        if progress.error.is_none() && (progress.objects_read > 0 || left == 0) {
             sqlx::query!(
                 "UPDATE log_sources SET listed_at = now(), error = NULL, error_at = NULL WHERE source = $1",
                 name
@@ -355,11 +366,18 @@ impl ObservedUse<'_> {
         Ok(progress)
     }
 
-    /// The source's log objects delivered since `from` (every one without), oldest delivery first.
-    async fn list(&self, source: &Source<'_>, from: Option<DateTime<Utc>>) -> Result<Vec<Listed>, AwsFailure> {
+    /// The source's log objects delivered since `from` (every one without), oldest delivery first, listed where
+    /// names from `names_from` on are; and whether the listing was cut short at [`LIST_MAX`].
+    async fn list(
+        &self,
+        source: &Source<'_>,
+        from: Option<DateTime<Utc>>,
+        names_from: Option<DateTime<Utc>>,
+    ) -> Result<(Vec<Listed>, bool), AwsFailure> {
         let bucket = &source.location().bucket;
         let mut listed = Vec::new();
-        for (prefix, start_after) in source.listings(from, Utc::now()) {
+        let mut truncated = false;
+        'listings: for (prefix, start_after) in source.listings(names_from, Utc::now()) {
             let mut pages = self
                 .s3
                 .list_objects_v2()
@@ -380,12 +398,13 @@ impl ObservedUse<'_> {
                     }
                 }
                 if listed.len() >= LIST_MAX {
-                    break;
+                    truncated = true;
+                    break 'listings;
                 }
             }
         }
         listed.sort_by(|a, b| (a.delivered_at, &a.key).cmp(&(b.delivered_at, &b.key)));
-        Ok(listed)
+        Ok((listed, truncated))
     }
 
     /// One log object, its lines read.
@@ -485,9 +504,15 @@ async fn unread(conn: &mut PgConnection, source: &str, listed: Vec<Listed>) -> R
 }
 
 /// Records what `object` held, in one transaction: the newest read of each stored object it names (of every key a
-/// logged key may have meant, those that are ours), the object as read, and the source's reach. Returns the reads
-/// kept.
-async fn record(conn: &mut PgConnection, source: &str, listed: &Listed, object: &Object) -> Result<u64, sqlx::Error> {
+/// logged key may have meant, those that are ours), the object as read, and, with `reach`, the source's reach.
+/// Returns the reads kept.
+async fn record(
+    conn: &mut PgConnection,
+    source: &str,
+    listed: &Listed,
+    object: &Object,
+    reach: bool,
+) -> Result<u64, sqlx::Error> {
     let mut keys = Vec::new();
     let mut at = Vec::new();
     let mut requester = Vec::new();
@@ -541,7 +566,7 @@ async fn record(conn: &mut PgConnection, source: &str, listed: &Listed, object: 
     .await?;
     sqlx::query!(
         r#"UPDATE log_sources
-              SET newest_delivered_at = greatest(newest_delivered_at, $2),
+              SET newest_delivered_at = CASE WHEN $10 THEN greatest(newest_delivered_at, $2) ELSE newest_delivered_at END,
                   newest_request_at = greatest(newest_request_at, $3),
                   objects_read = objects_read + 1, lines_read = lines_read + $4,
                   reads_recorded = reads_recorded + $5, requests_ignored = requests_ignored + $6,
@@ -558,7 +583,8 @@ async fn record(conn: &mut PgConnection, source: &str, listed: &Listed, object: 
         i64::try_from(object.ignored).unwrap_or(i64::MAX),
         i64::try_from(object.skipped.len()).unwrap_or(i64::MAX),
         serde_json::Value::Array(skipped),
-        SKIPPED_KEPT
+        SKIPPED_KEPT,
+        reach
     )
     .execute(&mut *tx)
     .await?;
