@@ -242,21 +242,15 @@ pub async fn settle(cx: &Context<'_>, message: &CleanupMessage) -> Result<Settle
                 Deferral::SchemaChanged => Until::Later(rules::SCHEMA_HOLD),
                 Deferral::Logs => Until::Later(rules::LOGS_HOLD),
                 // Looked at again once the grace after the read ends (a newer read defers it again).
-                Deferral::Read => {
-                    let read_at = match &seen {
-                        Some(Seen::Read(read)) => Some(read.at),
-                        _ => None,
-                    };
-                    let grace = chrono::Duration::from_std(cx.grace).unwrap_or_default();
-                    let left = read_at.and_then(|at| (at + grace - chrono::Utc::now()).to_std().ok());
-                    Until::Later(left.unwrap_or_default().max(rules::WINDOW_RECHECK))
-                }
-                // Looked at again when the window ends (a minute at least: a released window is seen sooner by
-                // none, and the sweep's next pass claims it then).
-                Deferral::Window | Deferral::Pinned => {
-                    let ends = match &hold {
-                        Some(Hold::Window(window)) => Some(window.ends_at()),
-                        Some(Hold::Pinned(pin)) => Some(pin.ends_at),
+                // Looked at again when the window, the pin or the grace after the read ends (a minute at least: a
+                // released window is seen sooner by none, and the sweep's next pass claims it then).
+                Deferral::Window | Deferral::Pinned | Deferral::Read => {
+                    let ends = match (why, &hold, &seen) {
+                        (Deferral::Read, _, Some(Seen::Read(read))) => {
+                            Some(read.at + chrono::Duration::from_std(cx.grace).unwrap_or_default())
+                        }
+                        (_, Some(Hold::Window(window)), _) => Some(window.ends_at()),
+                        (_, Some(Hold::Pinned(pin)), _) => Some(pin.ends_at),
                         _ => None,
                     };
                     let left = ends.and_then(|ends| (ends - chrono::Utc::now()).to_std().ok());

@@ -193,39 +193,13 @@ BEGIN
         EXECUTE pg_catalog.format('GRANT USAGE ON SEQUENCE asset_sweeper_private.reconcile_listings_id_seq TO %I', name);
     END LOOP;
 
-    -- The owner of the application's views: what a view may do to its table. SELECT, INSERT and UPDATE of the
-    -- columns the application writes, never UPDATE, DELETE or TRUNCATE of a whole table, which would let a lock
-    -- of the view reach the table in any mode; a view's deletes are contract.sql's function's.
+    -- The owner of the application's views: what a view may do to its table (granted below, from the application's
+    -- grants on the views), never UPDATE, DELETE or TRUNCATE of a whole table, which would let a lock of the view
+    -- reach the table in any mode; a view's deletes are contract.sql's function's.
     name := 'asset_sweeper_contract';
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name) THEN
         REVOKE ALL ON ALL TABLES IN SCHEMA asset_sweeper, asset_sweeper_private FROM asset_sweeper_contract;
         REVOKE ALL ON ALL SEQUENCES IN SCHEMA asset_sweeper, asset_sweeper_private FROM asset_sweeper_contract;
-        GRANT SELECT ON asset_sweeper_private.stored_objects, asset_sweeper_private.assets,
-                        asset_sweeper_private.asset_reference_sources, asset_sweeper_private.asset_reference_exclusions,
-                        asset_sweeper_private.asset_key_sources, asset_sweeper_private.workspace_quotas,
-                        asset_sweeper_private.retention_rules, asset_sweeper_private.asset_pins
-            TO asset_sweeper_contract;
-        GRANT INSERT (storage_key, content_hash, byte_size, created_at, updated_at),
-              UPDATE (content_hash, byte_size)
-            ON asset_sweeper_private.stored_objects TO asset_sweeper_contract;
-        GRANT INSERT (id, workspace_id, storage_key, content_hash, byte_size, state, due_at, created_at, updated_at),
-              UPDATE (workspace_id, storage_key, content_hash, byte_size, state, due_at)
-            ON asset_sweeper_private.assets TO asset_sweeper_contract;
-        GRANT INSERT (table_name, timestamp_column, keep, filter, description),
-              UPDATE (table_name, timestamp_column, keep, filter, description)
-            ON asset_sweeper_private.retention_rules TO asset_sweeper_contract;
-        GRANT INSERT (asset_id, workspace_id, key_prefix, reason, ends_at)
-            ON asset_sweeper_private.asset_pins TO asset_sweeper_contract;
-        -- The declarations: every column, one by one (a grant of the whole table's UPDATE is what must not be).
-        FOR g IN SELECT c.relname, string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum) AS cols
-                   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
-                  WHERE c.relnamespace = 'asset_sweeper_private'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
-                    AND c.relname IN ('asset_reference_sources', 'asset_reference_exclusions', 'asset_key_sources',
-                                      'workspace_quotas')
-                  GROUP BY c.relname LOOP
-            EXECUTE pg_catalog.format('GRANT INSERT (%s), UPDATE (%s) ON asset_sweeper_private.%I TO asset_sweeper_contract',
-                                      g.cols, g.cols, g.relname);
-        END LOOP;
         -- Handing a view over needs the owner to act as the new owner, and the new owner to be allowed to create
         -- where the view is; the second is taken back at once, and nobody logs in as this role. An owner that may
         -- not make itself a member (no CREATEROLE, no admin of the role) leaves the views its own, and says so.
@@ -299,6 +273,34 @@ BEGIN
         GRANT SELECT, INSERT (asset_id, workspace_id, key_prefix, reason, ends_at)
             ON asset_sweeper.asset_pins TO asset_sweeper_application;
         GRANT USAGE ON SEQUENCE asset_sweeper_private.asset_pins_id_seq TO asset_sweeper_application;
+    END IF;
+
+    -- What the views' owner holds on each table is what the application holds on its view, written once above: a
+    -- whole view's UPDATE becomes one of every column (a whole table's would let a lock of the view reach the table
+    -- in any mode), and no DELETE (contract.sql's trigger deletes, as the owner).
+    IF pg_catalog.to_regrole('asset_sweeper_contract') IS NOT NULL
+       AND pg_catalog.to_regrole('asset_sweeper_application') IS NOT NULL THEN
+        FOR g IN SELECT c.relname, a.privilege_type,
+                        CASE WHEN a.privilege_type = 'UPDATE' THEN
+                            (SELECT string_agg(pg_catalog.quote_ident(t.attname), ', ' ORDER BY t.attnum)
+                               FROM pg_catalog.pg_attribute t
+                              WHERE t.attrelid = c.oid AND t.attnum > 0 AND NOT t.attisdropped)
+                        END AS cols
+                   FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+                  WHERE c.relnamespace = 'asset_sweeper'::regnamespace AND c.relkind = 'v'
+                    AND a.grantee = 'asset_sweeper_application'::regrole
+                    AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE')
+                 UNION ALL
+                 SELECT c.relname, a.privilege_type, pg_catalog.quote_ident(t.attname)
+                   FROM pg_catalog.pg_class c
+                   JOIN pg_catalog.pg_attribute t ON t.attrelid = c.oid AND t.attnum > 0 AND NOT t.attisdropped,
+                        pg_catalog.aclexplode(t.attacl) a
+                  WHERE c.relnamespace = 'asset_sweeper'::regnamespace AND c.relkind = 'v'
+                    AND a.grantee = 'asset_sweeper_application'::regrole
+                    AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE') LOOP
+            EXECUTE pg_catalog.format('GRANT %s%s ON asset_sweeper_private.%I TO asset_sweeper_contract',
+                                      g.privilege_type, coalesce(' (' || g.cols || ')', ''), g.relname);
+        END LOOP;
     END IF;
 END
 $do$;

@@ -14,13 +14,7 @@ pub struct InventoryLocation {
 impl InventoryLocation {
     /// Parses `s3://bucket/prefix/` (the trailing slash may be left out).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let rest = text
-            .strip_prefix("s3://")
-            .ok_or_else(|| format!("must be an s3://bucket/prefix/ address, got {text:?}"))?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if let Some(reason) = bucket_name_problem(bucket) {
-            return Err(format!("names bucket {bucket:?}, which {reason}"));
-        }
+        let (bucket, prefix) = split(text, "s3://bucket/prefix/")?;
         let prefix = if prefix.is_empty() || prefix.ends_with('/') { prefix.to_owned() } else { format!("{prefix}/") };
         Ok(InventoryLocation { bucket: bucket.to_owned(), prefix })
     }
@@ -46,12 +40,7 @@ pub struct LogLocation {
 impl LogLocation {
     /// Parses `s3://bucket/prefix`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let rest =
-            text.strip_prefix("s3://").ok_or_else(|| format!("must be an s3://bucket/prefix address, got {text:?}"))?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if let Some(reason) = bucket_name_problem(bucket) {
-            return Err(format!("names bucket {bucket:?}, which {reason}"));
-        }
+        let (bucket, prefix) = split(text, "s3://bucket/prefix")?;
         Ok(LogLocation { bucket: bucket.to_owned(), prefix: prefix.to_owned() })
     }
 }
@@ -71,6 +60,16 @@ pub enum AccessLogLayout {
     /// `[prefix][account]/[region]/[bucket]/YYYY/MM/DD/YYYY-MM-DD-hh-mm-ss-[unique]`: the location names the folder of
     /// the bucket (up to and including `[bucket]/`), and each day has a folder of its own.
     Partitioned,
+}
+
+/// `s3://bucket/rest` as its valid bucket name and the rest; `shape` is what the address should look like.
+fn split<'t>(text: &'t str, shape: &str) -> Result<(&'t str, &'t str), String> {
+    let rest = text.strip_prefix("s3://").ok_or_else(|| format!("must be an {shape} address, got {text:?}"))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if let Some(reason) = bucket_name_problem(bucket) {
+        return Err(format!("names bucket {bucket:?}, which {reason}"));
+    }
+    Ok((bucket, prefix))
 }
 
 /// Why `name` is not a valid S3 bucket name, if it is not (S3's naming rules, which LocalStack also enforces).

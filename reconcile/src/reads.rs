@@ -204,6 +204,15 @@ impl Step for ObservedUse<'_> {
         for source in &self.sources {
             progress.sources.push(self.read_source(&mut conn, source, share.until).await?);
         }
+        // Reads of files no longer stored, once a pass whatever the sources.
+        sqlx::query!(
+            "DELETE FROM observed_reads r
+              WHERE r.storage_key IN (SELECT x.storage_key FROM observed_reads x
+                                       WHERE NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = x.storage_key)
+                                       LIMIT 10000)"
+        )
+        .execute(&mut *conn)
+        .await?;
         Ok(progress)
     }
 
@@ -355,14 +364,6 @@ impl ObservedUse<'_> {
             .execute(&mut *conn)
             .await?;
         }
-        sqlx::query!(
-            "DELETE FROM observed_reads r
-              WHERE r.storage_key IN (SELECT x.storage_key FROM observed_reads x
-                                       WHERE NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = x.storage_key)
-                                       LIMIT 10000)"
-        )
-        .execute(&mut *conn)
-        .await?;
         Ok(progress)
     }
 
