@@ -12,6 +12,7 @@ pub mod cloudfront_log;
 mod decode;
 pub mod requester;
 pub mod s3_log;
+pub mod trust;
 
 use chrono::{DateTime, Utc};
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 
-use observed::cloudfront_log;
+use observed::{cloudfront_log, trust};
 use platform::aws::AwsFailure;
 use platform::location::{AccessLogLayout, LogLocation};
 use platform::step::{Share, Step};
@@ -291,6 +291,8 @@ impl ObservedUse<'_> {
                                                  THEN log_sources.newest_delivered_at END,
                       configured_at = CASE WHEN log_sources.location = EXCLUDED.location
                                            THEN log_sources.configured_at ELSE now() END,
+                      trusted_since = CASE WHEN log_sources.location = EXCLUDED.location
+                                           THEN log_sources.trusted_since END,
                       location = EXCLUDED.location
                RETURNING newest_delivered_at"#,
             name,
@@ -307,6 +309,17 @@ impl ObservedUse<'_> {
         let names_from = match source {
             Source::Access { layout: AccessLogLayout::Simple, .. } => from,
             _ => from.map(|s| s - chrono::Duration::from_std(self.lag).unwrap_or_default()),
+        };
+        // Lines anybody else could have written are not read at all: neither their reads nor their delivery
+        // times (which would tell the consumer the logs cover a purge) are believed.
+        let trusted_since = match self.trusted(conn, source).await? {
+            Ok(since) => since,
+            Err(e) => {
+                progress.error = Some(e.clone());
+                progress.stopped = true;
+                record_error(conn, name, &e).await?;
+                return Ok(progress);
+            }
         };
         let (listed, truncated) = match self.list(source, from, names_from).await {
             Ok(listed) => listed,
@@ -332,15 +345,19 @@ impl ObservedUse<'_> {
                 }
             };
             // A listing cut short may have left out an object delivered before one read: the reach stays put, and
-            // deletes and purges wait, until a listing holds everything since it.
-            let recorded = record(conn, name, object, &read, !truncated).await?;
+            // deletes and purges wait, until a listing holds everything since it. Nor does an object delivered
+            // before the location was known to be AWS's alone move it.
+            let reach = !truncated && object.delivered_at >= trusted_since;
+            let recorded = record(conn, name, object, &read, reach).await?;
             left -= 1;
             progress.objects_read += 1;
             progress.lines_read += read.lines;
             progress.reads_recorded += recorded;
             progress.requests_ignored += read.ignored;
             progress.lines_skipped += read.skipped.len() as u64;
-            progress.reaches = progress.reaches.max(Some(object.delivered_at));
+            if reach {
+                progress.reaches = progress.reaches.max(Some(object.delivered_at));
+            }
         }
         progress.left = left;
         progress.stopped = progress.error.is_some() || stopped(progress.reaches, self.lag, Utc::now());
@@ -365,6 +382,34 @@ impl ObservedUse<'_> {
             .await?;
         }
         Ok(progress)
+    }
+
+    /// Since when only AWS's log delivery has been able to write the source's location, by its bucket's policy
+    /// (read each pass: a policy changed since the last is seen before the next object is read); or why it is not
+    /// read. A policy that falls short forgets that time; a call that fails says nothing of the policy.
+    async fn trusted(
+        &self,
+        conn: &mut PgConnection,
+        source: &Source<'_>,
+    ) -> Result<Result<DateTime<Utc>, String>, sqlx::Error> {
+        let LogLocation { bucket, prefix } = source.location();
+        let policy = match self.s3.get_bucket_policy().bucket(bucket).send().await {
+            Ok(out) => out.policy,
+            Err(e) if e.as_service_error().and_then(|e| e.meta().code()) == Some("NoSuchBucketPolicy") => None,
+            Err(e) => return Ok(Err(AwsFailure::from_sdk(format!("GetBucketPolicy s3://{bucket}"), &e).to_string())),
+        };
+        let verdict = trust::check(policy.as_deref(), bucket, prefix);
+        let since = sqlx::query_scalar!(
+            r#"UPDATE log_sources SET trusted_since = CASE WHEN $2 THEN coalesce(trusted_since, now()) END
+                WHERE source = $1 RETURNING trusted_since"#,
+            source.name(),
+            verdict.is_ok()
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        Ok(verdict
+            .map(|()| since.unwrap_or_else(Utc::now))
+            .map_err(|e| format!("s3://{bucket}/{prefix} is not trusted: {e} (docs/operating.md, \"Observed use\")")))
     }
 
     /// The source's log objects delivered since `from` (every one without), oldest delivery first, listed where

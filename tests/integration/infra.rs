@@ -952,6 +952,8 @@ async fn a_log_location_is_readable_below_its_prefix_alone() {
         assert_eq!(
             named(&logs.statements("SweepRole"), bucket),
             [
+                // Its policy, to know that nobody but AWS's log delivery writes there.
+                json!({"Effect": "Allow", "Action": "s3:GetBucketPolicy", "Resource": format!("arn:aws:s3:::{bucket}")}),
                 json!({"Effect": "Allow", "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{bucket}/{prefix}*")}),
                 json!({"Effect": "Allow", "Action": "s3:ListBucket", "Resource": format!("arn:aws:s3:::{bucket}"),
                        "Condition": {"StringLike": {"s3:prefix": format!("{prefix}*")}}}),

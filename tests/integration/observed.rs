@@ -16,10 +16,23 @@ use crate::pipeline::{last_event, pass, settle_queue};
 /// The canonical user S3's own example lines carry as the bucket owner.
 const OWNER: &str = "79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be";
 
-/// A bucket for the logs, beside the test's asset bucket.
-async fn logs_bucket(ctx: &TestContext) -> String {
-    let bucket = format!("{}-logs", ctx.bucket);
+/// The bucket for the logs, beside the test's asset bucket.
+fn logs_bucket(ctx: &TestContext) -> String {
+    format!("{}-logs", ctx.bucket)
+}
+
+/// Logging turned on as docs/operating.md has an operator do it: the logs' bucket made, its policy letting only
+/// AWS's log delivery write below `prefix`, and a first pass with `settings` that reads nothing yet. Only an object
+/// delivered after a pass saw that policy tells how far the logs reach (S3 stamps a delivery to the second: the
+/// next one is a second on).
+async fn logs_turned_on(ctx: &TestContext, prefix: &str, settings: &[(&str, &str)]) -> String {
+    let bucket = logs_bucket(ctx);
     ctx.s3.create_bucket().bucket(&bucket).send().await.expect("the logs bucket");
+    integration_tests::fixtures::protect_logs(&ctx.s3, &bucket, prefix).await;
+    let report = pass(ctx, settings).await;
+    let observed = serde_json::to_value(&report.observed).expect("the report");
+    assert_eq!(observed["sources"][0]["error"], Value::Null, "{observed}");
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     bucket
 }
 
@@ -82,14 +95,18 @@ async fn source(ctx: &TestContext, name: &str) -> (i64, i64, i64, Value, Option<
 #[tokio::test]
 async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own_role_is_purged() {
     let ctx = TestContext::new().await;
-    let logs = logs_bucket(&ctx).await;
+    let location = format!("s3://{}/access/", logs_bucket(&ctx));
+    let own_role = "arn:aws:sts::111122223333:assumed-role/asset-sweeper-consumer/1733380000";
+    let backup = "arn:aws:iam::111122223333:user/nightly-backup";
+    let ignored = format!("arn:aws:iam::111122223333:role/asset-sweeper-consumer, {backup}");
+    let settings =
+        [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s"), ("LOGS_IGNORE_REQUESTERS", ignored.as_str())];
+    let logs = logs_turned_on(&ctx, "access/", &settings).await;
     let ws = Uuid::new_v4();
     let (read_key, unread_key) = (format!("{ws}/hero image.png"), format!("{ws}/old.png"));
     let read = seed(&ctx, ws, "retired", "40 days", &read_key).await;
     let unread = seed(&ctx, ws, "retired", "40 days", &unread_key).await;
     let bucket = ctx.bucket.clone();
-    let own_role = "arn:aws:sts::111122223333:assumed-role/asset-sweeper-consumer/1733380000";
-    let backup = "arn:aws:iam::111122223333:user/nightly-backup";
     let lines = [
         s3_line(&bucket, &logged(&read_key), ago(2), "-", "REST.GET.OBJECT", 200, "https://shop.example.com/p/1"),
         s3_line(&bucket, &logged(&unread_key), ago(1), own_role, "REST.GET.OBJECT", 200, "-"),
@@ -102,10 +119,6 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
         "this is not an access log line".to_owned(),
     ];
     deliver_s3_log(&ctx, &logs, &lines).await;
-    let (location, ignored) =
-        (format!("s3://{logs}/access/"), format!("arn:aws:iam::111122223333:role/asset-sweeper-consumer, {backup}"));
-    let settings =
-        [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s"), ("LOGS_IGNORE_REQUESTERS", ignored.as_str())];
 
     let report = pass(&ctx, &settings).await;
     let observed = serde_json::to_value(&report.observed).expect("the report");
@@ -151,7 +164,9 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
 #[tokio::test]
 async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
     let ctx = TestContext::new().await;
-    let logs = logs_bucket(&ctx).await;
+    let location = format!("s3://{}/access/", logs_bucket(&ctx));
+    let settings = [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s")];
+    let logs = logs_turned_on(&ctx, "access/", &settings).await;
     let ws = Uuid::new_v4();
     let key = format!("{ws}/banner.png");
     let bucket = ctx.bucket.clone();
@@ -165,8 +180,6 @@ async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
         .execute(ctx.pool())
         .await
         .expect("its purge time");
-    let location = format!("s3://{logs}/access/");
-    let settings = [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s")];
 
     pass(&ctx, &settings).await;
     settle_queue(&ctx).await;
@@ -201,7 +214,7 @@ async fn a_log_location_that_cannot_be_read_holds_every_removal_and_retiring_goe
     let missing = format!("s3://{}-no-such-logs/access/", ctx.bucket);
     let report = pass(&ctx, &[("ACCESS_LOGS", missing.as_str())]).await;
     let observed = serde_json::to_value(&report.observed).expect("the report");
-    assert!(observed["sources"][0]["error"].as_str().is_some_and(|e| e.contains("ListObjectsV2")), "{observed}");
+    assert!(observed["sources"][0]["error"].as_str().is_some_and(|e| e.contains("no-such-logs")), "{observed}");
     let metrics: Value = serde_json::from_str(&sweep_lambda::record::metrics_line(&report)).expect("the metrics line");
     assert_eq!(metrics["LogsStopped"], 1, "the alarm's metric");
     settle_queue(&ctx).await;
@@ -223,7 +236,13 @@ async fn a_log_location_that_cannot_be_read_holds_every_removal_and_retiring_goe
 #[tokio::test]
 async fn cloudfront_reads_under_an_origin_path_name_the_right_files_whatever_their_spelling() {
     let ctx = TestContext::new().await;
-    let logs = logs_bucket(&ctx).await;
+    let location = format!("s3://{}/cf/E2EXAMPLE", logs_bucket(&ctx));
+    let settings = [
+        ("CLOUDFRONT_LOGS", location.as_str()),
+        ("CLOUDFRONT_ORIGIN_PATH", "/production"),
+        ("LOGS_DELIVERY_LAG", "0s"),
+    ];
+    let logs = logs_turned_on(&ctx, "cf/E2EXAMPLE", &settings).await;
     let ws = Uuid::new_v4();
     // As the viewer's request path has them, and as CloudFront then logs them.
     let files = [
@@ -290,12 +309,6 @@ async fn cloudfront_reads_under_an_origin_path_name_the_right_files_whatever_the
     let body = gz.finish().expect("gzip");
     let file = format!("cf/E2EXAMPLE.{}.a1b2c3d4.gz", at.format("%Y-%m-%d-%H"));
     ctx.s3.put_object().bucket(&logs).key(&file).body(body.into()).send().await.expect("the CloudFront log file");
-    let location = format!("s3://{logs}/cf/E2EXAMPLE");
-    let settings = [
-        ("CLOUDFRONT_LOGS", location.as_str()),
-        ("CLOUDFRONT_ORIGIN_PATH", "/production"),
-        ("LOGS_DELIVERY_LAG", "0s"),
-    ];
 
     let report = pass(&ctx, &settings).await;
     let observed = serde_json::to_value(&report.observed).expect("the report");
@@ -307,4 +320,104 @@ async fn cloudfront_reads_under_an_origin_path_name_the_right_files_whatever_the
         assert_eq!(evidence["read"]["source"], "cloudfront", "{key}: {evidence}");
         assert_eq!(evidence["read"]["referrer_host"], "blog.example.org", "{key}: {evidence}");
     }
+}
+
+/// Issue (hostile): forged log lines in a location the application can write are not trusted. The logs' bucket
+/// carries only the policy AWS's documentation gives for S3's delivery (an allow), so any role of the account with
+/// `s3:PutObject` (the application's, in most accounts) can write there; the application writes a log saying a
+/// retired file was read last night. The sweep reads nothing from the location: it says which writes its policy
+/// leaves open, `status` asks for a person, and every purge waits (the forged read keeps nothing; the forged
+/// object's delivery covers nothing). A deny that exempts a role by its ARN is refused too, naming the condition:
+/// the product cannot tell an operator's role from the application's. Once the operator denies every principal but
+/// AWS's services, the objects already there are read (a read only keeps a file: the forged one keeps its file,
+/// the safe way to be wrong), but none delivered before the policy was seen tells how far the logs reach: the other
+/// file's purge waits for a log delivered since, then goes.
+#[tokio::test]
+async fn forged_logs_in_a_location_the_application_can_write_are_not_believed() {
+    let ctx = TestContext::new().await;
+    let logs = logs_bucket(&ctx);
+    ctx.s3.create_bucket().bucket(&logs).send().await.expect("the logs bucket");
+    let below = format!("arn:aws:s3:::{logs}/access/*");
+    let allow = serde_json::json!({"Effect": "Allow", "Principal": {"Service": "logging.s3.amazonaws.com"},
+                                   "Action": "s3:PutObject", "Resource": below});
+    let put_policy = |statements: Vec<Value>| {
+        let policy = serde_json::json!({"Version": "2012-10-17", "Statement": statements}).to_string();
+        ctx.s3.put_bucket_policy().bucket(&logs).policy(policy).send()
+    };
+    put_policy(vec![allow.clone()]).await.expect("S3's documented delivery policy alone");
+    let ws = Uuid::new_v4();
+    let (forged_key, other_key) = (format!("{ws}/forged.png"), format!("{ws}/other.png"));
+    let forged = seed(&ctx, ws, "retired", "40 days", &forged_key).await;
+    let other = seed(&ctx, ws, "retired", "40 days", &other_key).await;
+    let bucket = ctx.bucket.clone();
+    deliver_s3_log(&ctx, &logs, &[s3_line(&bucket, &logged(&forged_key), ago(1), "-", "REST.GET.OBJECT", 200, "-")])
+        .await;
+    let location = format!("s3://{logs}/access/");
+    let settings = [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s")];
+    let due_again = || async {
+        sqlx::query("UPDATE assets SET due_at = now() - interval '1 second' WHERE id = ANY ($1)")
+            .bind([forged, other])
+            .execute(ctx.pool())
+            .await
+            .expect("due again");
+    };
+
+    let report = pass(&ctx, &settings).await;
+    let observed = serde_json::to_value(&report.observed).expect("the report");
+    let error = observed["sources"][0]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains("is not trusted") && error.contains("s3:PutObject, s3:DeleteObject"), "{observed}");
+    assert_eq!(observed["sources"][0]["objects_read"], 0, "{observed}");
+    let metrics: Value = serde_json::from_str(&sweep_lambda::record::metrics_line(&report)).expect("the metrics line");
+    assert_eq!(metrics["LogsStopped"], 1, "the alarm's metric");
+    settle_queue(&ctx).await;
+    for asset in [forged, other] {
+        assert_eq!(state(&ctx, asset).await.as_deref(), Some("retired"), "neither kept nor purged");
+        let (action, evidence) = last_event(&ctx, asset).await;
+        assert_eq!((action.as_str(), &evidence["logs"]["kind"]), ("defer", &Value::from("unreadable")), "{evidence}");
+    }
+    let reads: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM observed_reads").fetch_one(ctx.pool()).await.expect("reads");
+    assert_eq!(reads, 0, "no line of the location was believed");
+    let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("NEEDS A PERSON") && text.contains("is not trusted"), "{text}");
+
+    // An operator's break-glass role exempted by its ARN: the application's role could be named the same way.
+    let mut exempting = serde_json::json!({"Sid": "OpsOnly", "Effect": "Deny", "Principal": "*",
+        "Action": ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"], "Resource": below,
+        "Condition": {"Bool": {"aws:PrincipalIsAWSService": "false"},
+                      "ArnNotLike": {"aws:PrincipalArn": "arn:aws:iam::111122223333:role/ops-*"}}});
+    put_policy(vec![allow.clone(), exempting.clone()]).await.expect("a deny with an exemption");
+    let report = pass(&ctx, &settings).await;
+    let observed = serde_json::to_value(&report.observed).expect("the report");
+    let error = observed["sources"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("OpsOnly is conditional on ArnNotLike aws:PrincipalArn"), "{observed}");
+
+    // The policy docs/operating.md gives: every principal but AWS's services denied.
+    exempting["Condition"].as_object_mut().map(|c| c.remove("ArnNotLike"));
+    put_policy(vec![allow, exempting]).await.expect("the documented policy");
+    due_again().await;
+    let report = pass(&ctx, &settings).await;
+    let observed = serde_json::to_value(&report.observed).expect("the report");
+    assert_eq!((&observed["sources"][0]["error"], &observed["sources"][0]["objects_read"]), (&Value::Null, &1.into()));
+    settle_queue(&ctx).await;
+    let (action, evidence) = last_event(&ctx, other).await;
+    assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("logs")), "{evidence}");
+    assert!(evidence["because"].as_str().is_some_and(|b| b.contains("no s3 log has been read yet")), "{evidence}");
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &other_key).await);
+    assert_eq!(state(&ctx, forged).await.as_deref(), Some("attached"), "a read, whoever wrote it, only keeps");
+
+    // AWS delivers a log since: the logs now reach past the purge.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    deliver_s3_log(
+        &ctx,
+        &logs,
+        &[s3_line(&bucket, &logged("elsewhere.png"), ago(0), "-", "REST.GET.OBJECT", 200, "-")],
+    )
+    .await;
+    due_again().await;
+    pass(&ctx, &settings).await;
+    settle_queue(&ctx).await;
+    assert_eq!(state(&ctx, other).await, None, "purged once a trusted delivery covers it");
+    assert!(!object_exists(&ctx.s3, &ctx.bucket, &other_key).await);
 }

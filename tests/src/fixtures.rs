@@ -63,6 +63,34 @@ pub async fn put_bytes(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, bytes: 
         .expect("put object");
 }
 
+/// Makes `s3://bucket/prefix` a location only AWS's log delivery can write, as docs/operating.md has an operator do:
+/// S3's log delivery allowed to put its logs, and every principal that is not an AWS service denied putting or
+/// deleting an object below the prefix. The sweep reads no log location whose policy does not say so.
+pub async fn protect_logs(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) {
+    let below = format!("arn:aws:s3:::{bucket}/{prefix}*");
+    let policy = serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "S3ServerAccessLogsPolicy",
+                "Effect": "Allow",
+                "Principal": {"Service": "logging.s3.amazonaws.com"},
+                "Action": "s3:PutObject",
+                "Resource": below,
+            },
+            {
+                "Sid": "OnlyLogDeliveryWritesTheLogs",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
+                "Resource": below,
+                "Condition": {"Bool": {"aws:PrincipalIsAWSService": "false"}},
+            },
+        ],
+    });
+    s3.put_bucket_policy().bucket(bucket).policy(policy.to_string()).send().await.expect("the logs' bucket policy");
+}
+
 /// Whether `key` currently exists in the bucket (a delete marker counts as gone).
 pub async fn object_exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> bool {
     match s3.head_object().bucket(bucket).key(key).send().await {
@@ -78,8 +106,20 @@ pub async fn object_exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> 
 /// retired for its trial `age` ago (`retired`, its purge time its retirement): once a census has read everything
 /// since, it is deleted.
 pub async fn seed(ctx: &crate::TestContext, workspace: Uuid, state: &str, age: &str, key: &str) -> Uuid {
-    put_bytes(&ctx.s3, &ctx.bucket, key, format!("bytes of {key}").as_bytes()).await;
-    let pool = ctx.pool();
+    seed_in(ctx.pool(), &ctx.s3, &ctx.bucket, workspace, state, age, key).await
+}
+
+/// [`seed`], its bytes in a bucket other than the test's own: a deployed stack's asset bucket.
+pub async fn seed_in(
+    pool: &PgPool,
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    workspace: Uuid,
+    state: &str,
+    age: &str,
+    key: &str,
+) -> Uuid {
+    put_bytes(s3, bucket, key, format!("bytes of {key}").as_bytes()).await;
     sqlx::query(
         "INSERT INTO stored_objects (storage_key, content_hash, byte_size) VALUES ($1, 'sha256:' || md5($1), 100)
          ON CONFLICT (storage_key) DO NOTHING",

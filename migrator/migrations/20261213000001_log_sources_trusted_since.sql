@@ -1,0 +1,4 @@
+-- A log location is read only while its bucket's policy keeps everybody but AWS's log delivery from writing below
+-- it. Since when that was seen, without a break: an object delivered before then may be read (a read only keeps a
+-- file) but does not tell the consumer how far the logs reach, as anybody may have written it.
+ALTER TABLE asset_sweeper_private.log_sources ADD COLUMN trusted_since timestamptz;
