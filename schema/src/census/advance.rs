@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -166,6 +167,14 @@ async fn read(
             end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
         }
         let started = Instant::now();
+        // A scan's first batch dates it by the database's clock before it reads anything: every name it sights is
+        // stamped by that clock, later (a time measured here and subtracted there came out after a busy machine's
+        // first sightings, and the next scan's end forgot names this one had seen).
+        let scan_began = if current.next_block == 0 {
+            Some(sqlx::query_scalar!(r#"SELECT now() AS "now!""#).fetch_one(&mut *conn).await?)
+        } else {
+            None
+        };
         let mut found = if current.next_block < end {
             limit(conn, Some(budget.batch_timeout)).await?;
             let rows = Rows::blocks(current.next_block, end);
@@ -239,7 +248,7 @@ async fn read(
         let first = current.next_block == 0;
         // A scan begun here is dated from the batch's start, or from when the key scan read the adopted keys if
         // that was earlier (an adoption after it is not covered by this scan).
-        let began = keys.and_then(named::KeyScan::since).map_or(took, |since| took.max(since.elapsed()));
+        let began = scan_began.map(|at| keys.and_then(named::KeyScan::since).map_or(at, |since| at.min(since)));
         if record(conn, current, end, finished, &found, began).await? {
             // Rewritten under the scan: read it again from its first block, in its new file.
             let (blocks_then, filenode) = file_now(conn, current.relid).await?;
@@ -503,7 +512,7 @@ async fn record(
     end: i64,
     finished: bool,
     found: &[Found],
-    began: Duration,
+    began: Option<DateTime<Utc>>,
 ) -> Result<bool, sqlx::Error> {
     let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
     let rows: Vec<i64> = found.iter().map(|f| f.rows).collect();
@@ -518,14 +527,14 @@ async fn record(
     // Before the scan's end is recorded, so a clean end forgets only what neither scan saw.
     let assets: Vec<Uuid> = noted.iter().map(|f| f.asset).collect();
     super::note_findings(&mut *conn, noted).await?;
-    // A scan's first batch dates it: by the database's clock, `began` ago.
-    let started_at = (group.next_block == 0).then_some(began.as_secs_f64());
+    // A scan's first batch dates it.
+    let started_at = began.filter(|_| group.next_block == 0);
     // The table's file this scan reads: the planned one for a first batch, else the one recorded then. Another
     // file now means a rewrite moved the rows: the scan starts over.
     let rewritten = sqlx::query_scalar!(
         r#"WITH current AS (
                SELECT c.attnum, r.rewritten, c.proven_at AS previous,
-                      CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                      CASE WHEN $6::timestamptz IS NOT NULL THEN $6::timestamptz
                            ELSE c.scan_started_at END AS started,
                       -- The scan ended on the file it began on, with no value it left untried.
                       $3 AND NOT r.rewritten
@@ -533,7 +542,7 @@ async fn record(
                                           WHERE u.relid = c.relid AND u.attnum = c.attnum AND u.untried) AS clean_end
                  FROM census_columns c
                 CROSS JOIN LATERAL (
-                      SELECT CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END
+                      SELECT CASE WHEN $6::timestamptz IS NOT NULL THEN $7::oid ELSE c.filenode END
                                  IS DISTINCT FROM pg_relation_filenode(c.relid) AS rewritten
                 ) r
                 WHERE c.relid = $1 AND c.attnum = ANY ($2)
@@ -541,28 +550,28 @@ async fn record(
            updated AS (
                UPDATE census_columns c
                   SET next_block = CASE WHEN w.rewritten OR w.clean_end THEN 0 ELSE $4::bigint END,
-                      filenode = CASE WHEN $6::float8 IS NOT NULL THEN $7::oid ELSE c.filenode END,
+                      filenode = CASE WHEN $6::timestamptz IS NOT NULL THEN $7::oid ELSE c.filenode END,
                       scan_started_at = CASE WHEN w.rewritten THEN NULL
-                                             WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                             WHEN $6::timestamptz IS NOT NULL THEN $6::timestamptz
                                              ELSE c.scan_started_at END,
                       -- A first batch starts the count afresh; a clean end makes it the last complete scan's.
                       scan_found_rows = CASE WHEN w.clean_end OR w.rewritten THEN 0
-                                             WHEN $6::float8 IS NOT NULL THEN f.rows
+                                             WHEN $6::timestamptz IS NOT NULL THEN f.rows
                                              ELSE c.scan_found_rows + f.rows END,
                       found_rows = CASE WHEN w.clean_end
-                                        THEN CASE WHEN $6::float8 IS NOT NULL THEN f.rows
+                                        THEN CASE WHEN $6::timestamptz IS NOT NULL THEN f.rows
                                                   ELSE c.scan_found_rows + f.rows END
                                         ELSE c.found_rows END,
                       -- One asset found, for the status: cleared by a complete scan that found none.
                       found_asset = CASE WHEN f.example IS NOT NULL THEN f.example
-                                         WHEN w.clean_end AND CASE WHEN $6::float8 IS NOT NULL THEN f.rows
+                                         WHEN w.clean_end AND CASE WHEN $6::timestamptz IS NOT NULL THEN f.rows
                                                                    ELSE c.scan_found_rows + f.rows END = 0
                                               THEN NULL
                                          ELSE c.found_asset END,
                       found_at = CASE WHEN f.example IS NOT NULL THEN now() ELSE c.found_at END,
                       found_cycle = CASE WHEN f.example IS NOT NULL THEN s.cycle ELSE c.found_cycle END,
                       proven_at = CASE WHEN w.clean_end
-                                       THEN CASE WHEN $6::float8 IS NOT NULL THEN now() - $6 * interval '1 second'
+                                       THEN CASE WHEN $6::timestamptz IS NOT NULL THEN $6::timestamptz
                                                  ELSE c.scan_started_at END
                                        ELSE c.proven_at END,
                       done_cycle = CASE WHEN w.clean_end THEN s.cycle ELSE c.done_cycle END

@@ -11,8 +11,8 @@
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
-use std::time::Instant;
 
+use chrono::{DateTime, Utc};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use unicode_normalization::UnicodeNormalization;
@@ -106,7 +106,7 @@ struct Adopted {
     names: Option<Names>,
     /// When they were read: a scan that begins after this is dated from it (its proof covers the adoptions before
     /// its start, and a later adoption's key is not among these).
-    since: Instant,
+    since: DateTime<Utc>,
 }
 
 impl<'a> KeyScan<'a> {
@@ -115,7 +115,7 @@ impl<'a> KeyScan<'a> {
     }
 
     /// When the adopted keys were read, once they were.
-    pub(super) fn since(&self) -> Option<Instant> {
+    pub(super) fn since(&self) -> Option<DateTime<Utc>> {
         self.adopted.get().map(|a| a.since)
     }
 
@@ -123,8 +123,9 @@ impl<'a> KeyScan<'a> {
     /// later is dated after `since`. When the lock is held elsewhere (a reconciliation adopting), every span is kept
     /// for this pass.
     async fn load(conn: &mut PgConnection) -> Result<Adopted, sqlx::Error> {
-        let since = Instant::now();
         let mut tx = conn.begin().await?;
+        // The transaction's start, by the database's clock: whatever was adopted before it is read below.
+        let since = sqlx::query_scalar!(r#"SELECT now() AS "now!""#).fetch_one(&mut *tx).await?;
         // Under the session's own statement timeout, not the batch limit the census reads under: a large bucket's
         // keys take longer to read than a tight limit allows, and a batch cut short would only read them again.
         sqlx::raw_sql("SET LOCAL statement_timeout TO DEFAULT").execute(&mut *tx).await?;
