@@ -22,6 +22,7 @@ mod launcher;
 mod midflight;
 mod money;
 mod observed;
+mod observed_e2e;
 mod pipeline;
 mod quota;
 mod reconcile;

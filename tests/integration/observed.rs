@@ -7,14 +7,12 @@ use std::io::Write as _;
 
 use chrono::{DateTime, Utc};
 use integration_tests::TestContext;
+use integration_tests::access_logs::{OWNER, deliver_s3_log, logged, s3_line};
 use integration_tests::fixtures::{object_exists, seed, state};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::pipeline::{last_event, pass, settle_queue};
-
-/// The canonical user S3's own example lines carry as the bucket owner.
-const OWNER: &str = "79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be";
 
 /// The bucket for the logs, beside the test's asset bucket.
 fn logs_bucket(ctx: &TestContext) -> String {
@@ -34,41 +32,6 @@ async fn logs_turned_on(ctx: &TestContext, prefix: &str, settings: &[(&str, &str
     assert_eq!(observed["sources"][0]["error"], Value::Null, "{observed}");
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     bucket
-}
-
-/// One S3 server access log line, field by field as AWS's documented example has them: `key` as the log writes it
-/// (URL-encoded), `requester` `-` for an anonymous request.
-fn s3_line(
-    bucket: &str,
-    key: &str,
-    at: DateTime<Utc>,
-    requester: &str,
-    operation: &str,
-    status: u16,
-    referrer: &str,
-) -> String {
-    format!(
-        "{OWNER} {bucket} [{}] 192.0.2.3 {requester} 3E57427F3EXAMPLE {operation} {key} \"GET /{bucket}/{key} HTTP/1.1\" \
-         {status} - 113 113 7 - \"{referrer}\" \"Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0\" - \
-         s9lzHYrFp76ZVxRcpX9+5cjAnEH2ROuNkd2BHfIa6UkFVdtjf5mKR3/eTPFvsiP/XV/VLi31234= SigV4 ECDHE-RSA-AES128-GCM-SHA256 \
-         AuthHeader {bucket}.s3.us-east-1.amazonaws.com TLSV1.2 - Yes us-east-1",
-        at.format("%d/%b/%Y:%H:%M:%S +0000")
-    )
-}
-
-/// A delivered S3 access log object, named as S3 names one in the simple layout, at the time of its delivery.
-async fn deliver_s3_log(ctx: &TestContext, logs: &str, lines: &[String]) -> String {
-    let key = format!("access/{}-{}", Utc::now().format("%Y-%m-%d-%H-%M-%S"), Uuid::new_v4().simple());
-    let body = lines.join("\n") + "\n";
-    ctx.s3.put_object().bucket(logs).key(&key).body(body.into_bytes().into()).send().await.expect("a log object");
-    key
-}
-
-/// A key as S3's log writes it for a GET: URL-encoded twice.
-fn logged(key: &str) -> String {
-    let once = percent_encoding::utf8_percent_encode(key, percent_encoding::NON_ALPHANUMERIC).to_string();
-    let once = once.replace("%2F", "/");
-    percent_encoding::utf8_percent_encode(&once, percent_encoding::NON_ALPHANUMERIC).to_string().replace("%2F", "/")
 }
 
 fn ago(days: i64) -> DateTime<Utc> {
@@ -118,7 +81,7 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
         format!("{OWNER} {bucket} [06/Feb/2019:00:00:38"),
         "this is not an access log line".to_owned(),
     ];
-    deliver_s3_log(&ctx, &logs, &lines).await;
+    deliver_s3_log(&ctx.s3, &logs, "access/", &lines).await;
 
     let report = pass(&ctx, &settings).await;
     let observed = serde_json::to_value(&report.observed).expect("the report");
@@ -171,7 +134,13 @@ async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
     let key = format!("{ws}/banner.png");
     let bucket = ctx.bucket.clone();
     let other = format!("{ws}/other.png");
-    deliver_s3_log(&ctx, &logs, &[s3_line(&bucket, &logged(&other), ago(1), "-", "REST.GET.OBJECT", 200, "-")]).await;
+    deliver_s3_log(
+        &ctx.s3,
+        &logs,
+        "access/",
+        &[s3_line(&bucket, &logged(&other), ago(1), "-", "REST.GET.OBJECT", 200, "-")],
+    )
+    .await;
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     let asset = seed(&ctx, ws, "retired", "40 days", &key).await;
     // Its purge time comes after the log delivered so far.
@@ -190,7 +159,13 @@ async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
 
     // An hour on (its deferral ends), with a log delivered since its purge time (S3 stamps a delivery to the second).
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
-    deliver_s3_log(&ctx, &logs, &[s3_line(&bucket, &logged(&other), ago(0), "-", "REST.GET.OBJECT", 200, "-")]).await;
+    deliver_s3_log(
+        &ctx.s3,
+        &logs,
+        "access/",
+        &[s3_line(&bucket, &logged(&other), ago(0), "-", "REST.GET.OBJECT", 200, "-")],
+    )
+    .await;
     sqlx::query("UPDATE assets SET due_at = now() - interval '1 second' WHERE id = $1")
         .bind(asset)
         .execute(ctx.pool())
@@ -350,8 +325,13 @@ async fn forged_logs_in_a_location_the_application_can_write_are_not_believed() 
     let forged = seed(&ctx, ws, "retired", "40 days", &forged_key).await;
     let other = seed(&ctx, ws, "retired", "40 days", &other_key).await;
     let bucket = ctx.bucket.clone();
-    deliver_s3_log(&ctx, &logs, &[s3_line(&bucket, &logged(&forged_key), ago(1), "-", "REST.GET.OBJECT", 200, "-")])
-        .await;
+    deliver_s3_log(
+        &ctx.s3,
+        &logs,
+        "access/",
+        &[s3_line(&bucket, &logged(&forged_key), ago(1), "-", "REST.GET.OBJECT", 200, "-")],
+    )
+    .await;
     let location = format!("s3://{logs}/access/");
     let settings = [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s")];
     let due_again = || async {
@@ -410,8 +390,9 @@ async fn forged_logs_in_a_location_the_application_can_write_are_not_believed() 
     // AWS delivers a log since: the logs now reach past the purge.
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     deliver_s3_log(
-        &ctx,
+        &ctx.s3,
         &logs,
+        "access/",
         &[s3_line(&bucket, &logged("elsewhere.png"), ago(0), "-", "REST.GET.OBJECT", 200, "-")],
     )
     .await;

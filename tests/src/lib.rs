@@ -4,6 +4,7 @@
 //! The harness fails loudly, never skips, when Postgres or LocalStack is missing: run the tests through
 //! `scripts/test`, which starts what they need.
 
+pub mod access_logs;
 pub mod fixtures;
 pub mod reports;
 

@@ -47,23 +47,38 @@ struct Deployed {
     outputs: serde_json::Value,
 }
 
-/// Runs `localstack/deploy` from the repository at `root`, with reconciliation of the whole asset bucket turned on
-/// ([`crate::bucket::parameters`]); its progress goes to this process's stderr.
-/// Each function connects as its own login (`logins`): the script puts each URL in that function's secret.
+/// Runs `localstack/deploy` from the repository at `root` for the demo: its parameters, with reconciliation of the
+/// whole asset bucket turned on ([`crate::bucket::parameters`]).
 pub fn deploy(
     root: &Path,
     database_url: &str,
     logins: &crate::logins::FunctionLogins,
     stack: &str,
 ) -> anyhow::Result<Stack> {
+    deploy_with(root, database_url, logins, stack, &crate::bucket::parameters(stack))
+}
+
+/// Runs `localstack/deploy` from the repository at `root` with [`DEMO_PARAMETERS`] and `extra` (an `extra` parameter
+/// of the same name replaces the demo's); its progress goes to this process's stderr.
+/// Each function connects as its own login (`logins`): the script puts each URL in that function's secret.
+pub fn deploy_with(
+    root: &Path,
+    database_url: &str,
+    logins: &crate::logins::FunctionLogins,
+    stack: &str,
+    extra: &[(String, String)],
+) -> anyhow::Result<Stack> {
+    // CloudFormation refuses a parameter given twice.
+    let demo =
+        DEMO_PARAMETERS.iter().filter(|(k, _)| !extra.iter().any(|(e, _)| e == k)).map(|(k, v)| format!("{k}={v}"));
     let script = root.join("localstack/deploy");
     let output = Command::new(&script)
         .env("SWEEP_DATABASE_URL", &logins.sweep_url)
         .env("CONSUMER_DATABASE_URL", &logins.consumer_url)
         .arg(database_url)
         .arg(stack)
-        .args(DEMO_PARAMETERS.iter().map(|(k, v)| format!("{k}={v}")))
-        .args(crate::bucket::parameters(stack).iter().map(|(k, v)| format!("{k}={v}")))
+        .args(demo)
+        .args(extra.iter().map(|(k, v)| format!("{k}={v}")))
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("running {}", script.display()))?;
