@@ -601,6 +601,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             source.requests_ignored,
             source.lines_skipped
         );
+        if source.other_bucket_lines > 0 {
+            let _ = writeln!(
+                text,
+                "  {} line(s) of other buckets' logs in the same location passed over",
+                source.other_bucket_lines
+            );
+        }
         if let Some(last) = source.skipped.as_array().and_then(|s| s.last()) {
             let _ = writeln!(
                 text,

@@ -141,6 +141,7 @@ impl Reader {
             at: Utc.from_utc_datetime(&at),
             key: fields[c.stem],
             origin_path: Some(&self.origin_path),
+            bucket: None,
             operation: fields[c.method],
             status,
             requester: None,

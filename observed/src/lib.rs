@@ -28,6 +28,9 @@ pub struct Access<'a> {
     /// path (without slashes) that comes before it: see [`Access::keys`].
     key: &'a str,
     origin_path: Option<&'a str>,
+    /// The bucket an S3 log line is of (a location may hold several buckets' logs); `None` for CloudFront, whose
+    /// files are a distribution's own.
+    pub bucket: Option<&'a str>,
     /// What was asked, as the log names it: S3's operation (`REST.GET.OBJECT`), or CloudFront's method (`GET`).
     pub operation: &'a str,
     /// The HTTP status of the response (`0` when the log has none: a viewer that closed the connection first).

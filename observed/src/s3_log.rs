@@ -34,7 +34,7 @@ pub fn parse(line: &str) -> Result<Access<'_>, LineError> {
         start = end + 1;
     }
     let rest = line.get(start..).unwrap_or("");
-    let [_, _, day, zone, _, requester, _, operation, key] = fields;
+    let [_, bucket, day, zone, _, requester, _, operation, key] = fields;
     let at = time(day, zone)?;
     let (status, rest) = after_request_uri(rest)?;
     let status = match status {
@@ -49,6 +49,7 @@ pub fn parse(line: &str) -> Result<Access<'_>, LineError> {
         at,
         key,
         origin_path: None,
+        bucket: Some(bucket),
         operation,
         status,
         requester: (requester != "-").then_some(requester),
@@ -196,6 +197,7 @@ mod tests {
         let access = parse(VERSIONING).expect("AWS's example");
         assert_eq!(access.at, Utc.with_ymd_and_hms(2019, 2, 6, 0, 0, 38).single().expect("a time"));
         assert_eq!(access.operation, "REST.GET.VERSIONING");
+        assert_eq!(access.bucket, Some("amzn-s3-demo-bucket1"), "whose log the line is");
         assert_eq!(access.keys(), Vec::<String>::new());
         assert_eq!(access.status, 200);
         assert_eq!(access.requester, Some("79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be"));

@@ -33,8 +33,9 @@ const LIST_MAX: usize = 100_000;
 /// A configured log source.
 #[derive(Debug, Clone, Copy)]
 pub enum Source<'a> {
-    /// The asset bucket's S3 server access logs.
-    Access { location: &'a LogLocation, layout: AccessLogLayout },
+    /// The asset bucket's (`bucket`) S3 server access logs: a line of another bucket's, in a location several
+    /// buckets log to, is passed over.
+    Access { location: &'a LogLocation, layout: AccessLogLayout, bucket: &'a str },
     /// A CloudFront distribution's standard logs: `location` ends in the distribution's id, and a request's path is
     /// a key after `origin_path`.
     CloudFront { location: &'a LogLocation, origin_path: &'a str },
@@ -119,6 +120,8 @@ pub struct SourceProgress {
     /// Reads by an ignored requester.
     pub requests_ignored: u64,
     pub lines_skipped: u64,
+    /// Lines of another bucket's log.
+    pub other_bucket_lines: u64,
     /// Objects delivered and not yet read when the share or the per-pass limit ran out.
     pub left: u64,
     /// How far its delivered logs reach now.
@@ -147,6 +150,7 @@ pub struct SourceStanding {
     pub reads_recorded: i64,
     pub requests_ignored: i64,
     pub lines_skipped: i64,
+    pub other_bucket_lines: i64,
     /// The newest skipped lines: object, line number, reason.
     pub skipped: serde_json::Value,
     pub listed_at: Option<DateTime<Utc>>,
@@ -221,7 +225,7 @@ impl Step for ObservedUse<'_> {
             SourceStanding,
             r#"SELECT source, location, extract(epoch FROM delivery_lag)::float8 AS "delivery_lag_seconds!",
                       newest_delivered_at, newest_request_at, objects_read, lines_read, reads_recorded,
-                      requests_ignored, lines_skipped, skipped, listed_at, error, error_at
+                      requests_ignored, lines_skipped, other_bucket_lines, skipped, listed_at, error, error_at
                  FROM log_sources ORDER BY source"#
         )
         .fetch_all(conn)
@@ -267,6 +271,10 @@ struct Newest {
 struct Object {
     lines: u64,
     ignored: u64,
+    /// Lines of another bucket's log passed over, and whether any line was of ours: only an object that holds one
+    /// is a delivery of our logs, and moves how far they reach.
+    other_bucket: u64,
+    ours: bool,
     skipped: Vec<(u64, String)>,
     newest_request: Option<DateTime<Utc>>,
     reads: HashMap<String, Newest>,
@@ -347,7 +355,7 @@ impl ObservedUse<'_> {
             // A listing cut short may have left out an object delivered before one read: the reach stays put, and
             // deletes and purges wait, until a listing holds everything since it. Nor does an object delivered
             // before the location was known to be AWS's alone move it.
-            let reach = !truncated && object.delivered_at >= trusted_since;
+            let reach = !truncated && object.delivered_at >= trusted_since && read.ours;
             let recorded = record(conn, name, object, &read, reach).await?;
             left -= 1;
             progress.objects_read += 1;
@@ -355,6 +363,7 @@ impl ObservedUse<'_> {
             progress.reads_recorded += recorded;
             progress.requests_ignored += read.ignored;
             progress.lines_skipped += read.skipped.len() as u64;
+            progress.other_bucket_lines += read.other_bucket;
             if reach {
                 progress.reaches = progress.reaches.max(Some(object.delivered_at));
             }
@@ -497,6 +506,13 @@ impl ObservedUse<'_> {
                     continue;
                 }
             };
+            if let Source::Access { bucket, .. } = source
+                && access.bucket != Some(*bucket)
+            {
+                object.other_bucket += 1;
+                continue;
+            }
+            object.ours = true;
             if !access.is_read() {
                 continue;
             }
@@ -616,7 +632,7 @@ async fn record(
                   newest_request_at = greatest(newest_request_at, $3),
                   objects_read = objects_read + 1, lines_read = lines_read + $4,
                   reads_recorded = reads_recorded + $5, requests_ignored = requests_ignored + $6,
-                  lines_skipped = lines_skipped + $7,
+                  lines_skipped = lines_skipped + $7, other_bucket_lines = other_bucket_lines + $11,
                   skipped = (SELECT coalesce(jsonb_agg(e ORDER BY n), '[]')
                                FROM (SELECT e, n FROM jsonb_array_elements(skipped || $8::jsonb) WITH ORDINALITY AS s(e, n)
                                       ORDER BY n DESC LIMIT $9) newest)
@@ -630,7 +646,8 @@ async fn record(
         i64::try_from(object.skipped.len()).unwrap_or(i64::MAX),
         serde_json::Value::Array(skipped),
         SKIPPED_KEPT,
-        reach
+        reach,
+        i64::try_from(object.other_bucket).unwrap_or(i64::MAX)
     )
     .execute(&mut *tx)
     .await?;
@@ -664,14 +681,14 @@ mod tests {
         let since = "2026-12-04T10:20:30Z".parse::<DateTime<Utc>>().expect("a time");
         let now = "2026-12-05T01:00:00Z".parse::<DateTime<Utc>>().expect("a time");
         let simple = location("assets/");
-        let access = Source::Access { location: &simple, layout: AccessLogLayout::Simple };
+        let access = Source::Access { location: &simple, layout: AccessLogLayout::Simple, bucket: "assets" };
         assert_eq!(
             access.listings(Some(since), now),
             [("assets/".to_owned(), Some("assets/2026-12-04-10-20-30".to_owned()))]
         );
         assert_eq!(access.listings(None, now), [("assets/".to_owned(), None)]);
         let folder = location("assets/111122223333/us-east-1/acme/");
-        let partitioned = Source::Access { location: &folder, layout: AccessLogLayout::Partitioned };
+        let partitioned = Source::Access { location: &folder, layout: AccessLogLayout::Partitioned, bucket: "assets" };
         assert_eq!(
             partitioned.listings(Some(since), now),
             [
@@ -700,6 +717,7 @@ mod tests {
             lines_read: 1,
             reads_recorded: 0,
             requests_ignored: 0,
+            other_bucket_lines: 0,
             lines_skipped: 0,
             skipped: json!([]),
             listed_at: None,

@@ -434,7 +434,7 @@ impl Sweeper {
         let logs = &self.settings.logs;
         let mut sources = Vec::new();
         if let Some(location) = &logs.access {
-            sources.push(Source::Access { location, layout: logs.access_layout });
+            sources.push(Source::Access { location, layout: logs.access_layout, bucket: &self.settings.asset_bucket });
         }
         if let Some(location) = &logs.cloudfront {
             sources.push(Source::CloudFront { location, origin_path: &logs.origin_path });

@@ -121,6 +121,7 @@ async fn main() {
     let s3 = platform::aws::s3_client(&config, true);
     let bucket = format!("bench-logs-{}", integration_tests::short_id());
     s3.create_bucket().bucket(&bucket).send().await.expect("the logs bucket");
+    integration_tests::fixtures::protect_logs(&s3, &bucket, "access/").await;
     let keys = stored_objects(&db.pool, files).await;
     let started = Instant::now();
     let bytes = deliver(&s3, &bucket, &keys, lines, objects).await;
@@ -143,7 +144,11 @@ async fn main() {
         exec(&db.pool, "DELETE FROM log_sources; DELETE FROM observed_reads").await;
         let step = ObservedUse {
             s3: &s3,
-            sources: vec![Source::Access { location: &location, layout: AccessLogLayout::Simple }],
+            sources: vec![Source::Access {
+                location: &location,
+                layout: AccessLogLayout::Simple,
+                bucket: "bench-assets",
+            }],
             ignored: &ignored,
             lag: Duration::from_secs(3600),
             max_objects: u32::MAX,

@@ -52,7 +52,8 @@ async fn source(ctx: &TestContext, name: &str) -> (i64, i64, i64, Value, Option<
 /// Issue: retired files keep being served until their purge, so a retirement is a trial: a file somebody fetches
 /// after it was retired must be kept. A page's image is read by a browser (referred by the shop) after its
 /// retirement; another retired file is read only by the product's own role and by a backup job the operator named;
-/// the log also holds a line cut short and one that is no log line at all. The pass reads the log, counting and
+/// the log also holds a line cut short, one that is no log line at all, and another bucket's read of the second
+/// file's name. The pass reads the log, counting and
 /// skipping the two bad lines with their numbers; the settle keeps the first (back to `attached`, the read in its
 /// evidence) and purges the second.
 #[tokio::test]
@@ -80,6 +81,8 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
         s3_line(&bucket, &logged(&unread_key), ago(1), "-", "REST.GET.OBJECT", 403, "-"),
         format!("{OWNER} {bucket} [06/Feb/2019:00:00:38"),
         "this is not an access log line".to_owned(),
+        // Another bucket that logs to the same location, holding a file of the same name: not a read of ours.
+        s3_line("staging-assets", &logged(&unread_key), ago(1), "-", "REST.GET.OBJECT", 200, "-"),
     ];
     deliver_s3_log(&ctx.s3, &logs, "access/", &lines).await;
 
@@ -104,6 +107,7 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
     assert!(!object_exists(&ctx.s3, &ctx.bucket, &unread_key).await);
     let (recorded, ignored, skipped, lines, error) = source(&ctx, "s3").await;
     assert_eq!((recorded, ignored, skipped, error), (2, 2, 2, None), "{lines}");
+    assert_eq!(observed["sources"][0]["other_bucket_lines"], 1, "{observed}");
     let numbers: Vec<&Value> = lines.as_array().expect("skipped lines").iter().map(|l| &l["line"]).collect();
     assert_eq!(numbers, [&Value::from(6), &Value::from(7)], "{lines}");
     assert!(lines[0]["object"].as_str().is_some_and(|o| o.starts_with("access/")), "{lines}");
@@ -115,6 +119,7 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
     let status = crate::cli::run(&ctx.db.url, Some(&ctx), &["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("access logs (s3)") && text.contains("2 line(s) skipped"), "{text}");
+    assert!(text.contains("1 line(s) of other buckets' logs in the same location passed over"), "{text}");
     // The report counts, per workspace, the retired files kept because they were read.
     let report = crate::cli::run(&ctx.db.url, Some(&ctx), &["report", "--json"]);
     let report: Value = serde_json::from_slice(&report.stdout).expect("the report as JSON");
@@ -123,7 +128,8 @@ async fn a_retired_file_read_since_is_kept_and_one_read_only_by_the_products_own
 
 /// Issue: a purge, and every delete, waits until the logs cover the decision: a read made just before it may be
 /// delivered hours later. A retired file's purge comes due after the newest log delivered so far: it waits, saying
-/// so; once a log delivered after its purge time is read, it goes.
+/// so, and still once only another bucket logging to the same location delivered since; once a log of ours delivered
+/// after its purge time is read, it goes.
 #[tokio::test]
 async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
     let ctx = TestContext::new().await;
@@ -156,6 +162,25 @@ async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
     assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("logs")), "{evidence}");
     assert!(evidence["because"].as_str().is_some_and(|b| b.contains("the s3 logs read so far reach")), "{evidence}");
     assert!(object_exists(&ctx.s3, &ctx.bucket, &key).await);
+    let due_again = || async {
+        sqlx::query("UPDATE assets SET due_at = now() - interval '1 second' WHERE id = $1")
+            .bind(asset)
+            .execute(ctx.pool())
+            .await
+            .expect("due again");
+    };
+
+    // Another bucket logging to the same location delivers since: its logs say nothing of ours, which may have
+    // stopped.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let line = s3_line("staging-assets", &logged(&key), ago(0), "-", "REST.GET.OBJECT", 200, "-");
+    deliver_s3_log(&ctx.s3, &logs, "access/", &[line]).await;
+    due_again().await;
+    pass(&ctx, &settings).await;
+    settle_queue(&ctx).await;
+    let (action, evidence) = last_event(&ctx, asset).await;
+    assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("logs")), "{evidence}");
+    assert_eq!(state(&ctx, asset).await.as_deref(), Some("retired"), "neither kept by its read nor purged");
 
     // An hour on (its deferral ends), with a log delivered since its purge time (S3 stamps a delivery to the second).
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
@@ -166,11 +191,7 @@ async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
         &[s3_line(&bucket, &logged(&other), ago(0), "-", "REST.GET.OBJECT", 200, "-")],
     )
     .await;
-    sqlx::query("UPDATE assets SET due_at = now() - interval '1 second' WHERE id = $1")
-        .bind(asset)
-        .execute(ctx.pool())
-        .await
-        .expect("due again");
+    due_again().await;
     pass(&ctx, &settings).await;
     settle_queue(&ctx).await;
     assert_eq!(state(&ctx, asset).await, None, "the logs reach past its purge time: purged");
