@@ -111,7 +111,11 @@ pub async fn last_read(conn: &mut PgConnection, storage_key: &str) -> Result<Opt
 /// unreadable. `None` when every configured source covers it, or none is configured.
 pub async fn uncovered(conn: &mut PgConnection, decided_at: DateTime<Utc>) -> Result<Option<Uncovered>, sqlx::Error> {
     let sources = sqlx::query!(
-        r#"SELECT source, error, newest_delivered_at, $1::timestamptz + delivery_lag AS "needs!" FROM log_sources ORDER BY source"#,
+        // A reach is believed only from objects delivered since the location was last found to be AWS's alone: one
+        // kept from before (an older build's, or a time the policy was open) counts for nothing.
+        r#"SELECT source, error, $1::timestamptz + delivery_lag AS "needs!",
+                  CASE WHEN newest_delivered_at >= trusted_since THEN newest_delivered_at END AS newest_delivered_at
+             FROM log_sources ORDER BY source"#,
         decided_at
     )
     .fetch_all(conn)

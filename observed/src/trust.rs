@@ -7,16 +7,22 @@
 //! IAM to know that the application's roles cannot write there.
 //!
 //! A statement counts when it is a `Deny` to `"*"`, its actions cover the operation, its resources cover every key
-//! below the location, and each of its conditions only exempts AWS services: `aws:PrincipalIsAWSService` false,
-//! or `aws:PrincipalServiceName` other than S3's and CloudWatch's log delivery. Anything else (`NotAction`,
-//! `NotResource`, `NotPrincipal`, a condition on the caller's ARN or account, a wildcard in an exempted name) is a
-//! statement the product cannot prove covers the application, and does not count: the location is refused, with
-//! what is missing named.
+//! below the location (matched segment by segment, in the bucket's partition, as IAM matches an ARN), and each of
+//! its conditions only exempts AWS services: `aws:PrincipalIsAWSService` false under `BoolIfExists` (an anonymous
+//! request carries no such key, and plain `Bool` would exempt it), or `aws:PrincipalServiceName` other than S3's
+//! and CloudWatch's log delivery. Anything else (`NotAction`, `NotResource`, `NotPrincipal`, a condition on the
+//! caller's ARN or account, a wildcard in an exempted name) is a statement the product cannot prove covers the
+//! application, and does not count: the location is refused, with what is missing named.
+//!
+//! An AWS service may still write there if the policy or an ACL lets it (another bucket's access logs, a trail):
+//! what a service writes names its own source, so the reader believes an object only when its content or name says
+//! it is the asset bucket's or the distribution's (`reconcile::reads`).
 
 use serde_json::Value;
 
-/// What the policy must deny below the location: a put forges, a delete hides.
-pub const GUARDED: [&str; 3] = ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"];
+/// What the policy must deny below the location: a put (or a replica from another bucket) forges, a delete hides.
+pub const GUARDED: [&str; 5] =
+    ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ReplicateObject", "s3:ReplicateDelete"];
 
 /// The services an exemption may name: they write the logs.
 const LOG_DELIVERY: [&str; 2] = ["logging.s3.amazonaws.com", "delivery.logs.amazonaws.com"];
@@ -30,7 +36,8 @@ pub enum Untrusted {
     Malformed(String),
     #[error(
         "its bucket's policy does not deny {} below {location} to every principal but AWS's services \
-         (a Deny to \"*\" whose only condition is aws:PrincipalIsAWSService false): {}",
+         (a Deny to \"*\" whose only condition is BoolIfExists aws:PrincipalIsAWSService false, or \
+         StringNotEquals aws:PrincipalServiceName of the log delivery): {}",
         missing.join(", "),
         if why.is_empty() { "no Deny statement covers it".to_owned() } else { why.join("; ") }
     )]
@@ -38,8 +45,8 @@ pub enum Untrusted {
 }
 
 /// Checks `policy` (the bucket's policy document; `None`: it has none) guards every key of `bucket` that begins
-/// with `prefix`.
-pub fn check(policy: Option<&str>, bucket: &str, prefix: &str) -> Result<(), Untrusted> {
+/// with `prefix`, the bucket being in AWS's `partition` (`aws`, `aws-cn`, `aws-us-gov`: [`partition`]).
+pub fn check(policy: Option<&str>, partition: &str, bucket: &str, prefix: &str) -> Result<(), Untrusted> {
     let policy = policy.ok_or(Untrusted::NoPolicy)?;
     let document: Value = serde_json::from_str(policy).map_err(|e| Untrusted::Malformed(e.to_string()))?;
     let statements = match &document["Statement"] {
@@ -51,7 +58,7 @@ pub fn check(policy: Option<&str>, bucket: &str, prefix: &str) -> Result<(), Unt
     let mut why = Vec::new();
     let mut guarded = [false; GUARDED.len()];
     for (index, statement) in statements.iter().enumerate() {
-        match guards(statement, bucket, prefix) {
+        match guards(statement, partition, bucket, prefix) {
             Ok(actions) => actions.iter().zip(guarded.iter_mut()).for_each(|(&a, g)| *g |= a),
             Err(Some(reason)) => {
                 let name = statement["Sid"].as_str().map_or_else(|| format!("statement {}", index + 1), str::to_owned);
@@ -67,7 +74,12 @@ pub fn check(policy: Option<&str>, bucket: &str, prefix: &str) -> Result<(), Unt
 
 /// Which of [`GUARDED`] one statement denies below the location to everyone but AWS's services; `Err(None)`: it
 /// is not a deny of writes there at all, `Err(Some(why))`: it is one that falls short.
-fn guards(statement: &Value, bucket: &str, prefix: &str) -> Result<[bool; GUARDED.len()], Option<String>> {
+fn guards(
+    statement: &Value,
+    partition: &str,
+    bucket: &str,
+    prefix: &str,
+) -> Result<[bool; GUARDED.len()], Option<String>> {
     if statement["Effect"].as_str() != Some("Deny") {
         return Err(None);
     }
@@ -76,7 +88,7 @@ fn guards(statement: &Value, bucket: &str, prefix: &str) -> Result<[bool; GUARDE
     }
     let actions: Vec<String> = strings(&statement["Action"]).iter().map(|a| a.to_ascii_lowercase()).collect();
     let covered = GUARDED.map(|action| actions.iter().any(|pattern| glob(pattern, &action.to_ascii_lowercase())));
-    let below = strings(&statement["Resource"]).iter().any(|r| covers_below(r, bucket, prefix));
+    let below = strings(&statement["Resource"]).iter().any(|r| covers_below(r, partition, bucket, prefix));
     if !covered.iter().any(|&c| c) || !below {
         return Err(None);
     }
@@ -103,17 +115,17 @@ fn guards(statement: &Value, bucket: &str, prefix: &str) -> Result<[bool; GUARDE
     Ok(covered)
 }
 
-/// Whether one condition only lifts the deny for requests AWS's services make (its negation holds for every
-/// request of a user or a role).
+/// Whether one condition only lifts the deny for requests AWS's services make: its negation holds for every
+/// request of a user or a role, and for an anonymous one.
 fn exempts_services_only(operator: &str, key: &str, values: &Value) -> bool {
     let operator = operator.to_ascii_lowercase();
-    let operator = operator.strip_suffix("ifexists").unwrap_or(&operator);
-    let values = strings(values);
+    let Some(values) = strict_strings(values) else { return false };
     match key.to_ascii_lowercase().as_str() {
-        // Present in every signed request: false for every user and role.
-        "aws:principalisawsservice" => operator == "bool" && !values.is_empty() && values.iter().all(|v| v == "false"),
+        // In every signed request, false for every user and role; in no anonymous one, which only `IfExists` denies.
+        "aws:principalisawsservice" => operator == "boolifexists" && values.iter().all(|v| v == "false"),
         // Present only in a service principal's request: a negated match holds for every other one.
         "aws:principalservicename" => {
+            let operator = operator.strip_suffix("ifexists").unwrap_or(&operator);
             matches!(operator, "stringnotequals" | "stringnotequalsignorecase" | "stringnotlike")
                 && values.iter().all(|v| LOG_DELIVERY.iter().any(|d| d.eq_ignore_ascii_case(v)))
         }
@@ -130,14 +142,33 @@ fn everyone(principal: &Value) -> bool {
     }
 }
 
-/// Whether the resource pattern matches every object key of `bucket` beginning with `prefix`: it ends in `*`,
-/// and what comes before matches a beginning of that prefix's ARN (in any partition).
-fn covers_below(pattern: &str, bucket: &str, prefix: &str) -> bool {
-    let Some(head) = pattern.strip_suffix('*') else { return false };
-    ["aws", "aws-cn", "aws-us-gov"].iter().any(|partition| {
-        let arn = format!("arn:{partition}:s3:::{bucket}/{prefix}");
-        arn.char_indices().map(|(i, _)| i).chain([arn.len()]).any(|end| glob(head, &arn[..end]))
-    })
+/// The partition of AWS a Region is in, for the ARNs of its buckets.
+pub fn partition(region: &str) -> &'static str {
+    if region.starts_with("cn-") {
+        "aws-cn"
+    } else if region.starts_with("us-gov-") {
+        "aws-us-gov"
+    } else {
+        "aws"
+    }
+}
+
+/// Whether the resource pattern matches every object key of `bucket` beginning with `prefix`. IAM matches an ARN
+/// segment by segment (a wildcard never reaches past a `:`), so the first five must match the bucket's ARN's, and
+/// the last must end in `*` after a part that matches a beginning of `bucket/prefix`.
+fn covers_below(pattern: &str, partition: &str, bucket: &str, prefix: &str) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    let segments: Vec<&str> = pattern.splitn(6, ':').collect();
+    let [arn, part, service, region, account, resource] = segments[..] else { return false };
+    let exact = [("arn", arn), (partition, part), ("s3", service), ("", region), ("", account)];
+    if !exact.iter().all(|(want, pattern)| glob(pattern, want)) {
+        return false;
+    }
+    let Some(head) = resource.strip_suffix('*') else { return false };
+    let object = format!("{bucket}/{prefix}");
+    object.char_indices().map(|(i, _)| i).chain([object.len()]).any(|end| glob(head, &object[..end]))
 }
 
 /// IAM's wildcards: `*` any run of characters, `?` any one.
@@ -161,6 +192,21 @@ fn glob(pattern: &str, text: &str) -> bool {
         }
     }
     pattern[p..].iter().all(|&c| c == '*')
+}
+
+/// A condition's values: one string or a non-empty list of strings (a boolean written bare counts as its text);
+/// anything else is a value the product does not read.
+fn strict_strings(value: &Value) -> Option<Vec<String>> {
+    let one = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    };
+    match value {
+        Value::Array(items) if !items.is_empty() => items.iter().map(one).collect(),
+        Value::Array(_) => None,
+        v => one(v).map(|v| vec![v]),
+    }
 }
 
 /// A policy element that may be one string or a list of them.
@@ -193,13 +239,18 @@ mod tests {
             "Sid": "OnlyLogDeliveryWritesTheLogs",
             "Effect": "Deny",
             "Principal": "*",
-            "Action": ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
+            "Action": ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:Replicate*"],
             "Resource": "arn:aws:s3:::acme-logs/access/*",
-            "Condition": {"Bool": {"aws:PrincipalIsAWSService": "false"}}
+            "Condition": {"BoolIfExists": {"aws:PrincipalIsAWSService": "false"}}
         });
         if let (Value::Object(s), Value::Object(f)) = (&mut statement, fields) {
             s.extend(f);
         }
+        statement
+    }
+
+    fn without(mut statement: Value, field: &str) -> Value {
+        statement.as_object_mut().map(|s| s.remove(field));
         statement
     }
 
@@ -215,7 +266,11 @@ mod tests {
     }
 
     fn verdict(statements: Vec<Value>) -> Result<(), Untrusted> {
-        check(Some(&policy(statements)), BUCKET, PREFIX)
+        check(Some(&policy(statements)), "aws", BUCKET, PREFIX)
+    }
+
+    fn refused(fields: Value) -> String {
+        verdict(vec![deny(fields)]).expect_err("refused").to_string()
     }
 
     #[test]
@@ -223,60 +278,78 @@ mod tests {
         assert_eq!(verdict(vec![deny(json!({}))]), Ok(()));
         for fields in [
             json!({"Action": "s3:*", "Principal": {"AWS": "*"}}),
-            json!({"Action": ["s3:Put*", "s3:Delete*"], "Resource": "arn:aws:s3:::acme-logs/*"}),
+            json!({"Action": ["s3:Put*", "S3:DELETEOBJECT*", "s3:Replicate*"], "Resource": "arn:aws:s3:::acme-logs/*"}),
             json!({"Action": "*", "Resource": ["arn:aws:s3:::acme-logs", "arn:aws:s3:::acme-logs/acc*"]}),
             json!({"Condition": {"BoolIfExists": {"aws:PrincipalIsAWSService": false}}}),
             json!({"Condition": {"StringNotEquals": {"aws:PrincipalServiceName": "logging.s3.amazonaws.com"}}}),
-            json!({"Resource": "arn:aws-cn:s3:::acme-logs/access/*"}),
+            json!({"Condition": {"StringNotEqualsIfExists": {"aws:principalservicename": ["logging.s3.amazonaws.com"]}}}),
         ] {
             assert_eq!(verdict(vec![deny(fields.clone())]), Ok(()), "{fields}");
         }
         // No condition at all: nobody writes, log delivery included (the logs then stop, and the alarm says so).
-        let mut unconditional = deny(json!({}));
-        unconditional.as_object_mut().map(|s| s.remove("Condition"));
-        assert_eq!(verdict(vec![unconditional]), Ok(()));
-        // The actions may be denied by separate statements.
-        let (puts, deletes) = (deny(json!({"Action": "s3:PutObject"})), deny(json!({"Action": ["s3:DeleteObject*"]})));
+        assert_eq!(verdict(vec![without(deny(json!({})), "Condition")]), Ok(()));
+        // The actions may be denied by separate statements, and a policy may hold its one statement bare.
+        let (puts, deletes) = (
+            deny(json!({"Action": ["s3:PutObject", "s3:ReplicateObject"]})),
+            deny(json!({"Action": ["s3:DeleteObject*", "s3:ReplicateDelete"]})),
+        );
         assert_eq!(verdict(vec![puts, deletes]), Ok(()));
+        let bare = json!({"Statement": deny(json!({"Action": "s3:*"}))}).to_string();
+        assert_eq!(check(Some(&bare), "aws", BUCKET, PREFIX), Ok(()));
+        // In another partition, its own ARNs.
+        let china = deny(json!({"Resource": "arn:aws-cn:s3:::acme-logs/access/*"}));
+        assert_eq!(check(Some(&policy(vec![china])), "aws-cn", BUCKET, PREFIX), Ok(()));
     }
 
     #[test]
     fn a_location_others_may_write_is_refused_saying_what_is_missing() {
-        assert_eq!(check(None, BUCKET, PREFIX), Err(Untrusted::NoPolicy));
-        assert!(matches!(check(Some("{"), BUCKET, PREFIX), Err(Untrusted::Malformed(_))));
-        let refused = |fields: Value| verdict(vec![deny(fields)]).expect_err("refused").to_string();
+        assert_eq!(check(None, "aws", BUCKET, PREFIX), Err(Untrusted::NoPolicy));
+        assert!(matches!(check(Some("{"), "aws", BUCKET, PREFIX), Err(Untrusted::Malformed(_))));
         // Only S3's allow: nothing denies.
         assert!(verdict(vec![]).expect_err("refused").to_string().contains("no Deny statement covers it"));
-        // Deletes left open: a read can be hidden.
+        // Deletes and replicas left open: a read can be hidden, an object forged through replication.
         let text = refused(json!({"Action": "s3:PutObject"}));
-        assert!(text.contains("s3:DeleteObject, s3:DeleteObjectVersion below s3://acme-logs/access/"), "{text}");
+        assert!(
+            text.contains(
+                "s3:DeleteObject, s3:DeleteObjectVersion, s3:ReplicateObject, s3:ReplicateDelete below s3://acme-logs/access/"
+            ),
+            "{text}"
+        );
         assert!(!text.contains("s3:PutObject,"), "{text}");
-        // A deny of another prefix, or of only some keys below this one.
-        for resource in ["arn:aws:s3:::acme-logs/other/*", "arn:aws:s3:::acme-logs/access/*.gz", "arn:aws:s3:::other/*"]
-        {
+        // A deny of another prefix, of only some keys below this one, in another partition, or not an ARN IAM
+        // would match (a wildcard never reaches past a colon).
+        for resource in [
+            "arn:aws:s3:::acme-logs/other/*",
+            "arn:aws:s3:::acme-logs/access/*.gz",
+            "arn:aws:s3:::other/*",
+            "arn:aws-cn:s3:::acme-logs/access/*",
+            "arn:aws:s3?::acme-logs/access/*",
+            "arn:aws:s3:*acme-logs/access/*",
+        ] {
             assert!(refused(json!({"Resource": resource})).contains("no Deny statement covers it"), "{resource}");
         }
-        // Exemptions the product cannot tell from the application's roles.
+        // Exemptions the product cannot tell from the application's roles, or that let anonymous writes through.
         for (condition, says) in [
             (json!({"ArnNotLike": {"aws:PrincipalArn": "arn:aws:iam::111122223333:role/ops-*"}}), "aws:PrincipalArn"),
             (json!({"StringNotEquals": {"aws:PrincipalAccount": "444455556666"}}), "aws:PrincipalAccount"),
             (json!({"StringNotLike": {"aws:PrincipalServiceName": "*.amazonaws.com"}}), "aws:PrincipalServiceName"),
+            (json!({"StringNotEquals": {"aws:PrincipalServiceName": []}}), "aws:PrincipalServiceName"),
+            (json!({"StringNotEquals": {"aws:PrincipalServiceName": [1]}}), "aws:PrincipalServiceName"),
             (json!({"Bool": {"aws:SecureTransport": "false"}}), "aws:SecureTransport"),
-            (json!({"Bool": {"aws:PrincipalIsAWSService": "true"}}), "aws:PrincipalIsAWSService"),
+            (json!({"Bool": {"aws:PrincipalIsAWSService": "false"}}), "Bool aws:PrincipalIsAWSService"),
+            (json!({"BoolIfExists": {"aws:PrincipalIsAWSService": "true"}}), "aws:PrincipalIsAWSService"),
         ] {
             let text = refused(json!({"Sid": "Guard", "Condition": condition}));
             assert!(text.contains("Guard is conditional on") && text.contains(says), "{text}");
         }
         assert!(refused(json!({"Principal": {"AWS": "arn:aws:iam::111122223333:root"}})).contains("every principal"));
-        let mut not_principal = deny(json!({"NotPrincipal": {"Service": "logging.s3.amazonaws.com"}}));
-        not_principal.as_object_mut().map(|s| s.remove("Principal"));
+        let not_principal =
+            without(deny(json!({"NotPrincipal": {"Service": "logging.s3.amazonaws.com"}})), "Principal");
         assert!(verdict(vec![not_principal]).expect_err("refused").to_string().contains("every principal"));
-        let mut not_action = deny(json!({"NotAction": "s3:GetObject"}));
-        not_action.as_object_mut().map(|s| s.remove("Action"));
+        let not_action = without(deny(json!({"NotAction": "s3:GetObject"})), "Action");
         assert!(verdict(vec![not_action]).expect_err("refused").to_string().contains("NotAction"));
         // An Allow never guards, however it is written.
-        let allow = deny(json!({"Effect": "Allow"}));
-        assert!(verdict(vec![allow]).is_err());
+        assert!(verdict(vec![deny(json!({"Effect": "Allow"}))]).is_err());
     }
 
     #[test]
@@ -285,10 +358,15 @@ mod tests {
         assert!(glob("s3:?utobject", "s3:putobject"));
         assert!(glob("*", ""));
         assert!(!glob("s3:get*", "s3:putobject"));
-        assert!(covers_below("arn:aws:s3:::acme-logs/*", BUCKET, PREFIX));
-        assert!(covers_below("arn:aws:s3:::acme-*", BUCKET, PREFIX));
-        assert!(covers_below("*", BUCKET, PREFIX));
-        assert!(!covers_below("arn:aws:s3:::acme-logs/access/", BUCKET, PREFIX));
-        assert!(!covers_below("arn:aws:s3:::acme-logs/access/2026-*", BUCKET, PREFIX));
+        for covering in ["arn:aws:s3:::acme-logs/*", "arn:aws:s3:::acme-*", "*", "arn:*:s3:::acme-logs/access/*"] {
+            assert!(covers_below(covering, "aws", BUCKET, PREFIX), "{covering}");
+        }
+        for short in ["arn:aws:s3:::acme-logs/access/", "arn:aws:s3:::acme-logs/access/2026-*", "arn:aws:*"] {
+            assert!(!covers_below(short, "aws", BUCKET, PREFIX), "{short}");
+        }
+        assert_eq!(
+            (partition("us-east-1"), partition("cn-north-1"), partition("us-gov-west-1")),
+            ("aws", "aws-cn", "aws-us-gov")
+        );
     }
 }

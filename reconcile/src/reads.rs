@@ -50,6 +50,24 @@ impl Source<'_> {
         }
     }
 
+    /// Whether `key` is named as this source's log objects are: a CloudFront file is `<prefix>.YYYY-MM-DD-HH.<id>.gz`
+    /// (another distribution's id, or another service's object, may begin with the same characters).
+    fn names_a_log(&self, key: &str) -> bool {
+        match self {
+            Source::Access { .. } => !key.ends_with('/'),
+            Source::CloudFront { location, .. } => {
+                let Some(rest) = key.strip_prefix(location.prefix.as_str()).and_then(|r| r.strip_prefix('.')) else {
+                    return false;
+                };
+                let hour = rest.get(..13).unwrap_or("");
+                chrono::NaiveDateTime::parse_from_str(&format!("{hour}:00"), "%Y-%m-%d-%H:%M").is_ok()
+                    && rest[13..].starts_with('.')
+                    && rest.ends_with(".gz")
+                    && !rest.contains('/')
+            }
+        }
+    }
+
     fn location(&self) -> &LogLocation {
         match self {
             Source::Access { location, .. } | Source::CloudFront { location, .. } => location,
@@ -318,23 +336,24 @@ impl ObservedUse<'_> {
             Source::Access { layout: AccessLogLayout::Simple, .. } => from,
             _ => from.map(|s| s - chrono::Duration::from_std(self.lag).unwrap_or_default()),
         };
-        // Lines anybody else could have written are not read at all: neither their reads nor their delivery
-        // times (which would tell the consumer the logs cover a purge) are believed.
-        let trusted_since = match self.trusted(conn, source).await? {
-            Ok(since) => since,
-            Err(e) => {
-                progress.error = Some(e.clone());
-                progress.stopped = true;
-                record_error(conn, name, &e).await?;
-                return Ok(progress);
-            }
-        };
         let (listed, truncated) = match self.list(source, from, names_from).await {
             Ok(listed) => listed,
             Err(e) => {
                 progress.error = Some(e.to_string());
                 progress.stopped = true;
                 record_error(conn, name, &e.to_string()).await?;
+                return Ok(progress);
+            }
+        };
+        // Lines anybody else could have written are not read at all: neither their reads nor their delivery
+        // times (which would tell the consumer the logs cover a purge) are believed. Checked after the listing, so
+        // no object listed was written after the policy was seen.
+        let trusted_since = match self.trusted(conn, source).await? {
+            Ok(since) => since,
+            Err(e) => {
+                progress.error = Some(e.clone());
+                progress.stopped = true;
+                record_error(conn, name, &e).await?;
                 return Ok(progress);
             }
         };
@@ -407,7 +426,8 @@ impl ObservedUse<'_> {
             Err(e) if e.as_service_error().and_then(|e| e.meta().code()) == Some("NoSuchBucketPolicy") => None,
             Err(e) => return Ok(Err(AwsFailure::from_sdk(format!("GetBucketPolicy s3://{bucket}"), &e).to_string())),
         };
-        let verdict = trust::check(policy.as_deref(), bucket, prefix);
+        let region = self.s3.config().region().map_or("", |r| r.as_ref());
+        let verdict = trust::check(policy.as_deref(), trust::partition(region), bucket, prefix);
         let since = sqlx::query_scalar!(
             r#"UPDATE log_sources SET trusted_since = CASE WHEN $2 THEN coalesce(trusted_since, now()) END
                 WHERE source = $1 RETURNING trusted_since"#,
@@ -448,7 +468,7 @@ impl ObservedUse<'_> {
                     let (Some(key), Some(modified)) = (object.key(), object.last_modified()) else { continue };
                     let delivered_at =
                         DateTime::from_timestamp(modified.secs(), modified.subsec_nanos()).unwrap_or_default();
-                    if from.is_none_or(|from| delivered_at >= from) && !key.ends_with('/') {
+                    if from.is_none_or(|from| delivered_at >= from) && source.names_a_log(key) {
                         listed.push(Listed { key: key.to_owned(), delivered_at });
                     }
                 }
@@ -674,6 +694,22 @@ mod tests {
 
     fn location(prefix: &str) -> LogLocation {
         LogLocation { bucket: "logs".to_owned(), prefix: prefix.to_owned() }
+    }
+
+    #[test]
+    fn a_cloudfront_source_reads_only_its_distributions_files() {
+        let location = location("cf/E2EXAMPLE");
+        let source = Source::CloudFront { location: &location, origin_path: "" };
+        assert!(source.names_a_log("cf/E2EXAMPLE.2026-12-05-10.a1b2c3d4.gz"));
+        for other in [
+            "cf/E2EXAMPLE2.2026-12-05-10.a1b2c3d4.gz",
+            "cf/E2EXAMPLE.2026-12-05.a1b2c3d4.gz",
+            "cf/E2EXAMPLE.2026-12-05-10.a1b2c3d4.json",
+            "cf/E2EXAMPLE.2026-12-05-10.a/b.gz",
+            "cf/E2EXAMPLE/AWSLogs/123456789012/CloudTrail/x.json.gz",
+        ] {
+            assert!(!source.names_a_log(other), "{other}");
+        }
     }
 
     #[test]

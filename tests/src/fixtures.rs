@@ -82,9 +82,9 @@ pub async fn protect_logs(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) {
                 "Sid": "OnlyLogDeliveryWritesTheLogs",
                 "Effect": "Deny",
                 "Principal": "*",
-                "Action": ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
+                "Action": ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ReplicateObject", "s3:ReplicateDelete"],
                 "Resource": below,
-                "Condition": {"Bool": {"aws:PrincipalIsAWSService": "false"}},
+                "Condition": {"BoolIfExists": {"aws:PrincipalIsAWSService": "false"}},
             },
         ],
     });
