@@ -228,7 +228,7 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
     assert_eq!(resources["SweepFunctionEvery15Minutes"]["Type"], "AWS::Events::Rule");
     assert_eq!(resources["SweepFunctionEvery15Minutes"]["Properties"]["ScheduleExpression"], "rate(15 minutes)");
     // Least privilege: the sweep sends; it reads the bucket's versioning and lifecycle, it reads objects only when
-    // reconciling from an inventory or reading access logs, and it never writes.
+    // reconciling from an inventory or reading access logs (and the logs' bucket policy), and it never writes.
     let sweep_policy = resources["SweepRole"]["Properties"]["Policies"].to_string();
     assert!(sweep_policy.contains("sqs:SendMessage"), "{sweep_policy}");
     for statement in resources["SweepRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
@@ -246,7 +246,7 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
                     reading.iter().any(|c| conditional[0] == *c),
                     "an S3 statement under another condition: {text}"
                 );
-                (&conditional[1], &["s3:GetObject", "s3:ListBucket", "s3:ListBucketVersions"])
+                (&conditional[1], &["s3:GetObject", "s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketPolicy"])
             }
             None => (statement, &["s3:GetBucketVersioning", "s3:GetLifecycleConfiguration"]),
         };
