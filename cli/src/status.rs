@@ -581,13 +581,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         text.push_str("access logs: none read (ACCESS_LOGS, CLOUDFRONT_LOGS): a read keeps nothing\n");
     }
     for source in &logs.sources {
-        let reaches = source.newest_delivered_at.map_or("nothing yet".to_owned(), |at| {
-            format!(
+        let reaches = match (source.counted_reach, source.newest_delivered_at, source.trusted_since) {
+            (Some(at), _, _) => format!(
                 "{} ({:.1} h ago)",
                 at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 (now - at).num_seconds() as f64 / 3600.0
-            )
-        });
+            ),
+            (None, None, _) => "nothing yet".to_owned(),
+            // Read, but delivered before the location was found to be AWS's alone: anybody may have written it.
+            (None, Some(_), Some(since)) => format!(
+                "nothing counted yet (not counted until a delivery since {})",
+                since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+            (None, Some(_), None) => "nothing counted (not counted while the location is not trusted)".to_owned(),
+        };
         let _ = writeln!(
             text,
             "access logs ({}): {} · delivered logs reach {reaches}, lag allowed {:.1} h · {} object(s), {} line(s) read, \

@@ -111,10 +111,7 @@ pub async fn last_read(conn: &mut PgConnection, storage_key: &str) -> Result<Opt
 /// unreadable. `None` when every configured source covers it, or none is configured.
 pub async fn uncovered(conn: &mut PgConnection, decided_at: DateTime<Utc>) -> Result<Option<Uncovered>, sqlx::Error> {
     let sources = sqlx::query!(
-        // A reach is believed only from objects delivered since the location was last found to be AWS's alone: one
-        // kept from before (an older build's, or a time the policy was open) counts for nothing.
-        r#"SELECT source, error, $1::timestamptz + delivery_lag AS "needs!",
-                  CASE WHEN newest_delivered_at >= trusted_since THEN newest_delivered_at END AS newest_delivered_at
+        r#"SELECT source, error, $1::timestamptz + delivery_lag AS "needs!", counted_reach
              FROM log_sources ORDER BY source"#,
         decided_at
     )
@@ -124,10 +121,10 @@ pub async fn uncovered(conn: &mut PgConnection, decided_at: DateTime<Utc>) -> Re
         if let Some(error) = source.error {
             return Ok(Some(Uncovered::Unreadable { source: source.source, error }));
         }
-        if source.newest_delivered_at.is_none_or(|reaches| reaches < source.needs) {
+        if source.counted_reach.is_none_or(|reaches| reaches < source.needs) {
             return Ok(Some(Uncovered::Behind {
                 source: source.source,
-                reaches: source.newest_delivered_at,
+                reaches: source.counted_reach,
                 needs: source.needs,
             }));
         }

@@ -160,8 +160,13 @@ pub struct SourceStanding {
     pub location: String,
     /// How late AWS may deliver a record, in seconds.
     pub delivery_lag_seconds: f64,
-    /// The newest log object read: the logs are complete up to this, less the lag.
+    /// The newest log object read, believed or not.
     pub newest_delivered_at: Option<DateTime<Utc>>,
+    /// The newest delivery read since the location was last found to be AWS's alone: the logs are complete up to
+    /// this, less the lag. Only this moves a delete or a purge.
+    pub counted_reach: Option<DateTime<Utc>>,
+    /// Since when the location has been found to be AWS's alone, without a break.
+    pub trusted_since: Option<DateTime<Utc>>,
     pub newest_request_at: Option<DateTime<Utc>>,
     pub objects_read: i64,
     pub lines_read: i64,
@@ -183,6 +188,17 @@ pub fn stopped(reaches: Option<DateTime<Utc>>, lag: Duration, now: DateTime<Utc>
     reaches.is_none_or(|reaches| now - reaches > quiet)
 }
 
+/// Since when a source's logs have been quiet, for [`stopped`]: the newest delivery counted, or, where only
+/// deliveries from before the location was found sound were read, that finding (the first delivery since cannot
+/// be older); `None` when nothing was ever delivered.
+pub fn quiet_since(
+    counted_reach: Option<DateTime<Utc>>,
+    newest_delivered_at: Option<DateTime<Utc>>,
+    trusted_since: Option<DateTime<Utc>>,
+) -> Option<DateTime<Utc>> {
+    counted_reach.or(newest_delivered_at.and(trusted_since))
+}
+
 impl SourceStanding {
     /// Why a person should look, if one should: the source cannot be read, or its logs stopped arriving
     /// ([`stopped`]).
@@ -191,8 +207,15 @@ impl SourceStanding {
             return Some(format!("the {} logs cannot be read: {error}", self.source));
         }
         let lag = Duration::try_from_secs_f64(self.delivery_lag_seconds).unwrap_or_default();
-        match self.newest_delivered_at {
-            _ if !stopped(self.newest_delivered_at, lag, now) => None,
+        let quiet_since = quiet_since(self.counted_reach, self.newest_delivered_at, self.trusted_since);
+        match self.counted_reach {
+            _ if !stopped(quiet_since, lag, now) => None,
+            None if self.newest_delivered_at.is_some() => Some(format!(
+                "no {} log delivered since its location was found sound ({}) has been read: deletes and purges wait \
+                 for one",
+                self.source,
+                quiet_since.map_or("not yet".to_owned(), |at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            )),
             None => Some(format!("no {} log has been read yet from {}", self.source, self.location)),
             Some(newest) => Some(format!(
                 "no {} log delivered since {}: deletes and purges wait for logs",
@@ -242,7 +265,7 @@ impl Step for ObservedUse<'_> {
         let sources = sqlx::query_as!(
             SourceStanding,
             r#"SELECT source, location, extract(epoch FROM delivery_lag)::float8 AS "delivery_lag_seconds!",
-                      newest_delivered_at, newest_request_at, objects_read, lines_read, reads_recorded,
+                      newest_delivered_at, counted_reach, trusted_since, newest_request_at, objects_read, lines_read, reads_recorded,
                       requests_ignored, lines_skipped, other_bucket_lines, skipped, listed_at, error, error_at
                  FROM log_sources ORDER BY source"#
         )
@@ -320,7 +343,7 @@ impl ObservedUse<'_> {
                       trusted_since = CASE WHEN log_sources.location = EXCLUDED.location
                                            THEN log_sources.trusted_since END,
                       location = EXCLUDED.location
-               RETURNING newest_delivered_at"#,
+               RETURNING counted_reach"#,
             name,
             location,
             lag_secs
@@ -348,15 +371,15 @@ impl ObservedUse<'_> {
         // Lines anybody else could have written are not read at all: neither their reads nor their delivery
         // times (which would tell the consumer the logs cover a purge) are believed. Checked after the listing, so
         // no object listed was written after the policy was seen.
-        let trusted_since = match self.trusted(conn, source).await? {
-            Ok(since) => since,
+        match self.trusted(conn, source).await? {
+            Ok(()) => {}
             Err(e) => {
                 progress.error = Some(e.clone());
                 progress.stopped = true;
                 record_error(conn, name, &e).await?;
                 return Ok(progress);
             }
-        };
+        }
         let listed = unread(conn, name, listed).await?;
         let mut left = listed.len() as u64;
         for object in listed.iter().take(self.max_objects as usize) {
@@ -372,9 +395,9 @@ impl ObservedUse<'_> {
                 }
             };
             // A listing cut short may have left out an object delivered before one read: the reach stays put, and
-            // deletes and purges wait, until a listing holds everything since it. Nor does an object delivered
-            // before the location was known to be AWS's alone move it.
-            let reach = !truncated && object.delivered_at >= trusted_since && read.ours;
+            // deletes and purges wait, until a listing holds everything since it. (Whether a delivery counts at all
+            // is log_sources.counted_reach's to say.)
+            let reach = !truncated && read.ours;
             let recorded = record(conn, name, object, &read, reach).await?;
             left -= 1;
             progress.objects_read += 1;
@@ -383,12 +406,17 @@ impl ObservedUse<'_> {
             progress.requests_ignored += read.ignored;
             progress.lines_skipped += read.skipped.len() as u64;
             progress.other_bucket_lines += read.other_bucket;
-            if reach {
-                progress.reaches = progress.reaches.max(Some(object.delivered_at));
-            }
         }
         progress.left = left;
-        progress.stopped = progress.error.is_some() || stopped(progress.reaches, self.lag, Utc::now());
+        let reach = sqlx::query!(
+            "SELECT counted_reach, newest_delivered_at, trusted_since FROM log_sources WHERE source = $1",
+            name
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        progress.reaches = reach.counted_reach;
+        let quiet_since = quiet_since(reach.counted_reach, reach.newest_delivered_at, reach.trusted_since);
+        progress.stopped = progress.error.is_some() || stopped(quiet_since, self.lag, Utc::now());
         // Readable again only once something was read, or nothing is left: a pass whose share ran out first says
         // nothing of the object that failed.
         if progress.error.is_none() && (progress.objects_read > 0 || left == 0) {
@@ -412,14 +440,10 @@ impl ObservedUse<'_> {
         Ok(progress)
     }
 
-    /// Since when only AWS's log delivery has been able to write the source's location, by its bucket's policy
-    /// (read each pass: a policy changed since the last is seen before the next object is read); or why it is not
-    /// read. A policy that falls short forgets that time; a call that fails says nothing of the policy.
-    async fn trusted(
-        &self,
-        conn: &mut PgConnection,
-        source: &Source<'_>,
-    ) -> Result<Result<DateTime<Utc>, String>, sqlx::Error> {
+    /// Whether only AWS's log delivery can write the source's location, by its bucket's policy (read each pass: a
+    /// policy changed since the last is seen before the next object is read), recording since when without a break;
+    /// or why it is not read. A policy that falls short forgets that time; a call that fails says nothing of it.
+    async fn trusted(&self, conn: &mut PgConnection, source: &Source<'_>) -> Result<Result<(), String>, sqlx::Error> {
         let LogLocation { bucket, prefix } = source.location();
         let policy = match self.s3.get_bucket_policy().bucket(bucket).send().await {
             Ok(out) => out.policy,
@@ -428,16 +452,14 @@ impl ObservedUse<'_> {
         };
         let region = self.s3.config().region().map_or("", |r| r.as_ref());
         let verdict = trust::check(policy.as_deref(), trust::partition(region), bucket, prefix);
-        let since = sqlx::query_scalar!(
-            r#"UPDATE log_sources SET trusted_since = CASE WHEN $2 THEN coalesce(trusted_since, now()) END
-                WHERE source = $1 RETURNING trusted_since"#,
+        sqlx::query!(
+            "UPDATE log_sources SET trusted_since = CASE WHEN $2 THEN coalesce(trusted_since, now()) END WHERE source = $1",
             source.name(),
             verdict.is_ok()
         )
-        .fetch_one(&mut *conn)
+        .execute(&mut *conn)
         .await?;
         Ok(verdict
-            .map(|()| since.unwrap_or_else(Utc::now))
             .map_err(|e| format!("s3://{bucket}/{prefix} is not trusted: {e} (docs/operating.md, \"Observed use\")")))
     }
 
@@ -748,6 +770,8 @@ mod tests {
             location: "s3://logs/assets/".to_owned(),
             delivery_lag_seconds: 3600.0,
             newest_delivered_at: Some(now - chrono::Duration::hours(2)),
+            counted_reach: Some(now - chrono::Duration::hours(2)),
+            trusted_since: Some(now - chrono::Duration::hours(30)),
             newest_request_at: None,
             objects_read: 1,
             lines_read: 1,
@@ -761,8 +785,14 @@ mod tests {
             error_at: None,
         };
         assert_eq!(standing.needs_person(now), None);
-        standing.newest_delivered_at = Some(now - chrono::Duration::hours(25));
+        standing.counted_reach = Some(now - chrono::Duration::hours(25));
         assert!(standing.needs_person(now).is_some_and(|why| why.contains("no s3 log delivered since")));
+        // Read, but nothing delivered since the location was found sound: quiet from that finding on.
+        standing.counted_reach = None;
+        standing.trusted_since = Some(now - chrono::Duration::hours(2));
+        assert_eq!(standing.needs_person(now), None);
+        standing.trusted_since = Some(now - chrono::Duration::hours(25));
+        assert!(standing.needs_person(now).is_some_and(|why| why.contains("since its location was found sound")));
         standing.error = Some("AccessDenied".to_owned());
         assert!(standing.needs_person(now).is_some_and(|why| why.contains("cannot be read: AccessDenied")));
     }

@@ -8,7 +8,7 @@ use std::io::Write as _;
 use chrono::{DateTime, Utc};
 use integration_tests::TestContext;
 use integration_tests::access_logs::{OWNER, deliver_s3_log, logged, s3_line};
-use integration_tests::fixtures::{object_exists, seed, state};
+use integration_tests::fixtures::{due_again, object_exists, seed, state};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -162,20 +162,13 @@ async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
     assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("logs")), "{evidence}");
     assert!(evidence["because"].as_str().is_some_and(|b| b.contains("the s3 logs read so far reach")), "{evidence}");
     assert!(object_exists(&ctx.s3, &ctx.bucket, &key).await);
-    let due_again = || async {
-        sqlx::query("UPDATE assets SET due_at = now() - interval '1 second' WHERE id = $1")
-            .bind(asset)
-            .execute(ctx.pool())
-            .await
-            .expect("due again");
-    };
 
     // Another bucket logging to the same location delivers since: its logs say nothing of ours, which may have
     // stopped.
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     let line = s3_line("staging-assets", &logged(&key), ago(0), "-", "REST.GET.OBJECT", 200, "-");
     deliver_s3_log(&ctx.s3, &logs, "access/", &[line]).await;
-    due_again().await;
+    due_again(ctx.pool(), &[asset]).await;
     pass(&ctx, &settings).await;
     settle_queue(&ctx).await;
     let (action, evidence) = last_event(&ctx, asset).await;
@@ -191,7 +184,7 @@ async fn a_purge_whose_logs_have_not_caught_up_waits_and_goes_once_they_have() {
         &[s3_line(&bucket, &logged(&other), ago(0), "-", "REST.GET.OBJECT", 200, "-")],
     )
     .await;
-    due_again().await;
+    due_again(ctx.pool(), &[asset]).await;
     pass(&ctx, &settings).await;
     settle_queue(&ctx).await;
     assert_eq!(state(&ctx, asset).await, None, "the logs reach past its purge time: purged");
@@ -357,13 +350,6 @@ async fn forged_logs_in_a_location_the_application_can_write_are_not_believed() 
     .await;
     let location = format!("s3://{logs}/access/");
     let settings = [("ACCESS_LOGS", location.as_str()), ("LOGS_DELIVERY_LAG", "0s")];
-    let due_again = || async {
-        sqlx::query("UPDATE assets SET due_at = now() - interval '1 second' WHERE id = ANY ($1)")
-            .bind([forged, other])
-            .execute(ctx.pool())
-            .await
-            .expect("due again");
-    };
 
     let report = pass(&ctx, &settings).await;
     let observed = serde_json::to_value(&report.observed).expect("the report");
@@ -399,7 +385,7 @@ async fn forged_logs_in_a_location_the_application_can_write_are_not_believed() 
     // The policy docs/operating.md gives: every principal but AWS's services denied.
     exempting["Condition"].as_object_mut().map(|c| c.remove("ArnNotLike"));
     put_policy(vec![allow.clone(), exempting.clone()]).await.expect("the documented policy");
-    due_again().await;
+    due_again(ctx.pool(), &[forged, other]).await;
     let report = pass(&ctx, &settings).await;
     let observed = serde_json::to_value(&report.observed).expect("the report");
     assert_eq!((&observed["sources"][0]["error"], &observed["sources"][0]["objects_read"]), (&Value::Null, &1.into()));
@@ -426,7 +412,7 @@ async fn forged_logs_in_a_location_the_application_can_write_are_not_believed() 
     assert!(observed["sources"][0]["error"].as_str().is_some_and(|e| e.contains("is not trusted")), "{observed}");
     delivered().await;
     put_policy(vec![allow, exempting]).await.expect("the documented policy again");
-    due_again().await;
+    due_again(ctx.pool(), &[forged, other]).await;
     let report = pass(&ctx, &settings).await;
     let observed = serde_json::to_value(&report.observed).expect("the report");
     assert_eq!((&observed["sources"][0]["error"], &observed["sources"][0]["objects_read"]), (&Value::Null, &1.into()));
@@ -437,7 +423,7 @@ async fn forged_logs_in_a_location_the_application_can_write_are_not_believed() 
 
     // AWS delivers a log since: the logs now reach past the purge.
     delivered().await;
-    due_again().await;
+    due_again(ctx.pool(), &[forged, other]).await;
     pass(&ctx, &settings).await;
     settle_queue(&ctx).await;
     assert_eq!(state(&ctx, other).await, None, "purged once a trusted delivery covers it");

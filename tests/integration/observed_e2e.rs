@@ -199,25 +199,14 @@ async fn settled(
 ) -> HashMap<Uuid, (String, Value)> {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        // As drive::decisions reads them, with their evidence.
-        let rows: Vec<(Uuid, String, Value)> = sqlx::query_as(
-            "SELECT DISTINCT ON (asset_id) asset_id, action, evidence FROM asset_sweeper_private.settlement_events
-              WHERE asset_id = ANY ($1) AND occurred_at >= $2
-                AND action IN ('keep', 'retire', 'delete', 'purge', 'defer', 'failed')
-              ORDER BY asset_id, id DESC",
-        )
-        .bind(assets)
-        .bind(since)
-        .fetch_all(pool)
-        .await
-        .expect("the settlement record");
+        let decided = drive::decisions(pool, assets, since).await.expect("the settlement record");
         let queue = platform::queues::describe(&clients.sqs, &stack.cleanup_queue_url).await.expect("the queue");
-        if rows.len() == assets.len() && queue.depth.total() == 0 {
-            return rows.into_iter().map(|(id, action, evidence)| (id, (action, evidence))).collect();
+        if decided.len() == assets.len() && queue.depth.total() == 0 {
+            return decided;
         }
         assert!(
             Instant::now() < deadline,
-            "not settled in 300 s: {rows:?}, queue {queue:?}; the consumer's logs are under /aws/lambda/{}",
+            "not settled in 300 s: {decided:?}, queue {queue:?}; the consumer's logs are under /aws/lambda/{}",
             stack.consumer_function_name
         );
         tokio::time::sleep(Duration::from_secs(2)).await;

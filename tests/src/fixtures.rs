@@ -230,6 +230,15 @@ pub async fn attached_catalogue(pool: &PgPool, assets: usize) {
     .expect("the catalogue");
 }
 
+/// Makes `assets` due again, for the next sweep to claim.
+pub async fn due_again(pool: &PgPool, assets: &[Uuid]) {
+    sqlx::query("UPDATE assets SET due_at = now() - interval '1 second' WHERE id = ANY ($1)")
+        .bind(assets)
+        .execute(pool)
+        .await
+        .expect("due again");
+}
+
 /// As if a week had passed since `asset` was retired and the census had read everything since: its retirement and
 /// purge time a week earlier (before the scans that proved the schema in the test), due now. Written as the
 /// sweeper's own write, which moves no grace floor.

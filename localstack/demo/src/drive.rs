@@ -54,14 +54,15 @@ pub async fn invoke_sweep(clients: &Clients, stack: &Stack) -> anyhow::Result<Va
     }
 }
 
-/// The final decision about each of `assets` recorded since `since` (failures included), by asset.
+/// The final decision about each of `assets` recorded since `since` (failures included), by asset: its action and
+/// the evidence recorded with it.
 pub async fn decisions(
     pool: &PgPool,
     assets: &[Uuid],
     since: chrono::DateTime<chrono::Utc>,
-) -> anyhow::Result<HashMap<Uuid, String>> {
-    let rows: Vec<(Uuid, String)> = sqlx::query_as(
-        "SELECT DISTINCT ON (asset_id) asset_id, action FROM asset_sweeper_private.settlement_events
+) -> anyhow::Result<HashMap<Uuid, (String, Value)>> {
+    let rows: Vec<(Uuid, String, Value)> = sqlx::query_as(
+        "SELECT DISTINCT ON (asset_id) asset_id, action, evidence FROM asset_sweeper_private.settlement_events
           WHERE asset_id = ANY ($1) AND occurred_at >= $2
             AND action IN ('keep', 'retire', 'delete', 'purge', 'defer', 'failed')
           ORDER BY asset_id, id DESC",
@@ -71,7 +72,7 @@ pub async fn decisions(
     .fetch_all(pool)
     .await
     .context("reading the settlement record")?;
-    Ok(rows.into_iter().collect())
+    Ok(rows.into_iter().map(|(id, action, evidence)| (id, (action, evidence))).collect())
 }
 
 /// Waits for the whole outcome of the pass over `catalog`: every due asset decided, the cleanup queue empty, and
@@ -114,7 +115,7 @@ async fn wait_until_settled(
         let decided = decisions(pool, &due, catalog.seeded_at).await?;
         let queue = platform::queues::describe(&clients.sqs, &stack.cleanup_queue_url).await?.depth;
         let dlq = platform::queues::describe(&clients.sqs, &stack.dead_letter_queue_url).await?.depth;
-        let failed = decided.values().filter(|a| *a == "failed").count();
+        let failed = decided.values().filter(|(action, _)| action == "failed").count();
         let mut line = format!(
             "settled {}/{} · queue {} waiting, {} in flight · dead-letter queue {}",
             decided.len(),
