@@ -1,8 +1,9 @@
 //! What the application's schema says about references: the reference map's model ([`map`]) and its derivation
-//! from the catalog ([`derive`]), the schema check ([`check`]), the census that proves the columns that are no
-//! source ([`census`]), the reference guards ([`guards`]), the recorded verdicts ([`verdict`]), and the SQL a map
-//! compiles to: the recheck of one asset ([`recheck`]) and discovery's batch question ([`batch`]), each run only while
-//! the columns it reads have the types it was planned for ([`typed`]).
+//! from the catalog ([`derive`]), the schema check ([`check`]) and its first look at the rows ([`sample`]), the
+//! census that proves the columns that are no source ([`census`]), the reference guards ([`guards`]), the recorded
+//! verdicts ([`verdict`]), and the SQL a map compiles to: the recheck of one asset ([`recheck`]) and discovery's
+//! batch question ([`batch`]), each run only while the columns it reads have the types it was planned for
+//! ([`typed`]).
 //!
 //! Nothing here writes an asset row or calls S3: it reads the catalog and the application's rows, and keeps its
 //! own bookkeeping (census state, named keys, verdicts, guards).
@@ -18,6 +19,7 @@ pub mod key_sources;
 pub mod map;
 pub mod naming;
 pub mod recheck;
+pub mod sample;
 pub mod typed;
 pub mod verdict;
 

@@ -1,0 +1,316 @@
+//! The schema check's sample: the fast first look at the rows a pass can afford to read, which the census's full
+//! scans then prove or refute.
+//!
+//! At an application's size (hundreds of tables, thousands of candidate columns) the sample's cost is not its
+//! reading, which is a few blocks a column, but its statements: one transaction and one planned statement per
+//! column cost about 5 ms each, 24 s a pass at GitLab's size. So several tables' columns are read by one plain
+//! statement in one transaction ([`CHUNK_TABLES`], [`CHUNK_COLUMNS`]), each value shipped as text, and which of the
+//! ids and names found are assets is asked once a chunk, not once a column.
+
+use std::collections::{HashMap, HashSet};
+
+use platform::sql::{quote_ident, quote_literal};
+use sqlx::postgres::types::Oid;
+use sqlx::{AssertSqlSafe, PgConnection};
+use uuid::Uuid;
+
+use crate::census::Finding;
+use crate::map::{Candidate, SchemaProblem};
+
+/// How many of a table's last blocks the sample reads, whole, besides its first rows: where rows inserted since the
+/// census passed a table stand, so the next pass sees them, not the next cycle. Four blocks (32 KiB) a column:
+/// about what the first rows cost. (A partitioned table's first rows only: its root has no blocks of its own.)
+const SAMPLE_TAIL_BLOCKS: i64 = 4;
+
+/// At most this many tables a statement: each one's lock (and its partitions' and indexes', which planning takes)
+/// is held until the chunk's transaction ends, and the server's lock table is shared with the application.
+const CHUNK_TABLES: usize = 16;
+
+/// At most this many columns a statement, so one with hundreds of columns plans as a statement of its own.
+const CHUNK_COLUMNS: usize = 128;
+
+/// One value the sample read: the candidate's index within its chunk, the row's table and `ctid`, and the value as
+/// text, from its start ([`crate::census::unread::SLICE_CHARS`]).
+type SampledRow = (i32, Oid, String, Option<String>);
+
+/// Samples up to `sample_rows` rows of each candidate from the start of its table and every row of its last blocks
+/// ([`SAMPLE_TAIL_BLOCKS`]). Each asset id it finds (in any spelling; for text, a storage key too) is noted as a
+/// finding naming the column and the row, which holds that asset (unless the transaction is read-only: `plan` and
+/// `explain` look without writing). A column whose sampled rows look like an undeclared source
+/// ([`crate::census::looks_like_source`]) is a problem.
+pub async fn sample(
+    conn: &mut PgConnection,
+    candidates: &[Candidate],
+    sample_rows: u32,
+) -> Result<Vec<SchemaProblem>, sqlx::Error> {
+    let read_only = sqlx::query_scalar!(r#"SELECT current_setting('transaction_read_only') = 'on' AS "read_only!""#)
+        .fetch_one(&mut *conn)
+        .await?;
+    let mut problems = Vec::new();
+    // A column excluded for ids is the key scan's alone.
+    for chunk in chunks(candidates.iter().filter(|c| c.reads != "keys").collect()) {
+        let read = match read_chunk(&mut *conn, &chunk, sample_rows).await? {
+            Some(read) => read,
+            // A column retyped since the candidates were read: each table on its own, so only its own is passed over.
+            None => {
+                let mut read = Vec::new();
+                for table in tables_of(&chunk) {
+                    let offset = i32::try_from(chunk.iter().position(|c| std::ptr::eq(*c, table[0])).unwrap_or(0))
+                        .unwrap_or(i32::MAX);
+                    match read_chunk(&mut *conn, &table, sample_rows).await? {
+                        Some(rows) => {
+                            read.extend(rows.into_iter().map(|r| (r.0.saturating_add(offset), r.1, r.2, r.3)))
+                        }
+                        None => {
+                            tracing::warn!(
+                                schema = %table[0].schema,
+                                table = %table[0].table,
+                                "the sample read nothing of a table with a column retyped since its reading was planned"
+                            );
+                        }
+                    }
+                }
+                read
+            }
+        };
+        let (found, chunk_problems) = weigh(&mut *conn, &chunk, read).await?;
+        problems.extend(chunk_problems);
+        if !read_only {
+            crate::census::note_findings(&mut *conn, found).await?;
+        }
+    }
+    Ok(problems)
+}
+
+/// The candidates in statements' worth: whole tables, in the order given, at most [`CHUNK_TABLES`] tables and, but
+/// for a table wider on its own, [`CHUNK_COLUMNS`] columns each.
+fn chunks(candidates: Vec<&Candidate>) -> Vec<Vec<&Candidate>> {
+    let mut chunks: Vec<Vec<&Candidate>> = Vec::new();
+    for table in tables_of(&candidates) {
+        let fits = chunks
+            .last()
+            .is_some_and(|last| tables_of(last).len() < CHUNK_TABLES && last.len() + table.len() <= CHUNK_COLUMNS);
+        match chunks.last_mut() {
+            Some(last) if fits => last.extend(table),
+            _ => chunks.push(table),
+        }
+    }
+    chunks
+}
+
+/// `candidates` grouped by table, in the order of each table's first.
+fn tables_of<'a>(candidates: &[&'a Candidate]) -> Vec<Vec<&'a Candidate>> {
+    let mut tables: Vec<Vec<&Candidate>> = Vec::new();
+    for candidate in candidates {
+        match tables.iter_mut().find(|t| t[0].schema == candidate.schema && t[0].table == candidate.table) {
+            Some(table) => table.push(candidate),
+            None => tables.push(vec![candidate]),
+        }
+    }
+    tables
+}
+
+/// Reads `chunk` in one statement, under its tables' locks with every column's type confirmed first: one retyped
+/// since the candidates were read is not read by a reading planned for its old type (`None`).
+async fn read_chunk(
+    conn: &mut PgConnection,
+    chunk: &[&Candidate],
+    sample_rows: u32,
+) -> Result<Option<Vec<SampledRow>>, sqlx::Error> {
+    let mut planned = crate::typed::Planned::default();
+    for c in chunk {
+        planned.add(&table_sql(c), &c.column, c.type_oid);
+    }
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let read: Result<Vec<SampledRow>, sqlx::Error> = async {
+        crate::typed::hold(&mut tx, &planned).await?;
+        sqlx::query_as(AssertSqlSafe(statement(chunk)))
+            .bind(i64::from(sample_rows))
+            .bind(SAMPLE_TAIL_BLOCKS)
+            .bind(crate::census::unread::SLICE_CHARS)
+            .persistent(false)
+            .fetch_all(&mut *tx)
+            .await
+    }
+    .await;
+    match read {
+        Ok(read) => {
+            tx.commit().await?;
+            Ok(Some(read))
+        }
+        Err(e) if crate::typed::retyped(&e) => {
+            tx.rollback().await?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A candidate's table as SQL. Built here, not checked at compile time: the table and column are the
+/// application's, known only now.
+fn table_sql(c: &Candidate) -> String {
+    format!("{}.{}", quote_ident(&c.schema), quote_ident(&c.table))
+}
+
+/// The one statement that samples `chunk`: per candidate (tagged with its index), its first non-null rows and
+/// those of its table's last blocks, each value as text `v` in which ids are then found anywhere. Plain scans, no
+/// join: planning is most of a small read's cost. Binds: `$1` rows per column, `$2` tail blocks, `$3` characters
+/// per value.
+fn statement(chunk: &[&Candidate]) -> String {
+    let mut reads = Vec::with_capacity(chunk.len() * 2);
+    for (index, c) in chunk.iter().enumerate() {
+        let table = table_sql(c);
+        let col = quote_ident(&c.column);
+        let value = match (c.family.as_str(), c.shape.as_str()) {
+            ("uuid" | "text" | "json", "array") => "unnest(s.c)::text".to_owned(),
+            (family, _) => crate::census::text_of("s.c", family),
+        };
+        // The first of the last blocks as a value of its own, so the scan starts there (a TID range scan); nothing
+        // for a partitioned table's root, which has no blocks. The rows of a partitioned table are named by their
+        // partition (`tableoid`), as the census names them.
+        let tail = format!(
+            "ctid >= (SELECT format('(%s,0)', greatest(b.n - $2, 0))::tid
+                        FROM asset_sweeper_blocks({}::regclass) AS b(n) WHERE b.n > 0)",
+            quote_literal(&table)
+        );
+        for rows in [format!("{col} IS NOT NULL LIMIT $1"), format!("{tail} AND {col} IS NOT NULL")] {
+            reads.push(format!(
+                // A probe reads a value's start only: one end user's hundred-megabyte comment must not outlast it.
+                "SELECT {index}, s.rel, s.at::text, substr({value}, 1, $3)
+                   FROM (SELECT tableoid AS rel, ctid AS at, {col} AS c FROM {table} WHERE {rows}) s"
+            ));
+        }
+    }
+    reads.iter().map(|r| format!("({r})")).collect::<Vec<_>>().join("\nUNION ALL\n")
+}
+
+/// What `chunk`'s sampled `rows` hold: a finding for each asset id (any spelling) and, in a text column, each key
+/// of an asset the key scan did not adopt; and a problem for each column whose rows look like an undeclared source.
+/// Which ids and keys are assets: two questions for the chunk.
+async fn weigh(
+    conn: &mut PgConnection,
+    chunk: &[&Candidate],
+    rows: Vec<SampledRow>,
+) -> Result<(Vec<Finding>, Vec<SchemaProblem>), sqlx::Error> {
+    // Per candidate: the rows read (head and tail may overlap), and what each value may name.
+    let mut read: Vec<HashSet<(Oid, String)>> = vec![HashSet::new(); chunk.len()];
+    let mut spelled: Vec<(usize, Uuid, Oid, String)> = Vec::new();
+    let mut named: Vec<(usize, String, Oid, String)> = Vec::new();
+    for (index, rel, at, text) in rows {
+        let Some(index) = usize::try_from(index).ok().filter(|i| *i < chunk.len()) else { continue };
+        read[index].insert((rel, at.clone()));
+        let Some(text) = text else { continue };
+        spelled.extend(crate::census::ids::ids_in(&text).into_iter().map(|id| (index, id, rel, at.clone())));
+        // A text equal to an adopted asset's key is a name the key scan keeps, not a finding: passed over here
+        // exactly as the census passes over it (a legacy column of paths must not refuse every workspace).
+        if chunk[index].family == "text" {
+            named.push((index, text, rel, at));
+        }
+    }
+    let ids: Vec<Uuid> = spelled.iter().map(|s| s.1).collect();
+    let assets = if ids.is_empty() { HashSet::new() } else { crate::census::assets_among(&mut *conn, &ids).await? };
+    let keys: Vec<String> = named.iter().map(|n| n.1.clone()).collect::<HashSet<_>>().into_iter().collect();
+    let keyed = if keys.is_empty() { HashMap::new() } else { not_adopted_keys(&mut *conn, &keys).await? };
+
+    let mut found: Vec<Vec<(Uuid, Oid, String)>> = vec![Vec::new(); chunk.len()];
+    for (index, id, rel, at) in spelled {
+        if assets.contains(&id) {
+            found[index].push((id, rel, at));
+        }
+    }
+    for (index, key, rel, at) in named {
+        if let Some(id) = keyed.get(&key) {
+            found[index].push((*id, rel, at));
+        }
+    }
+    let mut findings = Vec::new();
+    let mut problems = Vec::new();
+    for ((candidate, found), read) in chunk.iter().zip(found).zip(read) {
+        if found.is_empty() {
+            continue;
+        }
+        let rows = found.iter().map(|f| (f.1, &f.2)).collect::<HashSet<_>>().len();
+        let sampled = i64::try_from(read.len()).unwrap_or(i64::MAX);
+        if crate::census::looks_like_source(i64::try_from(rows).unwrap_or(i64::MAX), sampled) {
+            let family = &candidate.family;
+            problems.push(SchemaProblem::UnexplainedAssetIds {
+                schema: candidate.schema.clone(),
+                table: candidate.table.clone(),
+                column: candidate.column.clone(),
+                data_type: if candidate.shape == "array" { format!("{family}[]") } else { family.clone() },
+            });
+        }
+        findings.extend(found.into_iter().map(|(asset, relid, record)| Finding {
+            asset,
+            relid,
+            column: candidate.column.clone(),
+            record,
+        }));
+    }
+    Ok((findings, problems))
+}
+
+/// Which of `keys` are the storage keys of assets the key scan did not adopt, with their ids.
+async fn not_adopted_keys(conn: &mut PgConnection, keys: &[String]) -> Result<HashMap<String, Uuid>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT a.storage_key AS "storage_key!", a.id FROM assets a
+            WHERE a.storage_key = ANY ($1)
+              AND NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)"#,
+        keys
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.storage_key, r.id)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(table: &str, column: &str) -> Candidate {
+        Candidate {
+            schema: "public".to_owned(),
+            table: table.to_owned(),
+            column: column.to_owned(),
+            shape: "scalar".to_owned(),
+            family: "text".to_owned(),
+            reads: "both".to_owned(),
+            type_oid: 25,
+        }
+    }
+
+    #[test]
+    fn chunks_keep_tables_whole_and_within_their_limits() {
+        let mut all = Vec::new();
+        for t in 0..40 {
+            for c in 0..(if t == 3 { 300 } else { 5 }) {
+                all.push(candidate(&format!("t{t}"), &format!("c{c}")));
+            }
+        }
+        let chunks = chunks(all.iter().collect());
+        let mut seen = Vec::new();
+        for chunk in &chunks {
+            let tables = tables_of(chunk);
+            assert!(tables.len() <= CHUNK_TABLES);
+            // Only a table wider than a chunk on its own has a chunk past the column limit, and to itself.
+            assert!(chunk.len() <= CHUNK_COLUMNS || tables.len() == 1, "{} columns", chunk.len());
+            for table in tables {
+                assert!(!seen.contains(&table[0].table), "{} split across chunks", table[0].table);
+                seen.push(table[0].table.clone());
+            }
+        }
+        assert_eq!(seen.len(), 40);
+        assert_eq!(chunks.iter().map(Vec::len).sum::<usize>(), all.len());
+    }
+
+    #[test]
+    fn the_statement_tags_each_value_with_its_candidate_and_quotes_every_name() {
+        let odd = candidate("we\"ird", "co l");
+        let plain = candidate("t", "c");
+        let sql = statement(&[&odd, &plain]);
+        assert!(sql.contains("FROM \"public\".\"we\"\"ird\" WHERE \"co l\" IS NOT NULL LIMIT $1"), "{sql}");
+        assert!(sql.contains("asset_sweeper_blocks('\"public\".\"we\"\"ird\"'::regclass)"), "{sql}");
+        assert_eq!(sql.matches("SELECT 0,").count(), 2);
+        assert_eq!(sql.matches("SELECT 1,").count(), 2);
+    }
+}
