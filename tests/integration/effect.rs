@@ -2,8 +2,9 @@
 //! are gone: an overdue asset, due bytes growing while nothing settles, claims that lapse unsettled (a consumer that
 //! settles nothing), freed bytes S3 still reports, and a bucket S3 bills far beyond what the rows account for.
 //!
-//! Each alarm is the one the template creates (read back from the deployed stack), copied with a 60 s period:
-//! LocalStack evaluates an alarm once per period, and the template's is 15 minutes. The copy watches a namespace of
+//! Each alarm is the one the template creates (read back from the deployed stack), copied with a 10 s period:
+//! LocalStack evaluates an alarm once per period, and the template's is 15 minutes (a 60 s copy made this test the
+//! longest of the suite, five minutes of waiting). The copy watches a namespace of
 //! this test's own, so no other test's pass feeds it. The metrics are the real sweep's metrics line, put into
 //! CloudWatch as CloudWatch Logs turns an Embedded Metric Format line into metrics (LocalStack does not).
 
@@ -65,8 +66,9 @@ async fn publish_emf(cloudwatch: &aws_sdk_cloudwatch::Client, namespace: &str, l
     }
 }
 
-/// Publishes `report`'s metrics line every ten seconds (a pass's datapoint stands for its whole period) until every
-/// alarm of `names` is in `state`; panics after four minutes with the states seen.
+/// Publishes `report`'s metrics line every two seconds (a pass's datapoint stands for its whole period; several fall
+/// in each of the copy's 10 s periods) until every alarm of `names` is in `state`; panics after four minutes with
+/// the states seen.
 async fn until_all(
     cloudwatch: &aws_sdk_cloudwatch::Client,
     namespace: &str,
@@ -94,11 +96,11 @@ async fn until_all(
             return;
         }
         assert!(Instant::now() < deadline, "not all {state:?} after four minutes: {seen:#?}\n{line}");
-        tokio::time::sleep(Duration::from_secs(10)).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
 }
 
-/// The template's alarm on `metric`, as the stack created it, copied with a 60 s period onto `namespace`.
+/// The template's alarm on `metric`, as the stack created it, copied with a 10 s period onto `namespace`.
 async fn copy_of(cloudwatch: &aws_sdk_cloudwatch::Client, deployed: &MetricAlarm, namespace: &str) -> String {
     let name = format!("{}-effect-test-{}", deployed.alarm_name().expect("a name"), short_id());
     cloudwatch
@@ -108,7 +110,7 @@ async fn copy_of(cloudwatch: &aws_sdk_cloudwatch::Client, deployed: &MetricAlarm
         .metric_name(deployed.metric_name().expect("a metric"))
         .set_dimensions(Some(deployed.dimensions().to_vec()))
         .set_statistic(deployed.statistic().cloned())
-        .period(60)
+        .period(10)
         .evaluation_periods(deployed.evaluation_periods().expect("evaluation periods"))
         .threshold(deployed.threshold().expect("a threshold"))
         .set_comparison_operator(deployed.comparison_operator().cloned())
