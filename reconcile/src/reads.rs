@@ -189,14 +189,14 @@ pub fn stopped(reaches: Option<DateTime<Utc>>, lag: Duration, now: DateTime<Utc>
 }
 
 /// Since when a source's logs have been quiet, for [`stopped`]: the newest delivery counted, or, where only
-/// deliveries from before the location was found sound were read, that finding (the first delivery since cannot
-/// be older); `None` when nothing was ever delivered.
+/// deliveries from before the location was found sound were read, the newest of those (earlier than that finding,
+/// so logs that had stopped before a break in the trust are still stopped once it is mended); `None` when nothing
+/// was ever delivered.
 pub fn quiet_since(
     counted_reach: Option<DateTime<Utc>>,
     newest_delivered_at: Option<DateTime<Utc>>,
-    trusted_since: Option<DateTime<Utc>>,
 ) -> Option<DateTime<Utc>> {
-    counted_reach.or(newest_delivered_at.and(trusted_since))
+    counted_reach.or(newest_delivered_at)
 }
 
 impl SourceStanding {
@@ -207,14 +207,15 @@ impl SourceStanding {
             return Some(format!("the {} logs cannot be read: {error}", self.source));
         }
         let lag = Duration::try_from_secs_f64(self.delivery_lag_seconds).unwrap_or_default();
-        let quiet_since = quiet_since(self.counted_reach, self.newest_delivered_at, self.trusted_since);
+        let quiet_since = quiet_since(self.counted_reach, self.newest_delivered_at);
         match self.counted_reach {
             _ if !stopped(quiet_since, lag, now) => None,
             None if self.newest_delivered_at.is_some() => Some(format!(
                 "no {} log delivered since its location was found sound ({}) has been read: deletes and purges wait \
                  for one",
                 self.source,
-                quiet_since.map_or("not yet".to_owned(), |at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                self.trusted_since
+                    .map_or("not yet".to_owned(), |at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
             )),
             None => Some(format!("no {} log has been read yet from {}", self.source, self.location)),
             Some(newest) => Some(format!(
@@ -332,7 +333,7 @@ impl ObservedUse<'_> {
         let location = source.location().to_string();
         let lag_secs = self.lag.as_secs_f64();
         // A location that changed starts its source afresh: what the old one delivered says nothing of the new.
-        let since = sqlx::query_scalar!(
+        let standing = sqlx::query!(
             r#"INSERT INTO log_sources (source, location, delivery_lag) VALUES ($1, $2, $3 * interval '1 second')
                ON CONFLICT (source) DO UPDATE
                   SET delivery_lag = EXCLUDED.delivery_lag,
@@ -343,14 +344,19 @@ impl ObservedUse<'_> {
                       trusted_since = CASE WHEN log_sources.location = EXCLUDED.location
                                            THEN log_sources.trusted_since END,
                       location = EXCLUDED.location
-               RETURNING counted_reach"#,
+               RETURNING newest_delivered_at, counted_reach"#,
             name,
             location,
             lag_secs
         )
         .fetch_one(&mut *conn)
         .await?;
-        let mut progress = SourceProgress { source: name, reaches: since, ..SourceProgress::default() };
+        let mut progress =
+            SourceProgress { source: name, reaches: standing.counted_reach, ..SourceProgress::default() };
+        // Listed from the newest object read, counted or not: it only moves on a whole listing read oldest first, and
+        // a source whose reach does not count yet must still get past what it has read (over LIST_MAX objects, a
+        // listing from the start would never reach the deliveries that count).
+        let since = standing.newest_delivered_at;
         // What was delivered since the reach (less RELIST); and where names that can hold it begin: a name is the
         // delivery's time in the simple layout, the event's day or the requests' hour in the others, up to the lag
         // before it.
@@ -408,14 +414,11 @@ impl ObservedUse<'_> {
             progress.other_bucket_lines += read.other_bucket;
         }
         progress.left = left;
-        let reach = sqlx::query!(
-            "SELECT counted_reach, newest_delivered_at, trusted_since FROM log_sources WHERE source = $1",
-            name
-        )
-        .fetch_one(&mut *conn)
-        .await?;
+        let reach = sqlx::query!("SELECT counted_reach, newest_delivered_at FROM log_sources WHERE source = $1", name)
+            .fetch_one(&mut *conn)
+            .await?;
         progress.reaches = reach.counted_reach;
-        let quiet_since = quiet_since(reach.counted_reach, reach.newest_delivered_at, reach.trusted_since);
+        let quiet_since = quiet_since(reach.counted_reach, reach.newest_delivered_at);
         progress.stopped = progress.error.is_some() || stopped(quiet_since, self.lag, Utc::now());
         // Readable again only once something was read, or nothing is left: a pass whose share ran out first says
         // nothing of the object that failed.
@@ -787,11 +790,13 @@ mod tests {
         assert_eq!(standing.needs_person(now), None);
         standing.counted_reach = Some(now - chrono::Duration::hours(25));
         assert!(standing.needs_person(now).is_some_and(|why| why.contains("no s3 log delivered since")));
-        // Read, but nothing delivered since the location was found sound: quiet from that finding on.
+        // Read, but nothing delivered since the location was found sound (an hour ago): quiet from the newest
+        // delivery read, so logs that stopped before a break in the trust are still stopped once it is mended.
         standing.counted_reach = None;
-        standing.trusted_since = Some(now - chrono::Duration::hours(2));
+        standing.trusted_since = Some(now - chrono::Duration::hours(1));
+        standing.newest_delivered_at = Some(now - chrono::Duration::hours(2));
         assert_eq!(standing.needs_person(now), None);
-        standing.trusted_since = Some(now - chrono::Duration::hours(25));
+        standing.newest_delivered_at = Some(now - chrono::Duration::hours(25));
         assert!(standing.needs_person(now).is_some_and(|why| why.contains("since its location was found sound")));
         standing.error = Some("AccessDenied".to_owned());
         assert!(standing.needs_person(now).is_some_and(|why| why.contains("cannot be read: AccessDenied")));
