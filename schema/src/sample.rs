@@ -63,32 +63,7 @@ pub async fn sample(
     for chunk in chunks(candidates, locks) {
         let read = match read_chunk(&mut *conn, &chunk, sample_rows).await? {
             Some(read) => read,
-            // A column retyped since the candidates were read: each table on its own, so only it is passed over.
-            None => {
-                let mut read = Vec::new();
-                for table in tables_of(&chunk) {
-                    let offset = i32::try_from(chunk.iter().position(|c| std::ptr::eq(*c, table[0])).unwrap_or(0))
-                        .unwrap_or(i32::MAX);
-                    if let Some(rows) = read_chunk(&mut *conn, &table, sample_rows).await? {
-                        read.extend(rows.into_iter().map(|r| (r.0.saturating_add(offset), r.1, r.2, r.3)));
-                        continue;
-                    }
-                    // Then each column of the table on its own: only the retyped one is passed over.
-                    for (i, column) in table.iter().enumerate() {
-                        let at = offset.saturating_add(i32::try_from(i).unwrap_or(i32::MAX));
-                        match read_chunk(&mut *conn, &[column], sample_rows).await? {
-                            Some(rows) => read.extend(rows.into_iter().map(|r| (at, r.1, r.2, r.3))),
-                            None => tracing::warn!(
-                                schema = %column.schema,
-                                table = %column.table,
-                                column = %column.column,
-                                "the sample read nothing of a column retyped since its reading was planned"
-                            ),
-                        }
-                    }
-                }
-                read
-            }
+            None => read_piecewise(&mut *conn, &chunk, sample_rows).await?,
         };
         let (found, chunk_problems) = weigh(&mut *conn, &chunk, read).await?;
         problems.extend(chunk_problems);
@@ -99,27 +74,67 @@ pub async fn sample(
     Ok(problems)
 }
 
+/// Reads `chunk` after a column of it was found retyped since the candidates were read: each table on its own, and a
+/// table that still fails each column on its own, so only the retyped column is passed over. Rows are tagged with
+/// their candidate's index within `chunk`.
+async fn read_piecewise(
+    conn: &mut PgConnection,
+    chunk: &[&Candidate],
+    sample_rows: u32,
+) -> Result<Vec<SampledRow>, sqlx::Error> {
+    let mut read = Vec::new();
+    // A chunk holds its tables' candidates side by side, so a table's first index is the count before it.
+    let mut first = 0;
+    for table in tables_of(chunk) {
+        let pieces: Vec<(usize, &[&Candidate])> = match read_chunk(&mut *conn, &table, sample_rows).await? {
+            Some(rows) => {
+                read.extend(rows.into_iter().map(|r| (r.0.saturating_add(index(first)), r.1, r.2, r.3)));
+                Vec::new()
+            }
+            None => table.iter().enumerate().map(|(i, c)| (first + i, std::slice::from_ref(c))).collect(),
+        };
+        for (at, column) in pieces {
+            match read_chunk(&mut *conn, column, sample_rows).await? {
+                Some(rows) => read.extend(rows.into_iter().map(|r| (index(at), r.1, r.2, r.3))),
+                None => tracing::warn!(
+                    schema = %column[0].schema,
+                    table = %column[0].table,
+                    column = %column[0].column,
+                    "the sample read nothing of a column retyped since its reading was planned"
+                ),
+            }
+        }
+        first += table.len();
+    }
+    Ok(read)
+}
+
+/// A candidate's index as the statement tags its rows.
+fn index(i: usize) -> i32 {
+    i32::try_from(i).unwrap_or(i32::MAX)
+}
+
 /// The candidates in statements' worth: whole tables, in the order given, at most [`CHUNK_TABLES`] tables, and, but
 /// for a table that exceeds them on its own, [`CHUNK_COLUMNS`] columns and [`CHUNK_LOCKS`] relations locked
 /// (`relations` says how many a table's reading locks).
 fn chunks(candidates: Vec<&Candidate>, relations: impl Fn(&Candidate) -> usize) -> Vec<Vec<&Candidate>> {
-    let mut chunks: Vec<(Vec<&Candidate>, usize)> = Vec::new();
+    // Each chunk with how many tables it holds and how many relations they lock.
+    let mut chunks: Vec<(Vec<&Candidate>, usize, usize)> = Vec::new();
     for table in tables_of(&candidates) {
         let locks = relations(table[0]);
-        let fits = chunks.last().is_some_and(|(last, locked)| {
-            tables_of(last).len() < CHUNK_TABLES
-                && last.len() + table.len() <= CHUNK_COLUMNS
-                && locked + locks <= CHUNK_LOCKS
+        let fits = chunks.last().is_some_and(|(last, tables, locked)| {
+            *tables < CHUNK_TABLES && last.len() + table.len() <= CHUNK_COLUMNS && locked + locks <= CHUNK_LOCKS
         });
         match chunks.last_mut() {
-            Some((last, locked)) if fits => {
+            Some((last, tables, locked)) if fits => {
                 last.extend(table);
+                *tables += 1;
                 *locked += locks;
             }
-            _ => chunks.push((table, locks)),
+            _ => chunks.push((table, 1, locks)),
         }
     }
-    chunks.into_iter().map(|(chunk, _)| chunk).collect()
+    chunks.into_iter().map(|(chunk, _, _)| chunk).collect()
 }
 
 /// How many relations reading each table locks until its chunk's transaction ends: the table, its partitions, and

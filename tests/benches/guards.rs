@@ -57,13 +57,12 @@ async fn median_writes(
             times.push(started.elapsed());
         }
     }
-    times
-        .into_iter()
-        .map(|mut t| {
-            t.sort();
-            t[t.len() / 2]
-        })
-        .collect()
+    times.into_iter().map(median).collect()
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -209,8 +208,7 @@ async fn bulk(pool: &PgPool, assets: &[Uuid]) {
             .into_iter()
             .map(|mut t| {
                 t.remove(0);
-                t.sort();
-                t[t.len() / 2]
+                median(t)
             })
             .collect();
         println!(
