@@ -219,6 +219,9 @@ async fn restore_brings_a_retired_asset_back_and_refuses_after_its_purge_time() 
 
 #[tokio::test]
 async fn status_needs_a_person_until_a_good_pass_and_again_when_the_dlq_fills_and_redrive_empties_it() {
+    // Its poison message must fail by the application's legal hold alone: a crash failpoint another test set on the
+    // consumer's delete path (process-wide) once failed it first, with the wrong error.
+    let _failpoints = integration_tests::FAILPOINTS.lock().await;
     let ctx = TestContext::new().await;
     let url = ctx.db.url.clone();
     let (code, page) = json_with_code(&run(&url, Some(&ctx), &["status", "--json"]));
