@@ -105,9 +105,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     )
     .fetch_all(&pool)
     .await?;
-    let leased = sqlx::query_scalar!(r#"SELECT count(*) AS "leased!" FROM assets WHERE leased_until > now()"#)
-        .fetch_one(&pool)
-        .await?;
+    // A lease is taken on a due row and ended by whatever moves it on, so the leased rows are among the due ones:
+    // read from their index, not by a scan of every asset.
+    let leased = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "leased!" FROM assets a WHERE asset_sweeper_due(a) AND a.leased_until > now()"#
+    )
+    .fetch_one(&pool)
+    .await?;
     // What the consumers settled lately, for how long the backlog will take.
     let settled_lately = sqlx::query_scalar!(
         r#"SELECT count(*) AS "settled!" FROM settlement_events
@@ -153,10 +157,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     )
     .fetch_all(&pool)
     .await?;
-    let schema = match crate::connect::check(&pool, (&settings).into()).await {
-        Ok(map) => Ok(map.sources.len()),
-        Err(SchemaCheckError::Refused(refusal)) => Err(refusal.to_string()),
-        Err(SchemaCheckError::Database(e)) => Err(format!("cannot read the catalog: {e}")),
+    let (schema, census_too_slow) = match crate::connect::check(&pool, (&settings).into()).await {
+        Ok(map) => {
+            let slow = map.unproven.iter().find_map(|u| u.strip_prefix(schema::census::TOO_SLOW)).map(str::to_owned);
+            (Ok(map.sources.len()), slow)
+        }
+        Err(SchemaCheckError::Refused(refusal)) => (Err(refusal.to_string()), None),
+        Err(SchemaCheckError::Database(e)) => (Err(format!("cannot read the catalog: {e}")), None),
     };
     // What the consumer would settle on now (as this CLI's role sees it): informative, since a verdict is renewed
     // by every pass and a change waits at most one.
@@ -230,6 +237,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     if let Err(reason) = &schema {
         attention.push(format!("the schema check refuses now: {reason}"));
+    }
+    if let Some(why) = &census_too_slow {
+        attention.push(format!(
+            "deletes and purges wait in every workspace: the census's {why}; give it more of each pass \
+             (CENSUS_TIME_SHARE_PERCENT, CENSUS_BATCH_BLOCKS) or a shorter rest (CENSUS_CYCLE_INTERVAL)"
+        ));
     }
     if reconciliation.lost > 0 {
         attention.push(format!(

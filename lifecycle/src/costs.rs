@@ -104,9 +104,8 @@ pub struct Ledger {
 /// Counts the holdings of `workspace`, or of every workspace, with `window`.
 ///
 /// One workspace is counted exactly from its rows (its index). Every workspace at once is counted from what the
-/// passes keep, so `status` and `plan` grow with the workspaces and the retired rows rather than with every row:
-/// held and stored bytes as of the newest pass's fold (each object once), retired ones from the scheduled rows (a
-/// retired row is always due, at its purge), and released and waiting what is left of stored.
+/// passes keep, so `status` and `plan` grow with the workspaces rather than with the rows: held, stored and retired
+/// bytes as of the newest pass's fold (each object once), and released and waiting what is left of stored.
 pub async fn ledger(conn: &mut PgConnection, workspace: Option<Uuid>, window: Window) -> Result<Ledger, sqlx::Error> {
     let mut workspaces: BTreeMap<Uuid, Holdings> = match workspace {
         Some(workspace) => exact(conn, workspace).await?,
@@ -153,35 +152,23 @@ async fn exact(conn: &mut PgConnection, workspace: Uuid) -> Result<BTreeMap<Uuid
     Ok(workspaces)
 }
 
-/// Every workspace's held, waiting and retired bytes from the totals a pass keeps and the scheduled rows. Objects are
-/// counted for retired ones only (the totals keep bytes).
+/// Every workspace's held, waiting and retired bytes, and its retired objects, from the totals each pass folds
+/// (`workspace_usage`): what they cost to read grows with the workspaces, not with the assets. An object is retired
+/// for a workspace when every row of the workspace pointing at it is retired, as [`exact`] counts it.
 async fn from_totals(conn: &mut PgConnection) -> Result<BTreeMap<Uuid, Holdings>, sqlx::Error> {
     let mut workspaces: BTreeMap<Uuid, Holdings> = BTreeMap::new();
-    // Retired objects: each once, and only where no other row of the workspace holds or releases it (as `exact`).
-    let retired = sqlx::query!(
-        r#"SELECT r.workspace_id AS "workspace_id!", count(*) AS "objects!",
-                  coalesce(sum(o.byte_size), 0)::bigint AS "bytes!"
-             FROM (SELECT DISTINCT workspace_id, storage_key FROM assets
-                    WHERE due_at IS NOT NULL AND state <> 'failed' AND state = 'retired') r
-             JOIN stored_objects o ON o.storage_key = r.storage_key
-            WHERE NOT EXISTS (SELECT 1 FROM assets other
-                               WHERE other.storage_key = r.storage_key AND other.workspace_id = r.workspace_id
-                                 AND other.state <> 'retired')
-            GROUP BY 1"#
+    let usage = sqlx::query!(
+        r#"SELECT workspace_id, held_bytes, stored_bytes, coalesce(retired_objects, 0) AS "retired_objects!",
+                  coalesce(retired_bytes, 0) AS "retired_bytes!"
+             FROM workspace_usage"#
     )
     .fetch_all(&mut *conn)
     .await?;
-    for row in retired {
-        workspaces.entry(row.workspace_id).or_default().retired.add(row.objects, row.bytes);
-    }
-    let usage = sqlx::query!("SELECT workspace_id, held_bytes, stored_bytes FROM workspace_usage")
-        .fetch_all(&mut *conn)
-        .await?;
     for row in usage {
         let holdings = workspaces.entry(row.workspace_id).or_default();
         holdings.held.add(0, row.held_bytes);
-        let retired = i64::try_from(holdings.retired.bytes).unwrap_or(i64::MAX);
-        holdings.waiting.add(0, row.stored_bytes - row.held_bytes - retired);
+        holdings.retired.add(row.retired_objects, row.retired_bytes);
+        holdings.waiting.add(0, row.stored_bytes - row.held_bytes - row.retired_bytes);
     }
     Ok(workspaces)
 }

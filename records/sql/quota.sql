@@ -36,22 +36,30 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_holds(state text) RETURNS
     SELECT state IN ('pending', 'attached', 'failed')
 $$;
 
+-- Whether the rows a workspace has on an object make it retired for the workspace: every one of them retired, as
+-- `usage <workspace>` counts it from the rows.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_all_retired(asset_rows integer, retired_rows integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (asset_rows > 0 AND retired_rows >= asset_rows)::int;
+
 -- SECURITY DEFINER: the application's asset writes append their changes to a table it may not write itself.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_count_asset() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     -- The stored object's size (it exists while an asset row points at it); the row's own if it does not.
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        INSERT INTO asset_sweeper_private.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+        INSERT INTO asset_sweeper_private.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows,
+                                                                    retired_rows)
         SELECT OLD.workspace_id, OLD.storage_key,
                coalesce((SELECT o.byte_size FROM asset_sweeper_private.stored_objects o WHERE o.storage_key = OLD.storage_key), OLD.byte_size),
-               -1, -asset_sweeper.asset_sweeper_holds(OLD.state)::int;
+               -1, -asset_sweeper.asset_sweeper_holds(OLD.state)::int, -(OLD.state = 'retired')::int;
     END IF;
     IF TG_OP IN ('UPDATE', 'INSERT') THEN
-        INSERT INTO asset_sweeper_private.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
+        INSERT INTO asset_sweeper_private.workspace_object_changes (workspace_id, storage_key, byte_size, asset_rows, holding_rows,
+                                                                    retired_rows)
         SELECT NEW.workspace_id, NEW.storage_key,
                coalesce((SELECT o.byte_size FROM asset_sweeper_private.stored_objects o WHERE o.storage_key = NEW.storage_key), NEW.byte_size),
-               1, asset_sweeper.asset_sweeper_holds(NEW.state)::int;
+               1, asset_sweeper.asset_sweeper_holds(NEW.state)::int, (NEW.state = 'retired')::int;
     END IF;
     RETURN NULL;
 END
@@ -101,25 +109,34 @@ BEGIN
     SELECT c.workspace_id, c.storage_key, coalesce(o.byte_size, max(c.byte_size)) AS byte_size,
            coalesce(o.asset_rows, 0) AS rows_before, coalesce(o.asset_rows, 0) + sum(c.asset_rows)::int AS rows_after,
            coalesce(o.holding_rows, 0) AS holding_before,
-           coalesce(o.holding_rows, 0) + sum(c.holding_rows)::int AS holding_after
+           coalesce(o.holding_rows, 0) + sum(c.holding_rows)::int AS holding_after,
+           asset_sweeper.asset_sweeper_all_retired(coalesce(o.asset_rows, 0), coalesce(o.retired_rows, 0)) AS retired_before,
+           coalesce(o.retired_rows, 0) + sum(c.retired_rows)::int AS retired_rows_after
       FROM asset_sweeper_private.workspace_object_changes c
       JOIN pg_temp.asset_sweeper_folding f ON f.id = c.id
       LEFT JOIN asset_sweeper_private.workspace_objects o ON o.workspace_id = c.workspace_id AND o.storage_key = c.storage_key
-     GROUP BY c.workspace_id, c.storage_key, o.byte_size, o.asset_rows, o.holding_rows;
-    INSERT INTO asset_sweeper_private.workspace_usage AS u (workspace_id, held_bytes, stored_bytes)
+     GROUP BY c.workspace_id, c.storage_key, o.byte_size, o.asset_rows, o.holding_rows, o.retired_rows;
+    -- Retired objects: those every row of the workspace now leaves retired, less those it did before.
+    INSERT INTO asset_sweeper_private.workspace_usage AS u (workspace_id, held_bytes, stored_bytes, retired_objects,
+                                                            retired_bytes)
     SELECT workspace_id,
            sum(byte_size * ((holding_after > 0)::int - (holding_before > 0)::int)),
-           sum(byte_size * ((rows_after > 0)::int - (rows_before > 0)::int))
+           sum(byte_size * ((rows_after > 0)::int - (rows_before > 0)::int)),
+           sum(asset_sweeper.asset_sweeper_all_retired(rows_after, retired_rows_after) - retired_before),
+           sum(byte_size * (asset_sweeper.asset_sweeper_all_retired(rows_after, retired_rows_after) - retired_before))
       FROM pg_temp.asset_sweeper_folded GROUP BY workspace_id
     ON CONFLICT (workspace_id) DO UPDATE
-       SET held_bytes = u.held_bytes + EXCLUDED.held_bytes, stored_bytes = u.stored_bytes + EXCLUDED.stored_bytes;
+       SET held_bytes = u.held_bytes + EXCLUDED.held_bytes, stored_bytes = u.stored_bytes + EXCLUDED.stored_bytes,
+           retired_objects = u.retired_objects + EXCLUDED.retired_objects,
+           retired_bytes = u.retired_bytes + EXCLUDED.retired_bytes;
     DELETE FROM asset_sweeper_private.workspace_objects o USING pg_temp.asset_sweeper_folded f
      WHERE o.workspace_id = f.workspace_id AND o.storage_key = f.storage_key AND f.rows_after <= 0;
-    INSERT INTO asset_sweeper_private.workspace_objects AS o (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
-    SELECT workspace_id, storage_key, byte_size, rows_after, greatest(holding_after, 0)
+    INSERT INTO asset_sweeper_private.workspace_objects AS o (workspace_id, storage_key, byte_size, asset_rows, holding_rows,
+                                                              retired_rows)
+    SELECT workspace_id, storage_key, byte_size, rows_after, greatest(holding_after, 0), greatest(retired_rows_after, 0)
       FROM pg_temp.asset_sweeper_folded WHERE rows_after > 0
     ON CONFLICT (workspace_id, storage_key) DO UPDATE
-       SET asset_rows = EXCLUDED.asset_rows, holding_rows = EXCLUDED.holding_rows;
+       SET asset_rows = EXCLUDED.asset_rows, holding_rows = EXCLUDED.holding_rows, retired_rows = EXCLUDED.retired_rows;
     DELETE FROM asset_sweeper_private.workspace_object_changes c USING pg_temp.asset_sweeper_folding f WHERE c.id = f.id;
     DROP TABLE pg_temp.asset_sweeper_folded;
     DROP TABLE pg_temp.asset_sweeper_folding;
@@ -134,14 +151,24 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_recount_usage() RETURNS v
     DELETE FROM asset_sweeper_private.workspace_object_changes;
     DELETE FROM asset_sweeper_private.workspace_usage;
     DELETE FROM asset_sweeper_private.workspace_objects;
-    INSERT INTO asset_sweeper_private.workspace_objects (workspace_id, storage_key, byte_size, asset_rows, holding_rows)
-    SELECT a.workspace_id, a.storage_key, max(o.byte_size), count(*), count(*) FILTER (WHERE asset_sweeper.asset_sweeper_holds(a.state))
+    INSERT INTO asset_sweeper_private.workspace_objects (workspace_id, storage_key, byte_size, asset_rows, holding_rows,
+                                                         retired_rows)
+    SELECT a.workspace_id, a.storage_key, max(o.byte_size), count(*), count(*) FILTER (WHERE asset_sweeper.asset_sweeper_holds(a.state)),
+           count(*) FILTER (WHERE a.state = 'retired')
       FROM asset_sweeper_private.assets a JOIN asset_sweeper_private.stored_objects o ON o.storage_key = a.storage_key
      GROUP BY a.workspace_id, a.storage_key;
-    INSERT INTO asset_sweeper_private.workspace_usage (workspace_id, held_bytes, stored_bytes)
-    SELECT workspace_id, coalesce(sum(byte_size) FILTER (WHERE holding_rows > 0), 0), sum(byte_size)
+    INSERT INTO asset_sweeper_private.workspace_usage (workspace_id, held_bytes, stored_bytes, retired_objects, retired_bytes)
+    SELECT workspace_id, coalesce(sum(byte_size) FILTER (WHERE holding_rows > 0), 0), sum(byte_size),
+           sum(asset_sweeper.asset_sweeper_all_retired(asset_rows, retired_rows)),
+           sum(byte_size * asset_sweeper.asset_sweeper_all_retired(asset_rows, retired_rows))
       FROM asset_sweeper_private.workspace_objects GROUP BY workspace_id;
 $$;
+
+-- Totals kept before the retired objects were (`retired_bytes` NULL): counted once, from the rows, now that the
+-- trigger above appends what each write retires. Changes appended in between by the trigger before it are counted
+-- again with the rest.
+SELECT asset_sweeper.asset_sweeper_recount_usage()
+ WHERE EXISTS (SELECT 1 FROM asset_sweeper_private.workspace_usage WHERE retired_bytes IS NULL);
 
 -- One workspace's usage, each stored object counted once however many of its asset rows share it:
 --   held:    bytes its records still hold: an object with a `pending`, `attached` or `failed` row, or one whose

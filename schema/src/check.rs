@@ -18,7 +18,10 @@ use crate::map::{
 pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<ReferenceMap, SchemaCheckError> {
     let Derived { mut sources, mut problems, candidates } = derive(conn).await?;
     problems.extend(crate::sample::sample(conn, &candidates, options.sample_rows).await?);
-    let standing = crate::census::standing(conn, &crate::census::targets(&sources, &problems, &candidates)).await?;
+    let mut standing = crate::census::standing(conn, &crate::census::targets(&sources, &problems, &candidates)).await?;
+    if let Some(deadline) = options.census_deadline {
+        standing.unproven.extend(crate::census::too_slow(conn, deadline).await?);
+    }
     problems.extend(standing.problems);
     problems.extend(crate::guards::unguarded(conn, &sources).await?);
     let mut warnings = Vec::new();

@@ -402,6 +402,11 @@ pub struct CheckOptions {
     /// The managed prefixes reconciliation reads (`RECONCILE_PREFIXES`; `""` is the whole bucket), when configured:
     /// a key source whose root lies outside all of them can name no key of ours, and is refused as a mistake.
     pub managed_prefixes: Option<Vec<String>>,
+    /// The longest a census cycle may take, when set: half of `RETENTION` less the rest between cycles. A reference
+    /// written just behind the scan is read by the next cycle, after the rest; while the cycle under way, or the
+    /// last whole one, has taken longer than this, an asset could be purged before its reference is read, and no
+    /// column counts as proven.
+    pub census_deadline: Option<std::time::Duration>,
 }
 
 /// What the schema check does with a reference source that has no index able to serve the recheck.

@@ -101,6 +101,9 @@ impl From<&Settings> for schema::CheckOptions {
                 .layout
                 .as_ref()
                 .map(|layout| layout.prefixes().into_iter().map(str::to_owned).collect()),
+            // A reference written just behind a scan is read by the next cycle, after the rest between them: two
+            // cycles and a rest must fit in the time a retired asset waits for its purge.
+            census_deadline: Some(settings.retention.saturating_sub(settings.census.cycle_interval) / 2),
         }
     }
 }
@@ -643,7 +646,7 @@ impl Reader<'_> {
                 UnindexedSources::Refuse
             }
         };
-        schema::CheckOptions { sample_rows, unindexed, managed_prefixes: None }
+        schema::CheckOptions { sample_rows, unindexed, managed_prefixes: None, census_deadline: None }
     }
 
     fn flag(&mut self, name: &'static str, default: bool) -> bool {

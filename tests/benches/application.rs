@@ -199,8 +199,12 @@ async fn main() {
     integration_tests::install_guards(&pool).await;
     let guards = started.elapsed();
     let mut conn = pool.acquire().await.expect("connection");
-    let options =
-        schema::CheckOptions { sample_rows: 100, unindexed: schema::UnindexedSources::Refuse, managed_prefixes: None };
+    let options = schema::CheckOptions {
+        sample_rows: 100,
+        unindexed: schema::UnindexedSources::Refuse,
+        managed_prefixes: None,
+        census_deadline: None,
+    };
     let started = Instant::now();
     let checked = schema::check(&mut conn, options.clone()).await;
     let check = started.elapsed();

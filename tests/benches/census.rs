@@ -39,8 +39,11 @@
 //! domain source: the time per recheck of 2 000 assets (`BENCH_RECHECKS`, half named) with the domain source alone,
 //! with each key source and with both, the fastest of three rounds.
 //!
+//! Last, the read rate: a census cycle over one table of 1 000 000 rows of text and JSON (`BENCH_RATE_ROWS`, about
+//! 1.3 GB), beside a plain sequential read of the same columns and `COPY` of them to the client, in the same run.
+//!
 //! Run with `scripts/bench-census` (only Postgres). `BENCH_TABLES` (1000) and `BENCH_ROWS` (2000) set the sizes of
-//! the first sections; `BENCH_ONLY=relative` runs the last alone.
+//! the first sections; `BENCH_ONLY=relative` or `BENCH_ONLY=rate` runs that section alone.
 
 // Counts in tests and benchmarks are small and known: their casts, assertions included, stay as written.
 #![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
@@ -97,6 +100,11 @@ async fn main() {
     // The last section alone, for working on it: `BENCH_ONLY=relative`.
     if std::env::var("BENCH_ONLY").is_ok_and(|only| only == "relative") {
         relative_names().await;
+        return;
+    }
+    // The read rate alone: `BENCH_ONLY=rate`.
+    if std::env::var("BENCH_ONLY").is_ok_and(|only| only == "rate") {
+        read_rate().await;
         return;
     }
     let tables = env_number("BENCH_TABLES", 1_000);
@@ -342,6 +350,7 @@ async fn main() {
     drop(db);
 
     relative_names().await;
+    read_rate().await;
 }
 
 /// The most adopted keys a pass holds in memory to filter what it notes (`ADOPTED_KEYS_HELD` in
@@ -515,6 +524,90 @@ async fn recheck_all<const N: usize>(
         }
     }
     totals
+}
+
+/// The census's read rate against the physical read limit, in one run: one table of text and JSON
+/// (`BENCH_RATE_ROWS`, 1 000 000 rows of about 1.3 KB: a title, an HTML body naming other records by uuid, a JSON
+/// document and a JSON array, none of them an asset id), read by a census cycle as a pass runs it, beside a plain
+/// sequential read of the same four columns on one connection (`sum(length(col::text))`, no parallel workers) and
+/// `COPY` of them to this client, each the fastest of two, after a read that brings the table into memory.
+async fn read_rate() {
+    let rows = env_number("BENCH_RATE_ROWS", 1_000_000);
+    let db = TestDatabase::new().await;
+    let mut conn = db.pool.acquire().await.expect("connection");
+    eprintln!("census: read rate: growing one table of {rows} rows ...");
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE app_pages (id bigint PRIMARY KEY, title text, body text, doc jsonb, tags jsonb);
+         CREATE FUNCTION pg_temp.words(n bigint) RETURNS text LANGUAGE sql IMMUTABLE
+             RETURN translate(md5(n::text), '0123456789abcdef', 'ghijklmnopqrstuv');
+         INSERT INTO app_pages
+         SELECT n, 'Page ' || n || ' ' || pg_temp.words(n),
+                '<p>' || repeat(pg_temp.words(n * 7) || ' lorem ipsum dolor sit amet ', 12)
+                      || '<a href=\"/records/' || gen_random_uuid() || '\">see also</a></p>',
+                jsonb_build_object('author', gen_random_uuid(), 'summary', repeat(pg_temp.words(n * 3) || ' ', 6),
+                                   'revision', n % 97, 'published', n % 2 = 0),
+                jsonb_build_array('news', 'tag-' || n % 50, pg_temp.words(n))
+           FROM generate_series(1, {rows}) n;"
+    )))
+    .execute(&mut *conn)
+    .await
+    .expect("the table");
+    insert_released(&db.pool, Uuid::new_v4(), 10_000, "1 day", 10).await;
+    sqlx::raw_sql("VACUUM ANALYZE app_pages").execute(&mut *conn).await.expect("vacuum");
+    let heap: i64 = sqlx::query_scalar("SELECT pg_relation_size('app_pages')")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("the heap's size");
+    let megabytes = heap as f64 / (1024.0 * 1024.0);
+    let derived = schema::derive(&mut conn).await.expect("derive");
+    let targets = census::targets(&derived.sources, &derived.problems, &derived.candidates);
+    let read = "SELECT sum(length(title)) + sum(length(body)) + sum(length(doc::text)) + sum(length(tags::text))
+                  FROM app_pages";
+    sqlx::raw_sql(AssertSqlSafe(format!("SET max_parallel_workers_per_gather = 0; {read}")))
+        .execute(&mut *conn)
+        .await
+        .expect("warming");
+
+    // Each the fastest of two, interleaved, so a slow moment of the machine falls on all three.
+    let (mut plain, mut copied, mut census_time) = (Duration::MAX, Duration::MAX, Duration::MAX);
+    for _ in 0..2 {
+        let started = Instant::now();
+        sqlx::raw_sql(AssertSqlSafe(read.to_owned())).execute(&mut *conn).await.expect("the plain read");
+        plain = plain.min(started.elapsed());
+
+        let started = Instant::now();
+        let mut out =
+            conn.copy_out_raw("COPY (SELECT title, body, doc, tags FROM app_pages) TO STDOUT").await.expect("copy out");
+        let mut bytes = 0_usize;
+        while let Some(chunk) = futures::StreamExt::next(&mut out).await {
+            bytes += chunk.expect("a chunk").len();
+        }
+        drop(out);
+        assert!(bytes > 0);
+        copied = copied.min(started.elapsed());
+
+        sqlx::raw_sql("RESET max_parallel_workers_per_gather").execute(&mut *conn).await.expect("reset");
+        census_time = census_time.min(cycle(&mut conn, &targets).await.0);
+        sqlx::raw_sql("SET max_parallel_workers_per_gather = 0").execute(&mut *conn).await.expect("one worker");
+    }
+    let rate = |d: Duration| megabytes / d.as_secs_f64();
+    println!(
+        "census: read rate over {rows} rows of text and JSON ({megabytes:.0} MB heap, {} columns), fastest of two:",
+        targets.len()
+    );
+    println!(
+        "  the census cycle            {:>7.1} s {:>7.1} MB/s   1.00x",
+        census_time.as_secs_f64(),
+        rate(census_time)
+    );
+    for (what, took) in [("plain read, one connection", plain), ("COPY to the client", copied)] {
+        println!(
+            "  {what:<27} {:>7.1} s {:>7.1} MB/s   census at {:.2}x of it (goal: at least 0.5x)",
+            took.as_secs_f64(),
+            rate(took),
+            rate(census_time) / rate(took)
+        );
+    }
 }
 
 /// Names relative to a root: a census cycle with the key scan over texts full of paths, with no adopted key
@@ -721,6 +814,7 @@ async fn key_source_rechecks(
         sample_rows: 100,
         unindexed,
         managed_prefixes: Some(vec!["media/".to_owned(), "uploads/".to_owned()]),
+        census_deadline: None,
     };
     // The indexes the check names, created as it names them.
     let warned = schema::check(&mut *conn, options(schema::UnindexedSources::Warn)).await.expect("a map");

@@ -360,6 +360,61 @@ async fn a_verdict_recorded_before_the_census_existed_proves_nothing() {
     assert_eq!(last_event(&ctx, upload).await.1["deferred"]["why"], "census");
 }
 
+/// The unproven names of the newest verdict.
+async fn newest_unproven(ctx: &TestContext) -> Value {
+    sqlx::query_scalar("SELECT unproven FROM schema_verdicts ORDER BY id DESC LIMIT 1")
+        .fetch_one(ctx.pool())
+        .await
+        .expect("the newest verdict")
+}
+
+#[tokio::test]
+async fn a_census_cycle_slower_than_half_of_retention_holds_deletes_until_one_ends_within_it() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let upload_key = key(ws);
+    sqlx::raw_sql("CREATE TABLE links (id serial PRIMARY KEY, ref uuid)").execute(ctx.pool()).await.expect("table");
+    let first = pass(&ctx, &[]).await;
+    assert_eq!(first.census.expect("census").columns_unproven, 0);
+    assert_eq!(newest_unproven(&ctx).await, serde_json::json!([]));
+
+    // The last full cycle took 16 days, and the census rests a day before the next: two such cycles and the rest
+    // outlast RETENTION (30 days), so a reference written behind that scan could have waited past a purge, and no
+    // column counts as proven.
+    let upload = seed(&ctx, ws, "abandoned", "8 days", &upload_key).await;
+    sqlx::query("UPDATE census_state SET last_cycle_seconds = 16 * 86400").execute(ctx.pool()).await.expect("slow");
+    let slow = pass(&ctx, &[("CENSUS_CYCLE_INTERVAL", "1d")]).await;
+    assert_eq!((slow.outcome, slow.enqueued), (RunOutcome::Ok, 1), "{:?}", slow.reason);
+    let unproven = newest_unproven(&ctx).await.to_string();
+    assert!(
+        unproven.contains("last full cycle took 16days, longer than the 14days 12h RETENTION allows"),
+        "{unproven}"
+    );
+    settle_queue(&ctx).await;
+    assert_eq!(state(&ctx, upload).await.as_deref(), Some("retired"));
+    assert!(object_exists(&ctx.s3, &ctx.bucket, &upload_key).await);
+    let (action, evidence) = last_event(&ctx, upload).await;
+    assert_eq!((action.as_str(), &evidence["deferred"]["why"]), ("defer", &Value::from("census")), "{evidence}");
+    assert!(evidence["deferred"]["unproven"].to_string().contains("RETENTION allows"), "{evidence}");
+    // And the health page asks for a person, saying why.
+    let env = [("CENSUS_CYCLE_INTERVAL", "1d")];
+    let status = crate::cli::run_with(&ctx.db.url, Some(&ctx), &env, &["status"]);
+    let page = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(status.status.code(), Some(1), "{page}");
+    assert!(
+        page.contains("! deletes and purges wait in every workspace: the census's last full cycle took 16days"),
+        "{page}"
+    );
+
+    // A longer RETENTION covers it; so does a cycle that ends in time (this pass's, in seconds).
+    pass(&ctx, &[("CENSUS_CYCLE_INTERVAL", "1d"), ("RETENTION", "40d")]).await;
+    assert_eq!(newest_unproven(&ctx).await, serde_json::json!([]));
+    sqlx::query("UPDATE census_state SET last_cycle_seconds = 16 * 86400").execute(ctx.pool()).await.expect("slow");
+    let quick = pass(&ctx, &[("CENSUS_CYCLE_INTERVAL", "0s")]).await;
+    assert_eq!(quick.census.expect("census").stopped, Stop::CycleComplete);
+    assert_eq!(newest_unproven(&ctx).await, serde_json::json!([]));
+}
+
 #[tokio::test]
 async fn the_guard_reads_a_path_that_selects_an_array_and_notes_a_mixed_case_spelling_as_the_write_commits() {
     let ctx = TestContext::new().await;

@@ -325,3 +325,84 @@ async fn a_bucket_s3_bills_at_its_known_size_raises_nothing_and_one_twenty_times
     );
     assert!(text.contains(&format!("S3 reports {} B", 21 * GIB)), "{text}");
 }
+
+/// Every workspace's ledger as `status` and `plan` read it, from the totals a pass folds (`workspace_usage`), and
+/// each workspace's from its own rows: held, waiting and retired bytes, and retired objects.
+async fn both_ledgers(pool: &sqlx::PgPool, workspaces: &[Uuid]) -> Vec<(Uuid, [(u64, u64); 2])> {
+    use lifecycle::costs::{Holdings, Window, ledger};
+    let mut conn = pool.acquire().await.expect("a connection");
+    let seen = |h: &Holdings| [(0, h.held.bytes), (0, h.waiting.bytes), (h.retired.objects, h.retired.bytes)];
+    let totals = ledger(&mut conn, None, Window::Days(30)).await.expect("the ledger from the totals");
+    let mut pairs = Vec::new();
+    for ws in workspaces {
+        let rows = ledger(&mut conn, Some(*ws), Window::Days(30)).await.expect("the ledger from the rows");
+        let from_totals = seen(&totals.workspaces.get(ws).copied().unwrap_or_default());
+        let from_rows = seen(&rows.workspaces[ws]);
+        for (kind, (t, r)) in ["held", "waiting", "retired"].iter().zip(from_totals.iter().zip(&from_rows)) {
+            assert_eq!(t, r, "workspace {ws}, {kind}: from the totals {from_totals:?}, from the rows {from_rows:?}");
+        }
+        pairs.push((*ws, [from_totals[2], (from_totals[0].1, from_totals[1].1)]));
+    }
+    pairs
+}
+
+#[tokio::test]
+async fn the_retired_objects_folded_into_the_totals_agree_with_the_rows_through_every_change() {
+    let db = integration_tests::TestDatabase::new().await;
+    let pool = &db.pool;
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let exec = |sql: &'static str| async move {
+        sqlx::query(sql).bind(a).bind(b).execute(pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        sqlx::query("SELECT asset_sweeper_fold_usage()").execute(pool).await.expect("a pass's fold");
+    };
+    // Four objects of a (1, 2, 4 and 8 bytes), one shared with b; a row each, and a second row of a on the first.
+    exec(
+        "WITH o AS (INSERT INTO stored_objects (storage_key, content_hash, byte_size)
+                    SELECT 'k' || n, 'sha256:' || n, 1 << n FROM generate_series(0, 3) n RETURNING storage_key)
+         INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state)
+         SELECT $1, storage_key, 'sha256:x', 1, 'attached' FROM o
+         UNION ALL SELECT $1, 'k0', 'sha256:x', 1, 'released'
+         UNION ALL SELECT $2, 'k3', 'sha256:x', 1, 'attached'",
+    )
+    .await;
+    let retired = |pairs: &[(Uuid, [(u64, u64); 2])]| pairs.iter().map(|(_, p)| p[0]).collect::<Vec<_>>();
+    assert_eq!(retired(&both_ledgers(pool, &[a, b]).await), [(0, 0), (0, 0)]);
+    // Retire every row of a: each of its objects is retired for a, the shared one still held by b.
+    let retire = "UPDATE assets SET state = 'retired', retired_at = now(), purge_after = now() + interval '30 days',
+                         due_at = now() + interval '30 days' WHERE workspace_id = $1 AND $2 IS NOT NULL";
+    exec(retire).await;
+    assert_eq!(retired(&both_ledgers(pool, &[a, b]).await), [(4, 15), (0, 0)]);
+    // One of k0's two rows restored: k0 is no longer retired; k1 deleted: gone; a new retired row of b on k3.
+    exec(
+        "WITH restored AS (UPDATE assets SET state = 'attached', due_at = NULL, retired_at = NULL, purge_after = NULL
+                            WHERE id = (SELECT id FROM assets WHERE workspace_id = $1 AND storage_key = 'k0' LIMIT 1)
+                           RETURNING id),
+              gone AS (DELETE FROM assets WHERE workspace_id = $1 AND storage_key = 'k1' RETURNING id)
+         INSERT INTO assets (workspace_id, storage_key, content_hash, byte_size, state, retired_at, purge_after, due_at)
+         SELECT $2, 'k3', 'sha256:x', 1, 'retired', now(), now() + interval '30 days', now() + interval '30 days'
+           FROM (SELECT count(*) FROM restored, gone) done",
+    )
+    .await;
+    assert_eq!(retired(&both_ledgers(pool, &[a, b]).await), [(2, 12), (0, 0)]);
+    // b's attached row retired too: k3 is retired for b as well. Then a's k2 row moves to a new key, and b's rows go.
+    exec(
+        "UPDATE assets SET state = 'retired', retired_at = now(), purge_after = now() + interval '30 days',
+                due_at = now() + interval '30 days'
+          WHERE workspace_id = $2 AND state = 'attached' AND $1 IS NOT NULL",
+    )
+    .await;
+    assert_eq!(retired(&both_ledgers(pool, &[a, b]).await), [(2, 12), (1, 8)]);
+    exec(
+        "WITH gone AS (DELETE FROM assets WHERE workspace_id = $2 RETURNING id)
+         INSERT INTO stored_objects (storage_key, content_hash, byte_size)
+         SELECT 'k9', 'sha256:9', 512 WHERE $1 IS NOT NULL AND (SELECT count(*) FROM gone) = 2",
+    )
+    .await;
+    exec("UPDATE assets SET storage_key = 'k9' WHERE workspace_id = $1 AND storage_key = 'k2' AND $2 IS NOT NULL")
+        .await;
+    assert_eq!(retired(&both_ledgers(pool, &[a, b]).await), [(2, 520), (0, 0)]);
+    // And a recount from the rows comes to what the folds kept.
+    let before = both_ledgers(pool, &[a, b]).await;
+    sqlx::query("SELECT asset_sweeper_recount_usage()").execute(pool).await.expect("a recount");
+    assert_eq!(both_ledgers(pool, &[a, b]).await, before);
+}

@@ -283,6 +283,44 @@ pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Sta
     Ok(standing)
 }
 
+/// How a verdict names the hold of a census too slow for `RETENTION` ([`too_slow`]): as every column, as a verdict
+/// from before the census was.
+pub const TOO_SLOW: &str = "every column: the census's ";
+
+/// Why no column's proof holds when the census reads the schema too slowly: the cycle under way has run, or the last
+/// whole one took, longer than `deadline` ([`crate::CheckOptions::census_deadline`]). A value written behind a scan
+/// is read by the next cycle; at that pace an asset its reference names could be retired and purged first. Deletes
+/// and purges wait, retiring goes on, until a cycle ends in time.
+pub(crate) async fn too_slow(
+    conn: &mut PgConnection,
+    deadline: std::time::Duration,
+) -> Result<Option<String>, sqlx::Error> {
+    let state = sqlx::query!(
+        r#"SELECT extract(epoch FROM now() - cycle_started_at)::float8 AS running, last_cycle_seconds
+             FROM census_state"#
+    )
+    .fetch_optional(conn)
+    .await?;
+    let Some(state) = state else { return Ok(None) };
+    let over = |seconds: Option<f64>| {
+        seconds
+            .filter(|s| *s > deadline.as_secs_f64())
+            .map(|s| humantime::format_duration(std::time::Duration::from_secs_f64(s.trunc().max(0.0))).to_string())
+    };
+    let limit = humantime::format_duration(deadline);
+    let why = |what: String| {
+        format!(
+            "{TOO_SLOW}{what}, longer than the {limit} RETENTION allows (half of it, less CENSUS_CYCLE_INTERVAL), so \
+             a reference written behind its scan could be read only after a purge"
+        )
+    };
+    Ok(match (over(state.running), over(state.last_cycle_seconds)) {
+        (Some(running), _) => Some(why(format!("cycle under way has run for {running}"))),
+        (None, Some(took)) => Some(why(format!("last full cycle took {took}"))),
+        (None, None) => None,
+    })
+}
+
 /// Where the census stands: what `asset-sweeper status` shows and each pass records.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
