@@ -161,6 +161,10 @@ pub(super) async fn scan(
         keys.reads_relative(&mut *conn).await?;
     }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    // The planner cannot estimate the batch's values (a materialized range of the table), and chose to sort every
+    // text a batch compares with storage keys for a merge join: under the database's collation that sort was half
+    // the statement (31 of 57 ms for 1 024 blocks of HTML). Hashed, the same comparison costs a third of it.
+    sqlx::raw_sql("SET LOCAL enable_mergejoin = off").execute(&mut *tx).await?;
     crate::typed::hold(&mut tx, &group.planned()).await?;
     let found = read(&mut tx, group, rows, keys).await?;
     if let Some(keys) = keys {
