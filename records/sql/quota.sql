@@ -98,6 +98,14 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_fold_usage() RETURNS bigi
 DECLARE
     folded bigint;
 BEGIN
+    -- Totals kept before the retired objects were (`retired_bytes` NULL, after the upgrade that added them): counted
+    -- once, from the rows, here, where one pass at a time folds, rather than beside a fold that could add the
+    -- changes it read to the counts made without them.
+    IF EXISTS (SELECT 1 FROM asset_sweeper_private.workspace_usage WHERE retired_bytes IS NULL) THEN
+        SELECT count(*) INTO folded FROM asset_sweeper_private.workspace_object_changes;
+        PERFORM asset_sweeper.asset_sweeper_recount_usage();
+        RETURN folded;
+    END IF;
     CREATE TEMP TABLE IF NOT EXISTS pg_temp.asset_sweeper_folding (id bigint) ON COMMIT DROP;
     INSERT INTO pg_temp.asset_sweeper_folding SELECT id FROM asset_sweeper_private.workspace_object_changes;
     GET DIAGNOSTICS folded = ROW_COUNT;
@@ -149,7 +157,9 @@ $$;
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_recount_usage() RETURNS void LANGUAGE sql AS $$
     LOCK TABLE asset_sweeper_private.workspace_object_changes IN EXCLUSIVE MODE;
     DELETE FROM asset_sweeper_private.workspace_object_changes;
-    DELETE FROM asset_sweeper_private.workspace_usage;
+    -- Zeroed, not deleted: the sweep, which recounts in its fold after an upgrade, may not delete these rows.
+    UPDATE asset_sweeper_private.workspace_usage
+       SET held_bytes = 0, stored_bytes = 0, retired_objects = 0, retired_bytes = 0;
     DELETE FROM asset_sweeper_private.workspace_objects;
     INSERT INTO asset_sweeper_private.workspace_objects (workspace_id, storage_key, byte_size, asset_rows, holding_rows,
                                                          retired_rows)
@@ -157,18 +167,17 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_recount_usage() RETURNS v
            count(*) FILTER (WHERE a.state = 'retired')
       FROM asset_sweeper_private.assets a JOIN asset_sweeper_private.stored_objects o ON o.storage_key = a.storage_key
      GROUP BY a.workspace_id, a.storage_key;
-    INSERT INTO asset_sweeper_private.workspace_usage (workspace_id, held_bytes, stored_bytes, retired_objects, retired_bytes)
+    INSERT INTO asset_sweeper_private.workspace_usage AS u (workspace_id, held_bytes, stored_bytes, retired_objects,
+                                                            retired_bytes)
     SELECT workspace_id, coalesce(sum(byte_size) FILTER (WHERE holding_rows > 0), 0), sum(byte_size),
            sum(asset_sweeper.asset_sweeper_all_retired(asset_rows, retired_rows)),
            sum(byte_size * asset_sweeper.asset_sweeper_all_retired(asset_rows, retired_rows))
-      FROM asset_sweeper_private.workspace_objects GROUP BY workspace_id;
+      FROM asset_sweeper_private.workspace_objects GROUP BY workspace_id
+    ON CONFLICT (workspace_id) DO UPDATE
+       SET held_bytes = EXCLUDED.held_bytes, stored_bytes = EXCLUDED.stored_bytes,
+           retired_objects = EXCLUDED.retired_objects, retired_bytes = EXCLUDED.retired_bytes;
 $$;
 
--- Totals kept before the retired objects were (`retired_bytes` NULL): counted once, from the rows, now that the
--- trigger above appends what each write retires. Changes appended in between by the trigger before it are counted
--- again with the rest.
-SELECT asset_sweeper.asset_sweeper_recount_usage()
- WHERE EXISTS (SELECT 1 FROM asset_sweeper_private.workspace_usage WHERE retired_bytes IS NULL);
 
 -- One workspace's usage, each stored object counted once however many of its asset rows share it:
 --   held:    bytes its records still hold: an object with a `pending`, `attached` or `failed` row, or one whose

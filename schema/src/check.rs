@@ -19,8 +19,8 @@ pub async fn check(conn: &mut PgConnection, options: CheckOptions) -> Result<Ref
     let Derived { mut sources, mut problems, candidates } = derive(conn).await?;
     problems.extend(crate::sample::sample(conn, &candidates, options.sample_rows).await?);
     let mut standing = crate::census::standing(conn, &crate::census::targets(&sources, &problems, &candidates)).await?;
-    if let Some(deadline) = options.census_deadline {
-        standing.unproven.extend(crate::census::too_slow(conn, deadline).await?);
+    if let Some(pace) = options.census_pace {
+        standing.unproven.extend(crate::census::too_slow(conn, pace).await?);
     }
     problems.extend(standing.problems);
     problems.extend(crate::guards::unguarded(conn, &sources).await?);

@@ -26,7 +26,7 @@ pub mod verdict;
 pub use check::check;
 pub use derive::derive;
 pub use map::{
-    Candidate, CheckOptions, Derived, ReferenceMap, ReferenceSource, SchemaCheckError, SchemaProblem, SchemaRefusal,
-    SourceKind, UnindexedSources,
+    Candidate, CensusPace, CheckOptions, Derived, ReferenceMap, ReferenceSource, SchemaCheckError, SchemaProblem,
+    SchemaRefusal, SourceKind, UnindexedSources,
 };
 pub use migrator::{OWN_TABLES, UUID_IN_TEXT, UUID_WHOLE};

@@ -402,11 +402,20 @@ pub struct CheckOptions {
     /// The managed prefixes reconciliation reads (`RECONCILE_PREFIXES`; `""` is the whole bucket), when configured:
     /// a key source whose root lies outside all of them can name no key of ours, and is refused as a mistake.
     pub managed_prefixes: Option<Vec<String>>,
-    /// The longest a census cycle may take, when set: half of `RETENTION` less the rest between cycles. A reference
-    /// written just behind the scan is read by the next cycle, after the rest; while the cycle under way, or the
-    /// last whole one, has taken longer than this, an asset could be purged before its reference is read, and no
-    /// column counts as proven.
-    pub census_deadline: Option<std::time::Duration>,
+    /// What bounds a census cycle, when set ([`CensusPace`]).
+    pub census_pace: Option<CensusPace>,
+}
+
+/// How long a census cycle may take: half of the shortest time a retired asset waits for its purge, less the rest
+/// between cycles. A reference written just behind the scan is read by the next cycle, after the rest; while the
+/// cycle under way (or the rest, overdue), or the last whole one, has taken longer, an asset could be purged before
+/// its reference is read, and no column counts as proven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CensusPace {
+    /// `RETENTION` now; an asset retired under a shorter one keeps its purge time, and the shorter counts.
+    pub retention: std::time::Duration,
+    /// `CENSUS_CYCLE_INTERVAL`: the rest between cycles.
+    pub rest: std::time::Duration,
 }
 
 /// What the schema check does with a reference source that has no index able to serve the recheck.

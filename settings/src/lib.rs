@@ -101,9 +101,10 @@ impl From<&Settings> for schema::CheckOptions {
                 .layout
                 .as_ref()
                 .map(|layout| layout.prefixes().into_iter().map(str::to_owned).collect()),
-            // A reference written just behind a scan is read by the next cycle, after the rest between them: two
-            // cycles and a rest must fit in the time a retired asset waits for its purge.
-            census_deadline: Some(settings.retention.saturating_sub(settings.census.cycle_interval) / 2),
+            census_pace: Some(schema::CensusPace {
+                retention: settings.retention,
+                rest: settings.census.cycle_interval,
+            }),
         }
     }
 }
@@ -433,6 +434,19 @@ impl Settings {
             ),
             cycle_interval: reader.duration_between("CENSUS_CYCLE_INTERVAL", hours(24), secs(0)..=days(30)),
         };
+        // Two census cycles and the rest between them must fit in the time a retired asset waits for its purge;
+        // with a rest as long as that, every cycle would be too slow and nothing would ever be deleted or purged.
+        if census.cycle_interval >= retention {
+            reader.invalid(
+                "CENSUS_CYCLE_INTERVAL",
+                format!(
+                    "must be shorter than RETENTION ({}): two census cycles and the rest between them must fit in \
+                     it, or deletes and purges wait for ever (got {})",
+                    humantime::format_duration(retention),
+                    humantime::format_duration(census.cycle_interval)
+                ),
+            );
+        }
         let discovery = DiscoverySettings {
             enabled: reader.flag("DISCOVERY_ENABLED", true),
             time_share_percent: reader.parsed("DISCOVERY_TIME_SHARE_PERCENT", 25, 1..=90u32),
@@ -646,7 +660,7 @@ impl Reader<'_> {
                 UnindexedSources::Refuse
             }
         };
-        schema::CheckOptions { sample_rows, unindexed, managed_prefixes: None, census_deadline: None }
+        schema::CheckOptions { sample_rows, unindexed, managed_prefixes: None, census_pace: None }
     }
 
     fn flag(&mut self, name: &'static str, default: bool) -> bool {
@@ -806,6 +820,16 @@ mod tests {
         assert_eq!(s.queue.lease(), secs(120 * 8));
         assert_eq!(s.brake.max_bytes, 5_000_000_000_000);
         assert!(s.s3_force_path_style);
+    }
+
+    #[test]
+    fn a_census_rest_as_long_as_retention_is_refused_naming_both() {
+        let mut vars = COMPLETE.to_vec();
+        vars.extend([("RETENTION", "1d"), ("CENSUS_CYCLE_INTERVAL", "1d")]);
+        let text = read(&vars).expect_err("a rest of a whole RETENTION").to_string();
+        assert!(text.contains("CENSUS_CYCLE_INTERVAL must be shorter than RETENTION (1day)"), "{text}");
+        vars.push(("CENSUS_CYCLE_INTERVAL", "12h"));
+        assert!(read(&vars).is_ok(), "the last value of a variable counts");
     }
 
     #[test]

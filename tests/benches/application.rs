@@ -203,7 +203,7 @@ async fn main() {
         sample_rows: 100,
         unindexed: schema::UnindexedSources::Refuse,
         managed_prefixes: None,
-        census_deadline: None,
+        census_pace: None,
     };
     let started = Instant::now();
     let checked = schema::check(&mut conn, options.clone()).await;

@@ -814,7 +814,7 @@ async fn key_source_rechecks(
         sample_rows: 100,
         unindexed,
         managed_prefixes: Some(vec!["media/".to_owned(), "uploads/".to_owned()]),
-        census_deadline: None,
+        census_pace: None,
     };
     // The indexes the check names, created as it names them.
     let warned = schema::check(&mut *conn, options(schema::UnindexedSources::Warn)).await.expect("a map");

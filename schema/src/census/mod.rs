@@ -287,35 +287,43 @@ pub async fn standing(conn: &mut PgConnection, targets: &[Target]) -> Result<Sta
 /// from before the census was.
 pub const TOO_SLOW: &str = "every column: the census's ";
 
-/// Why no column's proof holds when the census reads the schema too slowly: the cycle under way has run, or the last
-/// whole one took, longer than `deadline` ([`crate::CheckOptions::census_deadline`]). A value written behind a scan
-/// is read by the next cycle; at that pace an asset its reference names could be retired and purged first. Deletes
-/// and purges wait, retiring goes on, until a cycle ends in time.
-pub(crate) async fn too_slow(
-    conn: &mut PgConnection,
-    deadline: std::time::Duration,
-) -> Result<Option<String>, sqlx::Error> {
+/// Why no column's proof holds when the census reads the schema too slowly for `pace`
+/// ([`crate::CensusPace`]): the cycle under way has run (or, past the rest, has not started for), or the last whole
+/// one took, longer than half of the shortest time a retired asset waits for its purge less the rest. A value
+/// written behind a scan is read by the next cycle; at that pace an asset its reference names could be retired and
+/// purged first. Deletes and purges wait, retiring goes on, until a cycle ends in time.
+pub(crate) async fn too_slow(conn: &mut PgConnection, pace: crate::CensusPace) -> Result<Option<String>, sqlx::Error> {
+    // The shortest wait for a purge: RETENTION now, or a shorter one an asset was retired under (its purge time
+    // stays); read from a partial index of the retired rows' windows. An abandoned upload's trial has none (its
+    // purge time is its retirement): it is removed only after a census begun since has read everything.
     let state = sqlx::query!(
-        r#"SELECT extract(epoch FROM now() - cycle_started_at)::float8 AS running, last_cycle_seconds
-             FROM census_state"#
+        r#"SELECT extract(epoch FROM now() - coalesce(s.cycle_started_at,
+                                                       s.last_cycle_completed_at + $1 * interval '1 second'))::float8
+                      AS running,
+                  s.last_cycle_seconds,
+                  (SELECT extract(epoch FROM min(a.purge_after - a.retired_at))::float8
+                     FROM assets a
+                    WHERE a.state = 'retired' AND a.purge_after - a.retired_at > interval '0') AS shortest
+             FROM census_state s"#,
+        pace.rest.as_secs_f64(),
     )
     .fetch_optional(conn)
     .await?;
     let Some(state) = state else { return Ok(None) };
-    let over = |seconds: Option<f64>| {
-        seconds
-            .filter(|s| *s > deadline.as_secs_f64())
-            .map(|s| humantime::format_duration(std::time::Duration::from_secs_f64(s.trunc().max(0.0))).to_string())
-    };
-    let limit = humantime::format_duration(deadline);
+    let window = state.shortest.map_or(pace.retention.as_secs_f64(), |s| s.min(pace.retention.as_secs_f64()));
+    let deadline = ((window - pace.rest.as_secs_f64()) / 2.0).max(0.0);
+    let shown = |seconds: f64| humantime::format_duration(std::time::Duration::from_secs_f64(seconds.trunc().max(0.0)));
+    let over = |seconds: Option<f64>| seconds.filter(|s| *s > deadline).map(shown);
     let why = |what: String| {
         format!(
-            "{TOO_SLOW}{what}, longer than the {limit} RETENTION allows (half of it, less CENSUS_CYCLE_INTERVAL), so \
-             a reference written behind its scan could be read only after a purge"
+            "{TOO_SLOW}{what}, longer than the {} a cycle may take (half of {} before a retired asset's purge, less \
+             CENSUS_CYCLE_INTERVAL), so a reference written behind its scan could be read only after a purge",
+            shown(deadline),
+            shown(window)
         )
     };
     Ok(match (over(state.running), over(state.last_cycle_seconds)) {
-        (Some(running), _) => Some(why(format!("cycle under way has run for {running}"))),
+        (Some(running), _) => Some(why(format!("cycle under way (or due since its rest ended) has run for {running}"))),
         (None, Some(took)) => Some(why(format!("last full cycle took {took}"))),
         (None, None) => None,
     })
