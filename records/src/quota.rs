@@ -52,6 +52,21 @@ pub async fn workspaces_with_quota(conn: &mut PgConnection) -> Result<Vec<Uuid>,
 
 /// Folds the usage changes every asset write appended into the workspaces' totals; returns how many it folded.
 /// Each sweep pass calls it, so the upload check reads a few rows, not a day of writes.
+///
+/// After the upgrade that added the retired figures, the fold recounts every workspace from the rows, once: a
+/// statement that outgrows the session's limit on a large `assets` table, so that one fold runs without it.
 pub async fn fold(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!(r#"SELECT asset_sweeper_fold_usage() AS "folded!""#).fetch_one(conn).await
+    let recount = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM workspace_usage WHERE retired_bytes IS NULL) AS "recount!""#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if !recount {
+        return sqlx::query_scalar!(r#"SELECT asset_sweeper_fold_usage() AS "folded!""#).fetch_one(conn).await;
+    }
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    sqlx::raw_sql("SET LOCAL statement_timeout = 0").execute(&mut *tx).await?;
+    let folded = sqlx::query_scalar!(r#"SELECT asset_sweeper_fold_usage() AS "folded!""#).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(folded)
 }

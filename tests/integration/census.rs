@@ -360,6 +360,31 @@ async fn a_verdict_recorded_before_the_census_existed_proves_nothing() {
     assert_eq!(last_event(&ctx, upload).await.1["deferred"]["why"], "census");
 }
 
+#[tokio::test]
+async fn an_id_in_a_composite_with_a_null_field_is_found_by_the_census() {
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let asset = seed(&ctx, ws, "attached", "3 days", &key(ws)).await;
+    // A composite with one NULL field is neither NULL nor NOT NULL: its other field is read all the same. Past the
+    // sample's first values, in a row where nothing else is set.
+    sqlx::raw_sql("CREATE TYPE caption AS (label text, credit text); CREATE TABLE slides (id serial, c caption)")
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+    sqlx::query(
+        "INSERT INTO slides (c) SELECT CASE WHEN g = 151 THEN ROW('see ' || $1::text, NULL)::caption
+                                           ELSE ROW('slide ' || g, 'studio')::caption END
+           FROM generate_series(1, 400) g ORDER BY g",
+    )
+    .bind(asset)
+    .execute(ctx.pool())
+    .await
+    .expect("rows");
+    let report = pass(&ctx, &[]).await;
+    assert_eq!(report.census.expect("census").stopped, Stop::CycleComplete);
+    assert_eq!(finding(&ctx, asset).await.as_deref(), Some("public.slides.c"));
+}
+
 /// The unproven names of the newest verdict.
 async fn newest_unproven(ctx: &TestContext) -> Value {
     sqlx::query_scalar("SELECT unproven FROM schema_verdicts ORDER BY id DESC LIMIT 1")

@@ -293,9 +293,10 @@ pub const TOO_SLOW: &str = "every column: the census's ";
 /// written behind a scan is read by the next cycle; at that pace an asset its reference names could be retired and
 /// purged first. Deletes and purges wait, retiring goes on, until a cycle ends in time.
 pub(crate) async fn too_slow(conn: &mut PgConnection, pace: crate::CensusPace) -> Result<Option<String>, sqlx::Error> {
-    // The shortest wait for a purge: RETENTION now, or a shorter one an asset was retired under (its purge time
-    // stays); read from a partial index of the retired rows' windows. An abandoned upload's trial has none (its
-    // purge time is its retirement): it is removed only after a census begun since has read everything.
+    // The shortest wait for a purge: RETENTION now, or a shorter one an asset still waiting was retired under (its
+    // purge time stays); read from a partial index of the retired rows' windows. An abandoned upload's trial has
+    // none (its purge time is its retirement): it is removed only after a census begun since has read everything.
+    // One whose purge time has come counts no more: its purge waits for this very rule, and would hold it for ever.
     let state = sqlx::query!(
         r#"SELECT extract(epoch FROM now() - coalesce(s.cycle_started_at,
                                                        s.last_cycle_completed_at + $1 * interval '1 second'))::float8
@@ -303,7 +304,8 @@ pub(crate) async fn too_slow(conn: &mut PgConnection, pace: crate::CensusPace) -
                   s.last_cycle_seconds,
                   (SELECT extract(epoch FROM min(a.purge_after - a.retired_at))::float8
                      FROM assets a
-                    WHERE a.state = 'retired' AND a.purge_after - a.retired_at > interval '0') AS shortest
+                    WHERE a.state = 'retired' AND a.purge_after - a.retired_at > interval '0'
+                      AND a.purge_after > now()) AS shortest
              FROM census_state s"#,
         pace.rest.as_secs_f64(),
     )

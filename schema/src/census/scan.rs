@@ -356,7 +356,9 @@ pub(super) fn statement(group: &Group) -> Statement {
             "SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, ARRAY[{}]::text[] FROM r WHERE {}",
             searched.join(", "),
             // Not `num_nonnulls`: a function takes at most 100 arguments, and a table may have hundreds of columns.
-            present.iter().map(|col| format!("{col} IS NOT NULL")).collect::<Vec<_>>().join(" OR ")
+            // Not `IS NOT NULL`: a composite with one NULL field is neither NULL nor NOT NULL, and its other
+            // fields are read all the same.
+            present.iter().map(|col| format!("NOT {col} IS NULL")).collect::<Vec<_>>().join(" OR ")
         ),
     };
     // Built here, not checked at compile time: the table and its columns are the application's, known only now.
@@ -452,7 +454,7 @@ mod tests {
             r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text[]"#,
             r#"           FROM found f JOIN assets a ON a.id = f.id"#,
             r#"         UNION ALL"#,
-            r#"         SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, ARRAY[r."title ""alt"""::text, r."tags"::text, r."meta"::text, r."history"::text]::text[] FROM r WHERE r."title ""alt""" IS NOT NULL OR r."tags" IS NOT NULL OR r."meta" IS NOT NULL OR r."history" IS NOT NULL"#,
+            r#"         SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, ARRAY[r."title ""alt"""::text, r."tags"::text, r."meta"::text, r."history"::text]::text[] FROM r WHERE NOT r."title ""alt""" IS NULL OR NOT r."tags" IS NULL OR NOT r."meta" IS NULL OR NOT r."history" IS NULL"#,
         ]
         .join("\n");
         let Statement { sql, paths, searched } = statement(&group);
