@@ -61,11 +61,10 @@ pub async fn fold(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
     )
     .fetch_one(&mut *conn)
     .await?;
-    if !recount {
-        return sqlx::query_scalar!(r#"SELECT asset_sweeper_fold_usage() AS "folded!""#).fetch_one(conn).await;
-    }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    sqlx::raw_sql("SET LOCAL statement_timeout = 0").execute(&mut *tx).await?;
+    if recount {
+        sqlx::raw_sql("SET LOCAL statement_timeout = 0").execute(&mut *tx).await?;
+    }
     let folded = sqlx::query_scalar!(r#"SELECT asset_sweeper_fold_usage() AS "folded!""#).fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok(folded)
