@@ -73,6 +73,7 @@ pub const OWN_TABLES: &[&str] = &[
     "log_sources",
     "log_objects",
     "observed_reads",
+    "sample_witnesses",
 ];
 
 /// A hyphenated uuid's shape as a POSIX regular expression, over the hex digit class `$hex`.
@@ -539,9 +540,10 @@ mod tests {
     fn own_tables_are_written_into_the_function_that_refuses_rules_on_them() {
         let retention = DEFINITIONS.iter().find(|(file, _)| file.ends_with("retention.sql")).expect("retention.sql");
         assert!(render(retention.1).contains("SELECT ARRAY['assets', 'stored_objects', "), "{}", render(retention.1));
-        assert!(
-            render(retention.1).contains("'bucket_measurements', 'log_sources', 'log_objects', 'observed_reads']\n")
-        );
+        assert!(render(retention.1).contains(
+            "'bucket_measurements', 'log_sources', 'log_objects', 'observed_reads', \
+                 'sample_witnesses']\n"
+        ));
     }
 
     #[test]

@@ -124,6 +124,7 @@ BEGIN
         ('asset_sweeper_sweep', 'reconcile_listings', 'SELECT, INSERT, UPDATE'),
         ('asset_sweeper_sweep', 'reconcile_prefixes', 'SELECT, INSERT, UPDATE'),
         ('asset_sweeper_sweep', 'retention_rules', 'SELECT, UPDATE (last_turn_at)'),
+        ('asset_sweeper_sweep', 'sample_witnesses', 'SELECT, INSERT, UPDATE, DELETE'),
         ('asset_sweeper_sweep', 'schema_verdicts', 'SELECT, INSERT, DELETE'),
         ('asset_sweeper_sweep', 'settlement_events', 'SELECT, INSERT'),
         ('asset_sweeper_sweep', 'stored_objects', 'SELECT, INSERT'),
@@ -177,6 +178,7 @@ BEGIN
         ('asset_sweeper_operator', 'reconcile_prefixes', 'SELECT, INSERT, UPDATE'),
         ('asset_sweeper_operator', 'retention_rules', 'SELECT, UPDATE (approved_until, approved_by, approval_reason, '
                                                       'approved_rows, approved_table_rows)'),
+        ('asset_sweeper_operator', 'sample_witnesses', 'SELECT'),
         ('asset_sweeper_operator', 'schema_verdicts', 'SELECT'),
         ('asset_sweeper_operator', 'settlement_events', 'SELECT, INSERT'),
         ('asset_sweeper_operator', 'stored_objects', 'SELECT, INSERT'),

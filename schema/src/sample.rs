@@ -5,7 +5,10 @@
 //! reading, which is a few blocks a column, but its statements: one transaction and one planned statement per
 //! column cost about 5 ms each, 24 s a pass at GitLab's size. So several tables' columns are read by one plain
 //! statement in one transaction ([`CHUNK_TABLES`], [`CHUNK_COLUMNS`]), each value shipped as text, and which of the
-//! ids and names found are assets is asked once a chunk, not once a column.
+//! ids and names found are assets is asked once a chunk, not once a column. A plain table whose sampled rows are
+//! the row versions of a sample that found nothing there is not read again ([`witness`]).
+
+mod witness;
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,9 +41,18 @@ const CHUNK_LOCKS: usize = 256;
 /// The longest key S3 stores: a longer text names no object, and is not sent back to be matched.
 const MAX_KEY_BYTES: usize = 1024;
 
-/// One value the sample read: the candidate's index within its chunk, the row's table and `ctid`, and the value as
-/// text, from its start ([`crate::census::unread::SLICE_CHARS`]).
-type SampledRow = (i32, Oid, String, Option<String>);
+/// One value the sample read: the candidate's index within its chunk, whether its table's first rows (or its last
+/// blocks) hold it, the row's table and `ctid`, and the value as text, from its start
+/// ([`crate::census::unread::SLICE_CHARS`]).
+type SampledRow = (i32, bool, Oid, String, Option<String>);
+
+/// How a table is read: how many relations its reading locks (the table, its partitions, their indexes), and
+/// whether it is a plain table with no inheritance children, which a witness can vouch for.
+#[derive(Clone, Copy)]
+struct Relation {
+    locks: usize,
+    plain: bool,
+}
 
 /// Samples up to `sample_rows` rows of each candidate from the start of its table and every row of its last blocks
 /// ([`SAMPLE_TAIL_BLOCKS`]). Each asset id it finds (in any spelling; for text, a storage key too) is noted as a
@@ -55,20 +67,41 @@ pub async fn sample(
     let read_only = sqlx::query_scalar!(r#"SELECT current_setting('transaction_read_only') = 'on' AS "read_only!""#)
         .fetch_one(&mut *conn)
         .await?;
+    // A witness is taken in the snapshot its sample read, so only where each chunk is a transaction of its own.
+    let witnessing = !read_only && !sqlx::Connection::is_in_transaction(&*conn);
     let mut problems = Vec::new();
     // A column excluded for ids is the key scan's alone.
     let candidates: Vec<&Candidate> = candidates.iter().filter(|c| c.reads != "keys").collect();
     let relations = relations(&mut *conn, &candidates).await?;
-    let locks = |c: &Candidate| relations.get(&(c.schema.clone(), c.table.clone())).copied().unwrap_or(1);
-    for chunk in chunks(candidates, locks) {
-        let read = match read_chunk(&mut *conn, &chunk, sample_rows).await? {
+    let relation = |c: &Candidate| {
+        relations.get(&(c.schema.clone(), c.table.clone())).copied().unwrap_or(Relation { locks: 1, plain: false })
+    };
+    let plain: Vec<(String, String)> = tables_of(&candidates)
+        .into_iter()
+        .filter(|t| relation(t[0]).plain)
+        .map(|t| (table_sql(t[0]), signature(&t, sample_rows)))
+        .collect();
+    let unchanged = witness::unchanged(&mut *conn, &plain).await?;
+    // Plain tables first, so their chunks hold nothing a witness cannot vouch for.
+    let (mut read, others): (Vec<&Candidate>, Vec<&Candidate>) =
+        candidates.into_iter().filter(|c| !unchanged.contains(&table_sql(c))).partition(|c| relation(c).plain);
+    read.extend(others);
+    for chunk in chunks(read, |c| relation(c).locks) {
+        let witnessed = witnessing && chunk.iter().all(|c| relation(c).plain);
+        let (read, witnesses) = match read_chunk(&mut *conn, &chunk, sample_rows, witnessed).await? {
             Some(read) => read,
-            None => read_piecewise(&mut *conn, &chunk, sample_rows).await?,
+            None => (read_piecewise(&mut *conn, &chunk, sample_rows).await?, Vec::new()),
         };
-        let (found, chunk_problems) = weigh(&mut *conn, &chunk, read).await?;
+        let (found, chunk_problems, dirty) = weigh(&mut *conn, &chunk, read).await?;
         problems.extend(chunk_problems);
         if !read_only {
             crate::census::note_findings(&mut *conn, found).await?;
+        }
+        if witnessed {
+            let dirty: HashSet<String> =
+                chunk.iter().zip(dirty).filter(|(_, d)| *d).map(|(c, _)| table_sql(c)).collect();
+            let clean: Vec<_> = witnesses.into_iter().filter(|w| !dirty.contains(w.table())).collect();
+            witness::record(&mut *conn, &clean, &dirty.into_iter().collect::<Vec<_>>()).await?;
         }
     }
     Ok(problems)
@@ -86,16 +119,16 @@ async fn read_piecewise(
     // A chunk holds its tables' candidates side by side, so a table's first index is the count before it.
     let mut first = 0;
     for table in tables_of(chunk) {
-        let pieces: Vec<(usize, &[&Candidate])> = match read_chunk(&mut *conn, &table, sample_rows).await? {
-            Some(rows) => {
-                read.extend(rows.into_iter().map(|r| (r.0.saturating_add(index(first)), r.1, r.2, r.3)));
+        let pieces: Vec<(usize, &[&Candidate])> = match read_chunk(&mut *conn, &table, sample_rows, false).await? {
+            Some((rows, _)) => {
+                read.extend(rows.into_iter().map(|r| (r.0.saturating_add(index(first)), r.1, r.2, r.3, r.4)));
                 Vec::new()
             }
             None => table.iter().enumerate().map(|(i, c)| (first + i, std::slice::from_ref(c))).collect(),
         };
         for (at, column) in pieces {
-            match read_chunk(&mut *conn, column, sample_rows).await? {
-                Some(rows) => read.extend(rows.into_iter().map(|r| (index(at), r.1, r.2, r.3))),
+            match read_chunk(&mut *conn, column, sample_rows, false).await? {
+                Some((rows, _)) => read.extend(rows.into_iter().map(|r| (index(at), r.1, r.2, r.3, r.4))),
                 None => tracing::warn!(
                     schema = %column[0].schema,
                     table = %column[0].table,
@@ -137,16 +170,17 @@ fn chunks(candidates: Vec<&Candidate>, relations: impl Fn(&Candidate) -> usize) 
     chunks.into_iter().map(|(chunk, _, _)| chunk).collect()
 }
 
-/// How many relations reading each table locks until its chunk's transaction ends: the table, its partitions, and
-/// every index of theirs (planning opens them), by schema and name. One statement.
+/// How each table is read ([`Relation`]): how many relations its reading locks until its chunk's transaction ends
+/// (the table, its partitions, and every index of theirs, which planning opens), and whether it is plain; by schema
+/// and name. One statement.
 async fn relations(
     conn: &mut PgConnection,
     candidates: &[&Candidate],
-) -> Result<HashMap<(String, String), usize>, sqlx::Error> {
+) -> Result<HashMap<(String, String), Relation>, sqlx::Error> {
     let tables = tables_of(candidates);
     let names: Vec<String> = tables.iter().map(|t| table_sql(t[0])).collect();
     let counts = sqlx::query!(
-        r#"SELECT t.n AS "n!",
+        r#"SELECT t.n AS "n!", c.relkind = 'r' AND NOT c.relhassubclass AS "plain!",
                   (SELECT count(*) FROM pg_class r
                     WHERE r.oid = c.oid OR r.oid IN (SELECT p.relid FROM pg_partition_tree(c.oid) p)
                        OR r.oid IN (SELECT i.indexrelid FROM pg_index i
@@ -160,8 +194,8 @@ async fn relations(
     let mut relations = HashMap::new();
     for row in counts {
         let Some(table) = usize::try_from(row.n - 1).ok().and_then(|n| tables.get(n)) else { continue };
-        let count = usize::try_from(row.relations).unwrap_or(usize::MAX);
-        relations.insert((table[0].schema.clone(), table[0].table.clone()), count);
+        let locks = usize::try_from(row.relations).unwrap_or(usize::MAX);
+        relations.insert((table[0].schema.clone(), table[0].table.clone()), Relation { locks, plain: row.plain });
     }
     Ok(relations)
 }
@@ -179,26 +213,67 @@ fn tables_of<'a>(candidates: &[&'a Candidate]) -> Vec<Vec<&'a Candidate>> {
 }
 
 /// Reads `chunk` in one statement, under its tables' locks with every column's type confirmed first: one retyped
-/// since the candidates were read is not read by a reading planned for its old type (`None`).
+/// since the candidates were read is not read by a reading planned for its old type (`None`). Given how a table's
+/// reading is signed, also takes each table's witness ([`witness::take`]) in the snapshot the rows were read in:
+/// the chunk is then one repeatable-read transaction whose locks are taken before its snapshot (a table rewritten
+/// between the two would look empty to it), and whose scans read each table from its first block, in file order.
 async fn read_chunk(
     conn: &mut PgConnection,
     chunk: &[&Candidate],
     sample_rows: u32,
-) -> Result<Option<Vec<SampledRow>>, sqlx::Error> {
+    witnessed: bool,
+) -> Result<Option<(Vec<SampledRow>, Vec<witness::Witness>)>, sqlx::Error> {
     let mut planned = crate::typed::Planned::default();
     for c in chunk {
         planned.add(&table_sql(c), &c.column, c.type_oid);
     }
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let read: Result<Vec<SampledRow>, sqlx::Error> = async {
+    let tables = tables_of(chunk);
+    let mut tx = match witnessed {
+        true => sqlx::Connection::begin_with(&mut *conn, "BEGIN ISOLATION LEVEL REPEATABLE READ").await?,
+        false => sqlx::Connection::begin(&mut *conn).await?,
+    };
+    let read: Result<(Vec<SampledRow>, Vec<witness::Witness>), sqlx::Error> = async {
+        if witnessed {
+            // Neither takes a snapshot: the first statement that does comes after every lock.
+            sqlx::raw_sql(
+                "SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off;
+                 SET LOCAL enable_bitmapscan = off; SET LOCAL synchronize_seqscans = off;
+                 SET LOCAL max_parallel_workers_per_gather = 0",
+            )
+            .execute(&mut *tx)
+            .await?;
+            let names: Vec<String> = tables.iter().map(|t| table_sql(t[0])).collect();
+            sqlx::query(AssertSqlSafe(format!("LOCK TABLE ONLY {} IN ACCESS SHARE MODE", names.join(", "))))
+                .execute(&mut *tx)
+                .await?;
+        }
         crate::typed::hold(&mut tx, &planned).await?;
-        sqlx::query_as(AssertSqlSafe(statement(chunk)))
+        let rows: Vec<SampledRow> = sqlx::query_as(AssertSqlSafe(statement(chunk)))
             .bind(i64::from(sample_rows))
             .bind(SAMPLE_TAIL_BLOCKS)
             .bind(crate::census::unread::SLICE_CHARS)
             .persistent(false)
             .fetch_all(&mut *tx)
-            .await
+            .await?;
+        if !witnessed {
+            return Ok((rows, Vec::new()));
+        }
+        // Per candidate, the rows its head scan returned.
+        let mut heads: Vec<HashSet<String>> = vec![HashSet::new(); chunk.len()];
+        for (index, head, _, at, _) in &rows {
+            if let Some(rows) = usize::try_from(*index).ok().filter(|_| *head).and_then(|i| heads.get_mut(i)) {
+                rows.insert(at.clone());
+            }
+        }
+        let mut first = 0;
+        let mut signed = Vec::with_capacity(tables.len());
+        for table in &tables {
+            let until = witness::head_until(&heads[first..first + table.len()], sample_rows);
+            signed.push((table_sql(table[0]), signature(table, sample_rows), until));
+            first += table.len();
+        }
+        let witnesses = witness::take(&mut tx, &signed, SAMPLE_TAIL_BLOCKS).await?;
+        Ok((rows, witnesses))
     }
     .await;
     match read {
@@ -212,6 +287,11 @@ async fn read_chunk(
         }
         Err(e) => Err(e),
     }
+}
+
+/// What makes two samples of `table` the same reading ([`witness::signature`]).
+fn signature(table: &[&Candidate], sample_rows: u32) -> String {
+    witness::signature(table, sample_rows, SAMPLE_TAIL_BLOCKS, crate::census::unread::SLICE_CHARS)
 }
 
 /// A candidate's table as SQL. Built here, not checked at compile time: the table and column are the
@@ -245,10 +325,12 @@ fn statement(chunk: &[&Candidate]) -> String {
                         FROM asset_sweeper_blocks({}::regclass) AS b(n) WHERE b.n > 0)",
             quote_literal(&table)
         );
-        for rows in [format!("{col} IS NOT NULL LIMIT $1"), format!("{tail} AND {col} IS NOT NULL")] {
+        for (head, rows) in
+            [(true, format!("{col} IS NOT NULL LIMIT $1")), (false, format!("{tail} AND {col} IS NOT NULL"))]
+        {
             reads.push(format!(
                 // A probe reads a value's start only: one end user's hundred-megabyte comment must not outlast it.
-                "SELECT {index}, s.rel, s.at::text, substr({value}, 1, $3)
+                "SELECT {index}, {head}, s.rel, s.at::text, substr({value}, 1, $3)
                    FROM (SELECT tableoid AS rel, ctid AS at, {col} AS c FROM {table} WHERE {rows}) s{elements}"
             ));
         }
@@ -258,17 +340,17 @@ fn statement(chunk: &[&Candidate]) -> String {
 
 /// What `chunk`'s sampled `rows` hold: a finding for each asset id (any spelling) and, in a text column, each key
 /// of an asset the key scan did not adopt; and a problem for each column whose rows look like an undeclared source.
-/// Which ids and keys are assets: two questions for the chunk.
+/// Which ids and keys are assets: two questions for the chunk. Also says, per candidate, whether anything was found.
 async fn weigh(
     conn: &mut PgConnection,
     chunk: &[&Candidate],
     rows: Vec<SampledRow>,
-) -> Result<(Vec<Finding>, Vec<SchemaProblem>), sqlx::Error> {
+) -> Result<(Vec<Finding>, Vec<SchemaProblem>, Vec<bool>), sqlx::Error> {
     // Per candidate: the rows read (head and tail may overlap), and what each value may name.
     let mut read: Vec<HashSet<(Oid, String)>> = vec![HashSet::new(); chunk.len()];
     let mut spelled: Vec<(usize, Uuid, Oid, String)> = Vec::new();
     let mut named: Vec<(usize, String, Oid, String)> = Vec::new();
-    for (index, rel, at, text) in rows {
+    for (index, _, rel, at, text) in rows {
         let Some(index) = usize::try_from(index).ok().filter(|i| *i < chunk.len()) else { continue };
         read[index].insert((rel, at.clone()));
         let Some(text) = text else { continue };
@@ -295,6 +377,7 @@ async fn weigh(
             found[index].push((*id, rel, at.clone()));
         }
     }
+    let dirty = found.iter().map(|f| !f.is_empty()).collect();
     let mut findings = Vec::new();
     let mut problems = Vec::new();
     for ((candidate, found), read) in chunk.iter().zip(found).zip(read) {
@@ -319,7 +402,7 @@ async fn weigh(
             record,
         }));
     }
-    Ok((findings, problems))
+    Ok((findings, problems, dirty))
 }
 
 /// Which of `keys` are the storage keys of assets the key scan did not adopt, with their ids (asset rows that share

@@ -278,7 +278,8 @@ async fn main() {
         baseline.outcome
     );
     // Where a steady pass's time goes: the schema check it opens with, and within it the sample of every candidate
-    // column and the catalog's derivation, each timed alone on the same database.
+    // column and the catalog's derivation, each timed alone on the same database. Then the baseline: the same sample
+    // with every witness forgotten, so it reads every column of every table, as each pass did before.
     let mut conn = pool.acquire().await.expect("connection");
     let started = Instant::now();
     schema::check(&mut conn, options.clone()).await.expect("the schema check");
@@ -289,16 +290,48 @@ async fn main() {
     let started = Instant::now();
     schema::sample::sample(&mut conn, &derived.candidates, options.sample_rows).await.expect("the sample");
     let sample = started.elapsed();
+    let witnesses: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM sample_witnesses").fetch_one(&pool).await.expect("witnesses");
+    exec(&pool, "DELETE FROM sample_witnesses").await;
+    let started = Instant::now();
+    schema::sample::sample(&mut conn, &derived.candidates, options.sample_rows).await.expect("the sample");
+    let unwitnessed = started.elapsed();
     drop(conn);
     println!(
         "application: in a steady pass, the schema check {:.1} s: the catalog's derivation {:.1} s, the sample of {} \
-         candidate columns {:.1} s, the rest (census standing, guards, indexes) {:.1} s",
+         candidate columns {:.2} s, the rest (census standing, guards, indexes) {:.1} s",
         steady_check.as_secs_f64(),
         derive.as_secs_f64(),
         derived.candidates.len(),
         sample.as_secs_f64(),
         (steady_check.saturating_sub(derive + sample)).as_secs_f64()
     );
+    println!(
+        "application: the sample with {witnesses} tables' witnesses {:.2} s; reading every column (no witness) {:.2} s: \
+         {:.2}x",
+        sample.as_secs_f64(),
+        unwitnessed.as_secs_f64(),
+        sample.as_secs_f64() / unwitnessed.as_secs_f64().max(f64::EPSILON)
+    );
+
+    // What an application's writes between two passes cost it: one row updated among the first rows of a tenth
+    // of the plain tables, and a row added to another tenth; those are sampled again, the rest not.
+    let written = tables / 10;
+    for i in 0..written {
+        exec(&pool, &format!("UPDATE app_t{i} SET title = title || ' (edited)' WHERE id = 3")).await;
+        let j = tables - 1 - i;
+        exec(&pool, &format!("INSERT INTO app_t{j} (title, created_at, updated_at) VALUES ('new', now(), now())"))
+            .await;
+    }
+    let started = Instant::now();
+    let after_writes = sweeper.run_pass(Instant::now() + Duration::from_secs(840)).await.expect("sweep pass");
+    println!(
+        "application: a pass after writes to {} of {tables} tables {:.1} s ({})",
+        2 * written,
+        started.elapsed().as_secs_f64(),
+        after_writes.outcome
+    );
+    enqueued += after_writes.enqueued;
 
     // The settle: what discovery made due, through the real consumer, a batch of ten at a time.
     let consumer = Consumer::new(platform::db::pool(&settings.database), ctx.s3.clone(), settings.clone());
@@ -331,4 +364,8 @@ async fn main() {
         1000.0 * settle.as_secs_f64() / (settled.max(1) as f64)
     );
     assert_eq!(retired as usize, assets / 100, "exactly the assets whose rows are gone");
+    if let Some(hold) = std::env::var("BENCH_HOLD").ok().and_then(|s| s.parse().ok()) {
+        eprintln!("application: holding database {} for {hold} s", ctx.db.name);
+        tokio::time::sleep(Duration::from_secs(hold)).await;
+    }
 }

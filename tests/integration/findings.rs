@@ -124,6 +124,86 @@ async fn an_id_inserted_after_the_census_proved_its_column_is_held_by_the_next_p
     assert_eq!(evidence["deferred"]["found_in"], "public.notes.body", "{evidence}");
 }
 
+/// A table the sample found nothing in is not read again while the rows where the sample reads are the same row
+/// versions (what keeps a steady pass at GitLab's size in seconds), and is read again as soon as one of them
+/// changes: a row edited among a table's first rows, a row added at its end, and a row deep inside a table whose
+/// column is empty but for it (so that column's first rows were the whole table). Updates stay in their page
+/// (`fillfactor`), where only the witness of that page's rows can see them.
+#[tokio::test]
+async fn a_table_the_sample_found_nothing_in_is_read_again_once_a_row_where_it_reads_changes() {
+    // A failpoint of another test (`census::advance`) would fail this one's census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    let mut assets = Vec::new();
+    for _ in 0..3 {
+        assets.push(seed(&ctx, ws, "released", "3 days", &key(ws)).await);
+    }
+    let mut tables = String::new();
+    // Only `sparse` has a column with fewer values than the sample reads; the others' first rows end early on.
+    for (table, note) in [("edited", ""), ("appended", ""), ("sparse", ", note text"), ("untouched", "")] {
+        tables.push_str(&format!(
+            "CREATE TABLE {table} (id serial PRIMARY KEY, body text{note}) WITH (fillfactor = 50);
+             INSERT INTO {table} (body) SELECT repeat('a page of no consequence ', 12) FROM generate_series(1, 2000);"
+        ));
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(tables)).execute(ctx.pool()).await.expect("tables");
+    let quiet = [("DISCOVERY_ENABLED", "false")];
+    let witnessed = |ctx: &TestContext| {
+        let pool = ctx.pool().clone();
+        async move {
+            sqlx::query_as::<_, (String, String)>(
+                "SELECT relid::regclass::text, recorded_at::text FROM sample_witnesses ORDER BY 1",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("witnesses")
+        }
+    };
+    let first = pass(&ctx, &quiet).await;
+    assert_eq!(first.census.as_ref().map(|c| c.columns_unproven), Some(0), "{:?}", first.census);
+    let recorded = witnessed(&ctx).await;
+    let names: Vec<&str> = recorded.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(names, ["appended", "edited", "sparse", "untouched"], "a witness of each table the sample read");
+
+    // Nothing written: nothing is read again.
+    let second = pass(&ctx, &quiet).await;
+    assert_eq!(second.outcome, RunOutcome::Ok, "{:?}", second.reason);
+    assert_eq!(witnessed(&ctx).await, recorded, "no table was sampled again");
+
+    // Each change where the sample reads, naming an asset.
+    for (table, sql, asset) in [
+        ("edited", "UPDATE edited SET body = 'the banner: ' || $1::text WHERE id = 5", assets[0]),
+        ("appended", "INSERT INTO appended (body) VALUES ('the banner: ' || $1::text)", assets[1]),
+        ("sparse", "UPDATE sparse SET note = 'the banner: ' || $1::text WHERE id = 1000", assets[2]),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(asset).execute(ctx.pool()).await.expect(table);
+    }
+    let (moved_block, at_block): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT (ctid::text::point)[0]::bigint FROM sparse WHERE id = 1000),
+                asset_sweeper_blocks('sparse'::regclass)",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("where the row went");
+    assert!(moved_block < at_block - 4, "the update stayed deep inside the table: block {moved_block} of {at_block}");
+    let third = pass(&ctx, &quiet).await;
+    assert_eq!(third.outcome, RunOutcome::Ok, "{:?}", third.reason);
+    let found: Vec<(String, Uuid)> =
+        sqlx::query_as("SELECT relid::regclass::text, asset_id FROM census_findings ORDER BY 1")
+            .fetch_all(ctx.pool())
+            .await
+            .expect("findings");
+    assert_eq!(
+        found,
+        [("appended".to_owned(), assets[1]), ("edited".to_owned(), assets[0]), ("sparse".to_owned(), assets[2])],
+        "each change is seen by the next pass"
+    );
+    // The tables that hold a finding are read every pass from now on; the untouched one still is not.
+    let now = witnessed(&ctx).await;
+    assert_eq!(now, recorded.into_iter().filter(|w| w.0 == "untouched").collect::<Vec<_>>());
+}
+
 /// Moves `asset`'s due time to `from_now` as the sweeper's own write (which does not move the grace floor).
 async fn due(ctx: &TestContext, asset: Uuid, from_now: &str) {
     let mut tx = ctx.pool().begin().await.expect("begin");
