@@ -181,11 +181,12 @@ async fn relations(
     let names: Vec<String> = tables.iter().map(|t| table_sql(t[0])).collect();
     let counts = sqlx::query!(
         r#"SELECT t.n AS "n!", c.relkind = 'r' AND NOT c.relhassubclass AS "plain!",
-                  (SELECT count(*) FROM pg_class r
-                    WHERE r.oid = c.oid OR r.oid IN (SELECT p.relid FROM pg_partition_tree(c.oid) p)
-                       OR r.oid IN (SELECT i.indexrelid FROM pg_index i
-                                     WHERE i.indrelid = c.oid
-                                        OR i.indrelid IN (SELECT p.relid FROM pg_partition_tree(c.oid) p))) AS "relations!"
+                  -- Each member of the tree (a plain table's is the table alone) and its indexes, by their
+                  -- catalog indexes: a condition OR-ed over pg_class read all of it for each table (1.4 s at
+                  -- GitLab's size).
+                  (SELECT count(*) + sum((SELECT count(*) FROM pg_index i WHERE i.indrelid = m.relid))
+                     FROM (SELECT c.oid UNION SELECT p.relid FROM pg_partition_tree(c.oid) p) AS m(relid))::bigint
+                      AS "relations!"
              FROM unnest($1::text[]) WITH ORDINALITY AS t(name, n) JOIN pg_class c ON c.oid = to_regclass(t.name)"#,
         &names
     )
