@@ -12,6 +12,15 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_blocks(relid oid) RETURNS
     SELECT coalesce(pg_relation_size(relid) / current_setting('block_size')::bigint, 0)
 $$;
 
+-- A table the sample's witness can vouch for (schema/src/sample/witness.rs): a plain table of Postgres's own heap,
+-- which never changes a row version in place (another access method may), with no inheritance children, whose rows
+-- a read of it would return as its own.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_plain_heap(relid oid) RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT c.relkind = 'r' AND NOT c.relhassubclass AND a.amname = 'heap'
+                       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_am a ON a.oid = c.relam
+                      WHERE c.oid = relid), false)
+$$;
+
 -- The tables that hold each named column's rows, with the column's attribute number and type there: the table or
 -- materialized view itself, or every leaf partition of a partitioned table (a foreign partition holds no rows here
 -- and is not read: the schema check refuses its column by name).

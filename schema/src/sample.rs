@@ -171,8 +171,8 @@ fn chunks(candidates: Vec<&Candidate>, relations: impl Fn(&Candidate) -> usize) 
 }
 
 /// How each table is read ([`Relation`]): how many relations its reading locks until its chunk's transaction ends
-/// (the table, its partitions, and every index of theirs, which planning opens), and whether it is plain; by schema
-/// and name. One statement.
+/// (the table, its partitions, and every index of theirs, which planning opens), and whether it is plain (a heap
+/// table with no children); by schema and name. One statement.
 async fn relations(
     conn: &mut PgConnection,
     candidates: &[&Candidate],
@@ -180,7 +180,7 @@ async fn relations(
     let tables = tables_of(candidates);
     let names: Vec<String> = tables.iter().map(|t| table_sql(t[0])).collect();
     let counts = sqlx::query!(
-        r#"SELECT t.n AS "n!", c.relkind = 'r' AND NOT c.relhassubclass AS "plain!",
+        r#"SELECT t.n AS "n!", asset_sweeper_plain_heap(c.oid) AS "plain!",
                   -- Each member of the tree (a plain table's is the table alone) and its indexes, by their
                   -- catalog indexes: a condition OR-ed over pg_class read all of it for each table (1.4 s at
                   -- GitLab's size).
@@ -236,8 +236,10 @@ async fn read_chunk(
     let read: Result<(Vec<SampledRow>, Vec<witness::Witness>), sqlx::Error> = async {
         if witnessed {
             // Neither takes a snapshot: the first statement that does comes after every lock.
+            // Sequential scans, and only those, whatever the role's or the database's settings say.
             sqlx::raw_sql(
-                "SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off;
+                "SET LOCAL enable_seqscan = on; SET LOCAL enable_tidscan = on;
+                 SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off;
                  SET LOCAL enable_bitmapscan = off; SET LOCAL synchronize_seqscans = off;
                  SET LOCAL max_parallel_workers_per_gather = 0",
             )
@@ -245,6 +247,7 @@ async fn read_chunk(
             .await?;
             let names: Vec<String> = tables.iter().map(|t| table_sql(t[0])).collect();
             sqlx::query(AssertSqlSafe(format!("LOCK TABLE ONLY {} IN ACCESS SHARE MODE", names.join(", "))))
+                .persistent(false)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -292,7 +295,12 @@ async fn read_chunk(
 
 /// What makes two samples of `table` the same reading ([`witness::signature`]).
 fn signature(table: &[&Candidate], sample_rows: u32) -> String {
-    witness::signature(table, sample_rows, SAMPLE_TAIL_BLOCKS, crate::census::unread::SLICE_CHARS)
+    let sizes = witness::Sizes {
+        rows: sample_rows,
+        tail_blocks: SAMPLE_TAIL_BLOCKS,
+        slice_chars: crate::census::unread::SLICE_CHARS,
+    };
+    witness::signature(table, sizes, platform::version::CODE_VERSION)
 }
 
 /// A candidate's table as SQL. Built here, not checked at compile time: the table and column are the

@@ -172,6 +172,16 @@ async fn a_table_the_sample_found_nothing_in_is_read_again_once_a_row_where_it_r
     assert_eq!(witnessed(&ctx).await, recorded, "no table was sampled again");
 
     // Each change where the sample reads, naming an asset.
+    let length = |ctx: &TestContext| {
+        let pool = ctx.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT asset_sweeper_blocks('appended'::regclass)")
+                .fetch_one(&pool)
+                .await
+                .expect("length")
+        }
+    };
+    let appended_blocks = length(&ctx).await;
     for (table, sql, asset) in [
         ("edited", "UPDATE edited SET body = 'the banner: ' || $1::text WHERE id = 5", assets[0]),
         ("appended", "INSERT INTO appended (body) VALUES ('the banner: ' || $1::text)", assets[1]),
@@ -187,6 +197,7 @@ async fn a_table_the_sample_found_nothing_in_is_read_again_once_a_row_where_it_r
     .await
     .expect("where the row went");
     assert!(moved_block < at_block - 4, "the update stayed deep inside the table: block {moved_block} of {at_block}");
+    assert_eq!(length(&ctx).await, appended_blocks, "the new row fits the last block: only its rows' witness sees it");
     let third = pass(&ctx, &quiet).await;
     assert_eq!(third.outcome, RunOutcome::Ok, "{:?}", third.reason);
     let found: Vec<(String, Uuid)> =

@@ -10,16 +10,18 @@
 //! ([`unchanged`]): two TID range scans a table, instead of a statement per column that ships every value and asks
 //! which ids and keys are assets (4 000 columns at GitLab's size: most of a pass).
 //!
-//! Only a table the sample reads the same way each time has a witness: a plain table with no inheritance children,
-//! read from its first block in file order (a sequential scan, never an index's order) and from its last blocks.
+//! Only a table the sample reads the same way each time has a witness: a plain table of Postgres's heap (another
+//! access method may change a row in place) with no inheritance children, read from its first block in file order
+//! (a sequential scan, never an index's order, whatever the settings) and from its last blocks.
 //! A partitioned table's first rows come from whichever partition leads it, and a materialized view is replaced
 //! whole; both are read every pass. Anything else that could change what a sample reads starts afresh: the columns
-//! read and their types, the sample's sizes, any schema change (the change detector's generation), a rewritten or
-//! resized file, a sample that found something, and 2^31 transactions (an `xmin` could be spelled again).
+//! read and their types, the sample's sizes, another build (which may recognise more in the same rows), any schema
+//! change (the change detector's generation), a rewritten or resized file, a sample that found something, and 2^31
+//! transactions (an `xmin` could be spelled again).
 
 use std::collections::{HashMap, HashSet};
 
-use platform::sql::quote_ident;
+use platform::sql::{quote_ident, quote_literal};
 use sqlx::PgConnection;
 use sqlx::postgres::types::Oid;
 
@@ -82,9 +84,12 @@ impl Region {
             ),
             _ => format!("SELECT ctid, xmin FROM ONLY {table}"),
         };
+        // The file's length under the same lock as the scans: it cannot be truncated or rewritten between the two.
         format!(
-            "SELECT {tag}, count(*), coalesce(sum(hashtextextended(w.ctid::text || ' ' || w.xmin::text, 0)), 0)::text
-               FROM ({rows}) w"
+            "SELECT {tag}, count(*), coalesce(sum(hashtextextended(w.ctid::text || ' ' || w.xmin::text, 0)), 0)::text,
+                    asset_sweeper_blocks({}::regclass)
+               FROM ({rows}) w",
+            quote_literal(table)
         )
     }
 }
@@ -112,15 +117,30 @@ impl Witness {
     }
 }
 
-/// What makes two samples of a table the same reading: the witness's version, the sample's sizes, and each column
-/// read with its type and how it is read (quoted, so no name can run into the next).
-pub(crate) fn signature(table: &[&Candidate], sample_rows: u32, tail_blocks: i64, slice_chars: i32) -> String {
+/// The sample's sizes: rows a column from a table's start, blocks at its end, characters a value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sizes {
+    pub(crate) rows: u32,
+    pub(crate) tail_blocks: i64,
+    pub(crate) slice_chars: i32,
+}
+
+/// What makes two samples of a table the same reading: the witness's version, the build that read it (a release
+/// may recognise more in the same rows), the sample's sizes, and each column read with its type and how it is read
+/// (quoted, so no name can run into the next).
+pub(crate) fn signature(table: &[&Candidate], sizes: Sizes, build: &str) -> String {
     let mut columns: Vec<String> = table
         .iter()
         .map(|c| format!("{} {} {} {} {}", quote_ident(&c.column), c.type_oid, c.family, c.shape, c.reads))
         .collect();
     columns.sort();
-    format!("v{WITNESS_VERSION} rows {sample_rows} tail {tail_blocks} slice {slice_chars}: {}", columns.join(", "))
+    format!(
+        "v{WITNESS_VERSION} {build} rows {} tail {} slice {}: {}",
+        sizes.rows,
+        sizes.tail_blocks,
+        sizes.slice_chars,
+        columns.join(", ")
+    )
 }
 
 /// Where a sample's head scans stopped: the last row each column's scan returned, or the whole table when one
@@ -184,17 +204,25 @@ pub(crate) async fn take(
             fingerprint: String::new(),
         });
     }
-    for (witness, (tuples, sum)) in witnesses.iter_mut().zip(fingerprint(&mut *conn, &regions).await?) {
-        witness.tuples = tuples;
-        witness.fingerprint = sum;
+    for (witness, counted) in witnesses.iter_mut().zip(fingerprint(&mut *conn, &regions).await?) {
+        witness.tuples = counted.tuples;
+        witness.fingerprint = counted.sum;
     }
     Ok(witnesses)
 }
 
+/// A region as [`fingerprint`] found it: its row versions' count and hash sum, and the file's length in blocks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Counted {
+    tuples: i64,
+    sum: String,
+    blocks: i64,
+}
+
 /// The count and hash sum of each table's region, in the order given, a statement for up to
 /// [`TABLES_PER_STATEMENT`] tables.
-async fn fingerprint(conn: &mut PgConnection, regions: &[(String, Region)]) -> Result<Vec<(i64, String)>, sqlx::Error> {
-    let mut sums = vec![(0, String::new()); regions.len()];
+async fn fingerprint(conn: &mut PgConnection, regions: &[(String, Region)]) -> Result<Vec<Counted>, sqlx::Error> {
+    let mut sums = vec![Counted::default(); regions.len()];
     for (chunk_at, chunk) in regions.chunks(TABLES_PER_STATEMENT).enumerate() {
         let statement = chunk
             .iter()
@@ -202,11 +230,11 @@ async fn fingerprint(conn: &mut PgConnection, regions: &[(String, Region)]) -> R
             .map(|(i, (table, region))| format!("({})", region.fingerprint(chunk_at * TABLES_PER_STATEMENT + i, table)))
             .collect::<Vec<_>>()
             .join("\nUNION ALL\n");
-        let rows: Vec<(i32, i64, String)> =
+        let rows: Vec<(i32, i64, String, i64)> =
             sqlx::query_as(sqlx::AssertSqlSafe(statement)).persistent(false).fetch_all(&mut *conn).await?;
-        for (tag, tuples, sum) in rows {
+        for (tag, tuples, sum, blocks) in rows {
             if let Some(slot) = usize::try_from(tag).ok().and_then(|t| sums.get_mut(t)) {
-                *slot = (tuples, sum);
+                *slot = Counted { tuples, sum, blocks };
             }
         }
     }
@@ -271,22 +299,22 @@ pub(crate) async fn unchanged(
     let (names, signatures): (Vec<String>, Vec<String>) = tables.iter().cloned().unzip();
     let stored = sqlx::query!(
         r#"SELECT t.n AS "n!", w.head_until::text AS head_until, w.tail_from::text AS "tail_from!",
-                  w.tuples, w.fingerprint::text AS "fingerprint!"
+                  w.tuples, w.fingerprint::text AS "fingerprint!", w.blocks
              FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(name, signature, n)
              JOIN pg_class c ON c.oid = to_regclass(t.name)
              JOIN sample_witnesses w ON w.relid = c.oid
-            WHERE c.relkind = 'r' AND NOT c.relhassubclass
+            WHERE asset_sweeper_plain_heap(c.oid)
               AND w.signature = t.signature AND w.relfilenode = c.relfilenode
               AND w.generation = asset_sweeper_schema_generation()
-              AND w.blocks = asset_sweeper_blocks(c.oid)
-              AND pg_snapshot_xmax(pg_current_snapshot())::text::numeric - w.recorded_xid::text::numeric < 2^31"#,
+              AND pg_snapshot_xmax(pg_current_snapshot())::text::numeric - w.recorded_xid::text::numeric
+                  BETWEEN 0 AND 2^31"#,
         &names,
         &signatures
     )
     .fetch_all(&mut *conn)
     .await?;
     let mut regions = Vec::with_capacity(stored.len());
-    let mut expected: HashMap<usize, (i64, String)> = HashMap::new();
+    let mut expected: HashMap<usize, Counted> = HashMap::new();
     for row in stored {
         let Some(name) = usize::try_from(row.n - 1).ok().and_then(|n| names.get(n)) else { continue };
         let Some(tail_from) = Tid::parse(&row.tail_from) else { continue };
@@ -295,7 +323,7 @@ pub(crate) async fn unchanged(
             Some(Some(tid)) => Some(tid),
             None => None,
         };
-        expected.insert(regions.len(), (row.tuples, row.fingerprint));
+        expected.insert(regions.len(), Counted { tuples: row.tuples, sum: row.fingerprint, blocks: row.blocks });
         regions.push((name.clone(), Region { head_until, tail_from }));
     }
     let now = fingerprint(&mut *conn, &regions).await?;
@@ -351,10 +379,12 @@ mod tests {
             type_oid: 25,
         };
         let (a, b) = (column("a, b"), column("c"));
-        let one = signature(&[&a, &b], 100, 4, 10);
-        assert_eq!(one, signature(&[&b, &a], 100, 4, 10), "the order columns come in does not matter");
+        let sizes = Sizes { rows: 100, tail_blocks: 4, slice_chars: 10 };
+        let one = signature(&[&a, &b], sizes, "build-1");
+        assert_eq!(one, signature(&[&b, &a], sizes, "build-1"), "the order columns come in does not matter");
         assert!(one.contains("\"a, b\" 25 text scalar both"), "{one}");
-        assert_ne!(one, signature(&[&a, &b], 101, 4, 10));
-        assert_ne!(one, signature(&[&a], 100, 4, 10));
+        assert_ne!(one, signature(&[&a, &b], Sizes { rows: 101, ..sizes }, "build-1"));
+        assert_ne!(one, signature(&[&a], sizes, "build-1"));
+        assert_ne!(one, signature(&[&a, &b], sizes, "build-2"), "another build reads every table again");
     }
 }
