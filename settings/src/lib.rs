@@ -151,6 +151,8 @@ pub struct DiscoverySettings {
     pub batch_size: u32,
     /// The most assets one pass looks at.
     pub max_per_pass: u32,
+    /// How long after a cycle ends the next one begins.
+    pub cycle_interval: Duration,
 }
 
 /// The census's pace: it reads every column that is not a reference source, a batch of table blocks at a time.
@@ -452,6 +454,7 @@ impl Settings {
             time_share_percent: reader.parsed("DISCOVERY_TIME_SHARE_PERCENT", 25, 1..=90u32),
             batch_size: reader.parsed("DISCOVERY_BATCH_SIZE", 5_000, 1..=100_000u32),
             max_per_pass: reader.parsed("DISCOVERY_MAX_PER_PASS", 2_000_000, 1..=1_000_000_000u32),
+            cycle_interval: reader.duration_between("DISCOVERY_CYCLE_INTERVAL", hours(1), secs(0)..=days(7)),
         };
         let reconcile = ReconcileSettings {
             layout: match (reader.get("RECONCILE_PREFIXES"), reader.get("RECONCILE_KEY_PATTERN")) {

@@ -341,6 +341,7 @@ impl Sweeper {
                 max_scanned: u64::from(settings.max_per_pass),
                 batch_size: settings.batch_size,
                 grace: self.settings.grace,
+                rest: settings.cycle_interval,
             };
             (report.discovery, report.discovery_error) =
                 self.step(&discovery, settings.time_share_percent, budget_end).await;

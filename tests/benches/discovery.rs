@@ -100,6 +100,7 @@ async fn cycle(pool: &PgPool, map: &ReferenceMap) -> (Duration, discovery::Progr
         max_scanned: u64::MAX,
         batch_size: 5_000,
         grace: Duration::from_secs(86_400),
+        rest: Duration::ZERO,
     };
     let started = Instant::now();
     let progress =

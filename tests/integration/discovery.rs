@@ -333,3 +333,41 @@ async fn an_application_referring_to_the_asset_again_while_discovery_schedules_i
         .expect("due");
     assert_eq!(due, None, "kept: unscheduled again, for the next cycle to look at");
 }
+
+/// A cycle that has walked every asset rests for `DISCOVERY_CYCLE_INTERVAL` before the next begins: an asset whose
+/// owner row goes meanwhile is found by the first pass after the rest, not by one during it (a resting pass looks
+/// at nothing, and says so); with no rest, by the next pass.
+#[tokio::test]
+async fn discovery_rests_between_cycles_for_its_interval_and_then_finds_what_went_meanwhile() {
+    let ctx = TestContext::new().await;
+    owner_tables(&ctx).await;
+    let ws = Uuid::new_v4();
+    let kept = referenced_assets(&ctx, ws, 3).await;
+    let hourly = [("DISCOVERY_CYCLE_INTERVAL", "1h")];
+    let first = pass(&ctx, &hourly).await;
+    let walked = first.discovery.as_ref().expect("discovery ran");
+    assert_eq!((walked.stopped, walked.scanned, walked.found), (Stop::CycleComplete, 3, 0), "{walked:?}");
+
+    // The owner row of one goes right after the cycle ended.
+    sqlx::query("DELETE FROM products WHERE hero = $1").bind(kept[0]).execute(ctx.pool()).await.expect("delete");
+    let resting = pass(&ctx, &hourly).await;
+    assert_eq!(resting.outcome, RunOutcome::Ok, "{:?}", resting.reason);
+    let rested = resting.discovery.as_ref().expect("discovery reported");
+    assert_eq!((rested.stopped, rested.batches, rested.scanned), (Stop::Resting, 0, 0), "{rested:?}");
+    assert!(actions(&ctx, kept[0]).await.is_empty(), "nothing is looked at while discovery rests");
+
+    // The rest over (as an hour later: the last cycle moved back), the next cycle finds it.
+    sqlx::query("UPDATE discovery_state SET last_cycle_completed_at = last_cycle_completed_at - interval '61 minutes'")
+        .execute(ctx.pool())
+        .await
+        .expect("an hour on");
+    let after = pass(&ctx, &hourly).await;
+    let found = after.discovery.as_ref().expect("discovery ran");
+    assert_eq!((found.stopped, found.scanned, found.found), (Stop::CycleComplete, 3, 1), "{found:?}");
+    assert_eq!(actions(&ctx, kept[0]).await, ["discovered"]);
+
+    // Without a rest, every pass walks: the next one starts its cycle at once.
+    let continuous = pass(&ctx, &[("DISCOVERY_CYCLE_INTERVAL", "0s")]).await;
+    let again = continuous.discovery.as_ref().expect("discovery ran");
+    assert_eq!((again.stopped, again.scanned), (Stop::CycleComplete, 2), "{again:?}");
+}

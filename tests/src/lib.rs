@@ -91,6 +91,9 @@ impl TestContext {
             // Likewise its retention rules, declared just before the pass that applies them: the delay a new rule
             // waits is the records tests' to turn on.
             ("RECORDS_NEW_RULE_DELAY", "0s"),
+            // And its records, deleted just before the pass that should find their assets unreferenced: the rest
+            // between discovery's cycles is the discovery tests' to turn on.
+            ("DISCOVERY_CYCLE_INTERVAL", "0s"),
         ]);
         vars.extend(overrides.iter().copied());
         Settings::from_lookup(|name| vars.get(name).map(|v| (*v).to_owned()))
