@@ -34,7 +34,8 @@ pub struct Budget {
     pub batch_size: u32,
     /// The grace period: an asset written more recently is not looked at (invariant 3).
     pub grace: Duration,
-    /// How long after a cycle ends the next one begins.
+    /// How long after a cycle ends the next one begins: no rest when this is zero (a pass that deleted records walks,
+    /// so what they were the last reference to is found in the same pass).
     pub rest: Duration,
 }
 
@@ -51,7 +52,7 @@ pub struct Pass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stop {
-    /// The walk reached the last asset: the next pass starts the next cycle from the first.
+    /// The walk reached the last asset: the next cycle starts from the first once its rest is over.
     CycleComplete,
     /// Its share of the pass's time ran out.
     TimeShare,
@@ -121,7 +122,7 @@ pub async fn advance(pool: &PgPool, map: &ReferenceMap, budget: Budget, pass: Pa
     let (mut batches, mut scanned, mut found) = (0u64, 0u64, 0u64);
     let mut longest = Duration::ZERO;
     let waiting_for = unread_sources(map);
-    // Between cycles, the rest: a walk of every asset every pass finds an unreferenced one a pass sooner, at the cost
+    // Between cycles, the rest: a walk of every asset every pass finds an unreferenced one up to the rest sooner, at the cost
     // of a statement a few thousand assets of the application's database every fifteen minutes. A cycle that looked
     // at no asset (a new install's first pass) costs nothing to walk again: the first assets are found at once.
     let resting = sqlx::query_scalar!(
@@ -425,7 +426,8 @@ pub struct Discovery<'a> {
     pub batch_size: u32,
     /// The grace period (invariant 3).
     pub grace: Duration,
-    /// How long after a cycle ends the next one begins (`DISCOVERY_CYCLE_INTERVAL`).
+    /// How long after a cycle ends the next one begins (`DISCOVERY_CYCLE_INTERVAL`); zero for a pass whose
+    /// records step deleted records, which walks at once.
     pub rest: Duration,
 }
 

@@ -341,7 +341,13 @@ impl Sweeper {
                 max_scanned: u64::from(settings.max_per_pass),
                 batch_size: settings.batch_size,
                 grace: self.settings.grace,
-                rest: settings.cycle_interval,
+                // Records deleted this pass may have been an asset's last reference: it is found now, not after
+                // the rest (docs/design.md, "Discovery").
+                rest: if report.records.as_ref().is_some_and(|r| r.deleted > 0) {
+                    Duration::ZERO
+                } else {
+                    settings.cycle_interval
+                },
             };
             (report.discovery, report.discovery_error) =
                 self.step(&discovery, settings.time_share_percent, budget_end).await;

@@ -226,6 +226,8 @@ async fn main() {
         ("SWEEP_QUEUE_CEILING", "100000"),
         ("SWEEP_MAX_PER_PASS", "100000"),
         ("BRAKE_MAX_SHARE_PERCENT", "100"),
+        // The product's rest between discovery's cycles, which the test harness turns off.
+        ("DISCOVERY_CYCLE_INTERVAL", "1h"),
     ]);
     let sweeper = Sweeper::new(pool.clone(), ctx.sqs.clone(), settings.clone());
     let mut passes = 0;

@@ -11,12 +11,15 @@ use serde::Deserialize;
 /// these two minutes. The ratio the template asks for (visibility ≥ 6 × consumer timeout) still holds.
 /// The quiet period after a schema change and a new retention rule's delay are off: the demo's application creates
 /// its tables and declares its rule just before the first pass, and would otherwise wait hours for its first delete.
+/// So is discovery's rest between cycles: a run again within the hour reuses the last run's database, whose last
+/// cycle would otherwise keep the new run's first passes from looking.
 pub const DEMO_PARAMETERS: &[(&str, &str)] = &[
     ("MaxReceiveCount", "2"),
     ("QueueVisibilityTimeout", "60"),
     ("ConsumerTimeout", "10"),
     ("SchemaQuietPeriod", "0s"),
     ("RecordsNewRuleDelay", "0s"),
+    ("DiscoveryCycleInterval", "0s"),
 ];
 
 /// The stack's outputs the demo needs.
