@@ -538,7 +538,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         "discovery: {}cycle {} {}, {:.0}% walked, {} found unreferenced this cycle; last full cycle {}",
         if settings.discovery.enabled { "" } else { "OFF (DISCOVERY_ENABLED=false), " },
         discovery.cycle,
-        discovery.cycle_started_at.as_deref().map_or("not started".to_owned(), |at| format!("started {at}")),
+        match (discovery.cycle_started_at.as_deref(), discovery.last_cycle_completed_at.as_deref()) {
+            (Some(at), _) => format!("started {at}"),
+            // A pass whose retention rules delete records walks at once all the same.
+            (None, Some(ended)) if !settings.discovery.cycle_interval.is_zero() => format!(
+                "not started: it begins {} after the last ended ({ended}; DISCOVERY_CYCLE_INTERVAL)",
+                humantime::format_duration(settings.discovery.cycle_interval)
+            ),
+            (None, _) => "not started".to_owned(),
+        },
         discovery.percent_done,
         discovery.found,
         match (discovery.last_cycle_seconds, discovery.last_cycle_found) {

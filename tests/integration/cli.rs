@@ -916,7 +916,7 @@ async fn discover_dry_run_shows_what_discovery_would_find_and_explain_shows_the_
     assert_eq!((&discovery["enabled"], &discovery["standing"]["cycle"]), (&json!(true), &json!(2)));
     assert_eq!(discovery["standing"]["last_cycle_found"], 1);
     let status_text = String::from_utf8(run(&url, Some(&ctx), &["status"]).stdout).expect("utf-8");
-    assert!(status_text.contains("discovery: cycle 2 not started"), "{status_text}");
+    assert!(status_text.contains("discovery: cycle 2 not started: it begins 1h after the last ended"), "{status_text}");
     assert!(status_text.contains("found 1"), "{status_text}");
 }
 
