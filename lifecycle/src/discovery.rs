@@ -117,22 +117,23 @@ pub struct Found {
 pub async fn advance(pool: &PgPool, map: &ReferenceMap, budget: Budget, pass: Pass) -> Result<Progress, sqlx::Error> {
     fail::fail_point!("discovery::advance", |_| Err(sqlx::Error::Protocol("injected: discovery failed".into())));
     let mut conn = pool.acquire().await?;
-    let start = sqlx::query!("SELECT cycle, next_id FROM discovery_state").fetch_one(&mut *conn).await?;
-    let (cycle, mut cursor) = (start.cycle, start.next_id);
-    let (mut batches, mut scanned, mut found) = (0u64, 0u64, 0u64);
-    let mut longest = Duration::ZERO;
-    let waiting_for = unread_sources(map);
-    // Between cycles, the rest: a walk of every asset every pass finds an unreferenced one up to the rest sooner, at the cost
-    // of a statement a few thousand assets of the application's database every fifteen minutes. A cycle that looked
-    // at no asset (a new install's first pass) costs nothing to walk again: the first assets are found at once.
-    let resting = sqlx::query_scalar!(
-        r#"SELECT coalesce(cycle_started_at IS NULL AND last_cycle_scanned > 0
+    // Between cycles, the rest: a walk of every asset every pass finds an unreferenced one up to the rest sooner, at
+    // the cost of a statement a few thousand assets of the application's database every fifteen minutes. A cycle
+    // that looked at no asset (a new install's first pass) costs nothing to walk again: the first assets are found
+    // at once.
+    let start = sqlx::query!(
+        r#"SELECT cycle, next_id,
+                  coalesce(cycle_started_at IS NULL AND last_cycle_scanned > 0
                            AND last_cycle_completed_at > now() - make_interval(secs => $1), false) AS "resting!"
              FROM discovery_state"#,
         budget.rest.as_secs_f64()
     )
     .fetch_one(&mut *conn)
     .await?;
+    let (cycle, mut cursor, resting) = (start.cycle, start.next_id, start.resting);
+    let (mut batches, mut scanned, mut found) = (0u64, 0u64, 0u64);
+    let mut longest = Duration::ZERO;
+    let waiting_for = unread_sources(map);
     let stopped = loop {
         if resting {
             break Stop::Resting;
