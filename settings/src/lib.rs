@@ -169,6 +169,8 @@ pub struct CensusSettings {
     pub batch_timeout: Duration,
     /// How long after a cycle ends the next one begins; columns not yet proven are read meanwhile all the same.
     pub cycle_interval: Duration,
+    /// Connections reading one table's batches at once, the census's own included (as many as the pool lends).
+    pub readers: u32,
 }
 
 /// The cleanup queue, as the sweep and the consumer must both see it.
@@ -435,6 +437,7 @@ impl Settings {
                 Duration::from_millis(10)..=secs(30),
             ),
             cycle_interval: reader.duration_between("CENSUS_CYCLE_INTERVAL", hours(24), secs(0)..=days(30)),
+            readers: reader.parsed("CENSUS_READERS", 2, 1..=16u32),
         };
         // Two census cycles and the rest between them must fit in the time a retired asset waits for its purge;
         // with a rest as long as that, every cycle would be too slow and nothing would ever be deleted or purged.

@@ -302,6 +302,7 @@ impl Sweeper {
             batch_blocks: census.batch_blocks,
             batch_timeout: census.batch_timeout,
             cycle_interval: census.cycle_interval,
+            readers: census.readers,
             layout: self.settings.reconcile.layout.as_ref(),
         };
         (report.census, report.census_error) =

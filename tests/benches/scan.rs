@@ -102,6 +102,7 @@ async fn cycle(pool: &sqlx::PgPool, layout: Option<&KeyLayout>) -> Duration {
         batch_blocks: 1_024,
         batch_timeout: Duration::from_secs(30),
         cycle_interval: Duration::ZERO,
+        readers: 2,
         layout,
     };
     let share = Share::of(100, Instant::now() + Duration::from_secs(3600));

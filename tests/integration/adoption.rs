@@ -549,6 +549,7 @@ fn census_with(layout: &platform::keys::KeyLayout, batch_timeout: Duration) -> s
         batch_blocks: 1_024,
         batch_timeout,
         cycle_interval: Duration::ZERO,
+        readers: 2,
         layout: Some(layout),
     }
 }

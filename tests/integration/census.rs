@@ -673,7 +673,7 @@ async fn a_batch_size_a_timeout_halved_is_remembered_for_that_table() {
     };
     // Batches of more than one block are cancelled: 64, 32, 16, 8, 4 and 2 time out, then one block is read.
     fail::cfg("census::block_limit", "return(1)").expect("failpoint");
-    let first = schema::census::advance(&mut conn, &targets, budget(7), None).await;
+    let first = schema::census::advance(&mut conn, &mut Vec::new(), &targets, budget(7), None).await;
     fail::remove("census::block_limit");
     let first = first.expect("census");
     assert_eq!((first.stopped, first.blocks, first.batches), (Stop::BatchCap, 1, 7), "{first:?}");
@@ -688,7 +688,8 @@ async fn a_batch_size_a_timeout_halved_is_remembered_for_that_table() {
     assert!(total > 64, "a table larger than one configured batch: {total} blocks");
     // The next pass starts at two blocks and doubles while its batches are quick: 2, 4, … 64. A pass that forgot
     // would read the rest in two batches of 64.
-    let next = schema::census::advance(&mut conn, &targets, budget(u32::MAX), None).await.expect("census");
+    let next =
+        schema::census::advance(&mut conn, &mut Vec::new(), &targets, budget(u32::MAX), None).await.expect("census");
     assert_eq!(next.stopped, Stop::CycleComplete, "{next:?}");
     assert!(next.batches >= 5, "{next:?}: {total} blocks");
     let after: Option<i32> =
@@ -697,4 +698,88 @@ async fn a_batch_size_a_timeout_halved_is_remembered_for_that_table() {
             .await
             .expect("batch size");
     assert_eq!(after, None, "quick batches grew it back to the configured size");
+}
+
+/// Runs the census over `table` alone to the end of its cycle, its batches of two blocks read in rounds by its own
+/// connection and one lent reader.
+async fn census_with_a_reader(ctx: &TestContext, table: &str) -> schema::census::Progress {
+    let mut conn = ctx.pool().acquire().await.expect("connection");
+    let mut readers = vec![ctx.pool().acquire().await.expect("a reader")];
+    let derived = schema::derive(&mut conn).await.expect("derive");
+    let targets: Vec<schema::census::Target> =
+        schema::census::targets(&derived.sources, &derived.problems, &derived.candidates)
+            .into_iter()
+            .filter(|t| t.table == table)
+            .collect();
+    let budget = schema::census::Budget {
+        until: std::time::Instant::now() + std::time::Duration::from_secs(600),
+        max_batches: u32::MAX,
+        batch_blocks: 2,
+        batch_timeout: std::time::Duration::from_secs(30),
+        cycle_interval: std::time::Duration::ZERO,
+    };
+    schema::census::advance(&mut conn, &mut readers, &targets, budget, None).await.expect("census")
+}
+
+#[tokio::test]
+async fn two_readers_find_what_every_range_holds_and_a_range_a_reader_failed_is_read_again() {
+    // Its own failpoint, and another test's (`census::advance`) would fail this one's census.
+    let _turn = FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let ws = Uuid::new_v4();
+    // About twenty rows to a block: an asset every 30 rows puts one in every range of two blocks, the ranges the
+    // lent reader reads among them.
+    let mut assets = Vec::new();
+    for _ in 0..12 {
+        assets.push(seed(&ctx, ws, "released", "3 days", &key(ws)).await);
+    }
+    for table in ["spread_links", "unlucky_links"] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE {table} (id serial PRIMARY KEY, ref uuid, note text)"
+        )))
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {table} (ref, note)
+             SELECT CASE WHEN g % 30 = 0 THEN ($1::uuid[])[g / 30] ELSE gen_random_uuid() END, repeat('x', 300)
+               FROM generate_series(1, 360) g ORDER BY g"
+        )))
+        .bind(&assets)
+        .execute(ctx.pool())
+        .await
+        .expect("rows");
+    }
+    let blocks: i64 =
+        sqlx::query_scalar("SELECT pg_relation_size('spread_links') / 8192").fetch_one(ctx.pool()).await.expect("size");
+    assert!(blocks >= 16, "ranges enough for several rounds: {blocks} blocks");
+    let found_in = |table: &'static str| {
+        let ctx = &ctx;
+        async move {
+            let found: i64 = sqlx::query_scalar(
+                "SELECT count(DISTINCT f.asset_id) FROM census_findings f
+                   JOIN census_columns c ON c.relid = f.relid AND c.attnum = f.attnum WHERE c.table_name = $1",
+            )
+            .bind(table)
+            .fetch_one(ctx.pool())
+            .await
+            .expect("findings");
+            found
+        }
+    };
+
+    let read = census_with_a_reader(&ctx, "spread_links").await;
+    assert_eq!((read.stopped, read.readers, read.blocks), (Stop::CycleComplete, 2, blocks as u64), "{read:?}");
+    assert_eq!(read.batches, (blocks as u64).div_ceil(2), "one statement per range of two blocks: {read:?}");
+    assert_eq!(found_in("spread_links").await, 12, "every range's asset, the lent reader's among them");
+    assert_eq!(census_row(&ctx, "spread_links", "ref").await, vec![(1, true)]);
+
+    // Every batch a lent reader runs fails: each round moves past its first range alone, which the census's own
+    // connection read, and the range after it is the next round's first. Nothing is skipped.
+    fail::cfg("census::lent_reader", "return").expect("failpoint");
+    let read = census_with_a_reader(&ctx, "unlucky_links").await;
+    fail::remove("census::lent_reader");
+    assert_eq!((read.stopped, read.blocks), (Stop::CycleComplete, blocks as u64), "{read:?}");
+    assert_eq!(found_in("unlucky_links").await, 12, "each range read again after its reader failed");
+    assert_eq!((read.columns_unproven, census_row(&ctx, "unlucky_links", "ref").await.len()), (0, 1), "{read:?}");
 }

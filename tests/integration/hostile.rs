@@ -1025,6 +1025,7 @@ async fn a_census_share_that_runs_out_inside_a_block_proves_nothing_over_the_val
         batch_blocks: 1,
         batch_timeout: Duration::from_millis(250),
         cycle_interval: Duration::ZERO,
+        readers: 2,
         layout: None,
     };
     let mut left_untried = 0i64;
@@ -1408,6 +1409,7 @@ async fn a_column_retyped_while_the_sweeps_reading_waits_for_its_table_runs_noth
             batch_blocks: 1000,
             batch_timeout: Duration::from_secs(20),
             cycle_interval: Duration::ZERO,
+            readers: 2,
             layout: None,
         };
         census.advance(&sweep, Share::of(100, Instant::now() + Duration::from_secs(60))).await

@@ -465,9 +465,11 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     // The census's parameters reach the sweep, with the code's defaults.
     assert_eq!(default(t, "CensusTimeSharePercent"), u64::from(settings.census.time_share_percent));
     assert_eq!(default(t, "CensusBatchBlocks"), u64::from(settings.census.batch_blocks));
+    assert_eq!(default(t, "CensusReaders"), u64::from(settings.census.readers));
     let sweep_env = &t["Resources"]["SweepFunction"]["Properties"]["Environment"]["Variables"];
     assert_eq!(sweep_env["CENSUS_TIME_SHARE_PERCENT"], json!({"Ref": "CensusTimeSharePercent"}));
     assert_eq!(sweep_env["CENSUS_BATCH_BLOCKS"], json!({"Ref": "CensusBatchBlocks"}));
+    assert_eq!(sweep_env["CENSUS_READERS"], json!({"Ref": "CensusReaders"}));
     // The records step's.
     assert_eq!(t["Parameters"]["RecordsTimeZone"]["Default"], json!(settings.records.time_zone));
     assert_eq!(default(t, "RecordsTimeSharePercent"), u64::from(settings.records.time_share_percent));

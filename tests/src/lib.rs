@@ -363,6 +363,7 @@ pub async fn prove_schema(pool: &PgPool) {
         batch_blocks: 1_024,
         batch_timeout: std::time::Duration::from_secs(30),
         cycle_interval: std::time::Duration::ZERO,
+        readers: 2,
         layout: None,
     };
     let share = Share::of(100, std::time::Instant::now() + std::time::Duration::from_secs(3600));

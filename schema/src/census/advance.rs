@@ -1,6 +1,7 @@
 //! One pass's share of the census: bring its rows in step with the schema, plan the work once, then read batch
 //! after batch until the cycle is done, the time share is spent or the batch cap is reached.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -8,7 +9,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::scan::{Column, Found, Group, Rows, scan};
+use super::readers::{self, Readers};
+use super::scan::{Column, Found, Group, Rows};
 use super::{Columns, Target, named, summary, timed_out, unread};
 use platform::keys::KeyLayout;
 
@@ -60,6 +62,8 @@ pub struct Progress {
     pub unread: u64,
     /// The longest batch of this pass, in milliseconds: how long one census statement held its snapshot.
     pub longest_batch_ms: u64,
+    /// Connections that read this pass's batches: the census's own and those the pool lent it (`CENSUS_READERS`).
+    pub readers: u64,
     /// Time spent in the batches' reading statements, in milliseconds (the rest of the pass's census time is
     /// its bookkeeping).
     pub reading_ms: u64,
@@ -89,12 +93,13 @@ pub struct Progress {
 /// statement of the census obeys the batch limit; the session's own is back when it returns.
 pub async fn advance(
     conn: &mut PgConnection,
+    readers: &mut Readers,
     targets: &[Target],
     budget: Budget,
     layout: Option<&KeyLayout>,
 ) -> Result<Progress, sqlx::Error> {
     fail::fail_point!("census::advance", |_| Err(sqlx::Error::Protocol("injected: the census failed".into())));
-    let progress = read(conn, targets, budget, layout).await;
+    let progress = read(conn, readers, targets, budget, layout).await;
     // A batch that failed leaves its limit set: the session's own comes back here whatever happened.
     let reset = limit(conn, None).await;
     let progress = progress?;
@@ -104,7 +109,7 @@ pub async fn advance(
 
 /// Puts the session's statements under `batch_timeout` (the census's reading statements), or with `None` back
 /// under the session's own limit, the one its connection was opened with.
-async fn limit(conn: &mut PgConnection, batch_timeout: Option<Duration>) -> Result<(), sqlx::Error> {
+pub(super) async fn limit(conn: &mut PgConnection, batch_timeout: Option<Duration>) -> Result<(), sqlx::Error> {
     match batch_timeout {
         Some(timeout) => {
             let timeout = format!("{}ms", timeout.as_millis().max(1));
@@ -120,13 +125,15 @@ async fn limit(conn: &mut PgConnection, batch_timeout: Option<Duration>) -> Resu
 /// [`advance`], under the batch limit.
 async fn read(
     conn: &mut PgConnection,
+    readers: &mut Readers,
     targets: &[Target],
     budget: Budget,
     layout: Option<&KeyLayout>,
 ) -> Result<Progress, sqlx::Error> {
+    let reading_with = 1 + readers.len() as u64;
     sync(conn, targets, layout).await?;
-    let keys = layout.map(named::KeyScan::new);
-    let keys = keys.as_ref();
+    let shared_keys = layout.map(|layout| Arc::new(named::KeyScan::new(layout)));
+    let keys = shared_keys.as_deref();
     let mut batches = 0u64;
     let mut blocks = 0u64;
     let mut columns_finished = 0u64;
@@ -160,12 +167,17 @@ async fn read(
             break Stop::TimeShare;
         }
         let batch_blocks = current.batch_blocks.unwrap_or(configured).clamp(1, configured);
-        let mut end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
+        // A round: a batch for each reader, as many as the pass may still run.
+        let width = (1 + readers.len() as u64).min(u64::from(budget.max_batches) - batches);
+        let round_blocks = batch_blocks.saturating_mul(i64::try_from(width).unwrap_or(1));
+        let mut end = current.next_block.saturating_add(round_blocks).min(current.blocks);
         if end >= current.blocks {
             // The table may have grown since the work was planned: its end is where it ends now.
             current.blocks = file_now(conn, current.relid).await?.0.max(current.blocks);
-            end = current.next_block.saturating_add(batch_blocks).min(current.blocks);
+            end = current.next_block.saturating_add(round_blocks).min(current.blocks);
         }
+        // Statements this round runs.
+        let mut ran = 1;
         let started = Instant::now();
         // A scan's first batch dates it by the database's clock before it reads anything: every name it sights is
         // stamped by that clock, later (a time measured here and subtracted there came out after a busy machine's
@@ -177,34 +189,61 @@ async fn read(
         };
         let mut found = if current.next_block < end {
             limit(conn, Some(budget.batch_timeout)).await?;
-            let rows = Rows::blocks(current.next_block, end);
-            let Some(scanned) = unless_retyped(current, scan(conn, current, rows, keys).await) else {
+            let step = usize::try_from(batch_blocks).unwrap_or(usize::MAX);
+            let ranges: Vec<Rows> = (current.next_block..end)
+                .step_by(step)
+                .map(|from| Rows::blocks(from, from.saturating_add(batch_blocks).min(end)))
+                .collect();
+            ran = ranges.len() as u64;
+            let read = readers::round(conn, readers, current, &ranges, shared_keys.as_ref(), budget.batch_timeout);
+            let read = read.await.into_iter().map(|result| unless_retyped(current, result)).collect::<Option<Vec<_>>>();
+            let Some(read) = read else {
                 group = work.next();
-                batches += 1;
+                batches += ran;
                 continue;
             };
-            match scanned {
-                Ok(found) => found,
-                Err(e) if timed_out(&e) && end - current.next_block > 1 => {
-                    let halved = ((end - current.next_block) / 2).max(1);
+            let mut read = read.into_iter().zip(&ranges);
+            let Some((first, first_rows)) = read.next() else {
+                return Err(sqlx::Error::Protocol("a census round read no range".into()));
+            };
+            match first {
+                Ok(mut found) => {
+                    // The ranges after the first count as far as each read, in order: one that failed is the next
+                    // round's first, where its failure is met as a batch's alone is.
+                    for (more, rows) in read {
+                        match more {
+                            Ok(more) => readers::merge(&mut found, more),
+                            Err(e) => {
+                                let table = &current.heap;
+                                tracing::info!(%table, block = rows.from.0, error = %e, "a census reader's batch failed: read again next");
+                                end = rows.from.0;
+                                break;
+                            }
+                        }
+                    }
+                    found
+                }
+                Err(e) if timed_out(&e) && first_rows.to.0 - current.next_block > 1 => {
+                    let halved = ((first_rows.to.0 - current.next_block) / 2).max(1);
                     let table = &current.heap;
                     tracing::warn!(%table, batch_blocks = halved, "a census batch timed out: reading fewer blocks");
-                    last_timeout = Some(outlasted(current, end, started.elapsed(), budget.batch_timeout));
+                    last_timeout = Some(outlasted(current, first_rows.to.0, started.elapsed(), budget.batch_timeout));
                     current.batch_blocks = Some(halved);
                     remember_batch(conn, current.relid, current.batch_blocks).await?;
-                    batches += 1;
+                    batches += ran;
                     continue;
                 }
                 // One block cannot be read within the limit: it is read value by value, and what cannot be read
                 // whole is recorded, so it holds what it names without holding the column's proof.
                 Err(e) if timed_out(&e) => {
+                    end = first_rows.to.0;
                     last_timeout = Some(outlasted(current, end, started.elapsed(), budget.batch_timeout));
                     let table = &current.heap;
                     tracing::warn!(%table, block = current.next_block, "a census block timed out alone: reading it value by value");
                     let read = unread::read_block(conn, current, current.next_block, keys, budget.until).await;
                     let Some(read) = unless_retyped(current, read) else {
                         group = work.next();
-                        batches += 1;
+                        batches += ran;
                         continue;
                     };
                     let (found, values) = read?;
@@ -223,16 +262,11 @@ async fn read(
             limit(conn, Some(budget.batch_timeout)).await?;
             let Some(retried) = unless_retyped(current, unread::retry(conn, current, keys, budget.until).await) else {
                 group = work.next();
-                batches += 1;
+                batches += ran;
                 continue;
             };
             let retried = retried?;
-            for (f, more) in found.iter_mut().zip(retried.found) {
-                f.rows += more.rows;
-                for (id, at) in more.assets {
-                    f.add(id, at);
-                }
-            }
+            readers::merge(&mut found, retried.found);
             unread += retried.unread;
             finished = retried.left == 0;
         }
@@ -253,11 +287,11 @@ async fn read(
             // Rewritten under the scan: read it again from its first block, in its new file.
             let (blocks_then, filenode) = file_now(conn, current.relid).await?;
             (current.next_block, current.blocks, current.filenode) = (0, blocks_then, filenode);
-            batches += 1;
+            batches += ran;
             continue;
         }
         named::record(conn, current, first, finished, layout).await?;
-        batches += 1;
+        batches += ran;
         blocks += u64::try_from(end - current.next_block).unwrap_or(0);
         findings += found.iter().map(|f| f.assets.len() as u64).sum::<u64>();
         current.next_block = end;
@@ -288,6 +322,7 @@ async fn read(
         findings,
         unread,
         longest_batch_ms: u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
+        readers: reading_with,
         reading_ms: u64::try_from(reading.as_millis()).unwrap_or(u64::MAX),
         columns: state.columns,
         columns_done: state.columns_done,

@@ -27,6 +27,8 @@
 mod advance;
 pub(crate) mod ids;
 mod named;
+mod readers;
+pub use readers::Readers;
 mod relative;
 pub(crate) use relative::candidates as relative_candidates;
 mod scan;
@@ -451,6 +453,8 @@ pub struct Census<'a> {
     pub batch_timeout: std::time::Duration,
     /// How long after a cycle ends the next one begins.
     pub cycle_interval: std::time::Duration,
+    /// Connections reading one table's batches at once, its own included: as many as the pool lends at once.
+    pub readers: u32,
     /// The bucket's key layout, when keys of ours are scanned for too.
     pub layout: Option<&'a KeyLayout>,
 }
@@ -473,7 +477,16 @@ impl Step for Census<'_> {
         };
         let derived = crate::derive::derive(&mut conn).await?;
         let targets = targets(&derived.sources, &derived.problems, &derived.candidates);
-        advance(&mut conn, &targets, budget, self.layout).await
+        let mut readers = Readers::new();
+        for _ in 1..self.readers {
+            // A pool with none to spare lends fewer: the census reads with what it has rather than wait.
+            match tokio::time::timeout(std::time::Duration::from_secs(2), pool.acquire()).await {
+                Ok(Ok(reader)) => readers.push(reader),
+                Ok(Err(e)) => tracing::warn!(error = %e, "a census reader could not connect: reading with fewer"),
+                Err(_) => tracing::warn!("the pool lent no more census readers: reading with fewer"),
+            }
+        }
+        advance(&mut conn, &mut readers, &targets, budget, self.layout).await
     }
 
     async fn standing(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {

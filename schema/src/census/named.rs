@@ -91,8 +91,8 @@ const ADOPTED_KEYS_HELD: i64 = 1_000_000;
 /// it (`asset_sweeper_keys_unscanned`): so the keys adopted when they are read (at the pass's first span) are all a
 /// scan under way then or begun later in the pass needs, and a text full of keys of ours costs a row per key of an
 /// adopted asset it names, not one per key it names.
-pub(super) struct KeyScan<'a> {
-    pub(super) layout: &'a KeyLayout,
+pub(super) struct KeyScan {
+    pub(super) layout: KeyLayout,
     /// Read at the pass's first span.
     adopted: OnceLock<Adopted>,
 }
@@ -109,9 +109,9 @@ struct Adopted {
     since: DateTime<Utc>,
 }
 
-impl<'a> KeyScan<'a> {
-    pub(super) fn new(layout: &'a KeyLayout) -> Self {
-        KeyScan { layout, adopted: OnceLock::new() }
+impl KeyScan {
+    pub(super) fn new(layout: &KeyLayout) -> Self {
+        KeyScan { layout: layout.clone(), adopted: OnceLock::new() }
     }
 
     /// When the adopted keys were read, once they were.
@@ -167,10 +167,16 @@ impl<'a> KeyScan<'a> {
     async fn adopted(&self, conn: &mut PgConnection) -> Result<&Adopted, sqlx::Error> {
         if self.adopted.get().is_none() {
             let adopted = Self::load(&mut *conn).await?;
-            // One task runs the census: nothing else sets it meanwhile.
+            // Readers are given keys already read ([`Self::read_before_readers`]); were two to read them at once,
+            // the first kept is the one every batch uses, and its date is the one the scan's proof takes.
             let _ = self.adopted.set(adopted);
         }
         Ok(self.adopted.get().expect("set above"))
+    }
+
+    /// Reads the adopted keys now unless this pass has: before a round hands this scan to other readers.
+    pub(super) async fn read_before_readers(&self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        self.adopted(conn).await.map(|_| ())
     }
 
     /// Whether names relative to a root are looked for in this pass: unless no key was adopted when it read them.
@@ -310,7 +316,7 @@ pub(super) async fn read(
     conn: &mut PgConnection,
     group: &Group,
     rows: Rows,
-    keys: &KeyScan<'_>,
+    keys: &KeyScan,
 ) -> Result<u64, sqlx::Error> {
     let Some(sql) = statement(group) else { return Ok(0) };
     let relative = keys.reads_relative(&mut *conn).await?;
@@ -318,7 +324,7 @@ pub(super) async fn read(
     let values: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
         .bind(from)
         .bind(to)
-        .bind(prefilter(keys.layout))
+        .bind(prefilter(&keys.layout))
         .bind(relative)
         .persistent(false)
         .fetch_all(&mut *conn)

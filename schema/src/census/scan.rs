@@ -11,6 +11,7 @@ use migrator::{UUID_IN_TEXT, UUID_SPELLED_IN_TEXT, UUID_WHOLE};
 use platform::sql::quote_ident;
 
 /// Columns of one table at the same point of their scans: read together, by one statement per batch.
+#[derive(Clone)]
 pub(super) struct Group {
     pub(super) relid: sqlx::postgres::types::Oid,
     /// The table's file when the work was planned: a scan that starts now is of this file.
@@ -147,7 +148,7 @@ pub(super) async fn scan(
     conn: &mut PgConnection,
     group: &Group,
     rows: Rows,
-    keys: Option<&KeyScan<'_>>,
+    keys: Option<&KeyScan>,
 ) -> Result<Vec<Found>, sqlx::Error> {
     if injected_block_limit().is_some_and(|limit| rows.to.0 - rows.from.0 > limit) {
         cancelled_by_the_server(conn, 0.0).await?;
@@ -179,7 +180,7 @@ async fn read(
     conn: &mut PgConnection,
     group: &Group,
     rows: Rows,
-    keys: Option<&KeyScan<'_>>,
+    keys: Option<&KeyScan>,
 ) -> Result<Vec<Found>, sqlx::Error> {
     let Statement { sql, paths, searched } = statement(group);
     let (from, to) = rows.bounds();

@@ -47,7 +47,7 @@ pub(super) async fn read_block(
     conn: &mut PgConnection,
     group: &Group,
     block: i64,
-    keys: Option<&KeyScan<'_>>,
+    keys: Option<&KeyScan>,
     until: Instant,
 ) -> Result<(Vec<Found>, u64), sqlx::Error> {
     let lines = lines(conn, group, block).await?;
@@ -94,7 +94,7 @@ pub(super) struct Retried {
 pub(super) async fn retry(
     conn: &mut PgConnection,
     group: &Group,
-    keys: Option<&KeyScan<'_>>,
+    keys: Option<&KeyScan>,
     until: Instant,
 ) -> Result<Retried, sqlx::Error> {
     let attnums: Vec<i16> = group.columns.iter().map(|c| c.attnum).collect();
@@ -150,7 +150,7 @@ async fn one_value(
     k: usize,
     block: i64,
     line: i32,
-    keys: Option<&KeyScan<'_>>,
+    keys: Option<&KeyScan>,
 ) -> Result<(Vec<(Uuid, String)>, Option<Unread>), sqlx::Error> {
     let alone = Group {
         relid: group.relid,
@@ -191,7 +191,7 @@ async fn slice(
     group: &Group,
     k: usize,
     record: &str,
-    keys: Option<&KeyScan<'_>>,
+    keys: Option<&KeyScan>,
 ) -> Result<(Vec<Uuid>, Option<Unread>), sqlx::Error> {
     let column = &group.columns[k];
     // The adopted keys first, in a transaction of their own ([`super::scan::scan`]).
@@ -211,7 +211,7 @@ async fn read_slice(
     group: &Group,
     k: usize,
     record: &str,
-    keys: Option<&KeyScan<'_>>,
+    keys: Option<&KeyScan>,
 ) -> Result<(Vec<Uuid>, Option<Unread>), sqlx::Error> {
     let column = &group.columns[k];
     let col = quote_ident(&column.name);
