@@ -23,12 +23,14 @@ const fn hex(byte: u8) -> Option<u8> {
 /// Which bytes are hex digits, by table: asked of most bytes of every text the census reads.
 const IS_HEX: [bool; 256] = {
     let mut table = [false; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        table[byte] = hex(byte as u8).is_some();
+    let mut byte: u8 = 0;
+    loop {
+        table[byte as usize] = hex(byte).is_some();
+        if byte == u8::MAX {
+            break table;
+        }
         byte += 1;
     }
-    table
 };
 
 /// The hyphenated spelling, 8-4-4-4-12, at the start of `text`.
@@ -65,13 +67,22 @@ fn spelled(text: &[u8]) -> Option<Uuid> {
 }
 
 /// Every uuid written in `text`, each once.
+pub(crate) fn ids_in(text: &str) -> HashSet<Uuid> {
+    let mut found = HashSet::new();
+    each_id_in(text, |id| {
+        found.insert(id);
+    });
+    found
+}
+
+/// Calls `found` with every uuid written in `text`, in order, an id written twice twice: a batch's search keeps
+/// nothing per value.
 ///
 /// Every spelling begins with four hex digits and takes at least 32 bytes, so a place is tried only where four
 /// hex digits begin: where the fourth byte from here is none, neither this place nor the three after it can
 /// begin an id, and prose, whose letters a to f are hex digits, is crossed four bytes at a step.
-pub(crate) fn ids_in(text: &str) -> HashSet<Uuid> {
+pub(crate) fn each_id_in(text: &str, mut found: impl FnMut(Uuid)) {
     let bytes = text.as_bytes();
-    let mut found = HashSet::new();
     let mut at = 0;
     while at + 32 <= bytes.len() {
         if let Some(gap) = (0..4).rev().find(|&i| !IS_HEX[usize::from(bytes[at + i])]) {
@@ -80,15 +91,14 @@ pub(crate) fn ids_in(text: &str) -> HashSet<Uuid> {
         }
         let rest = &bytes[at..];
         if let Some(id) = hyphenated(rest) {
-            found.insert(id);
+            found(id);
         }
         let continues_a_run = at > 0 && IS_HEX[usize::from(bytes[at - 1])];
         if !continues_a_run && let Some(id) = spelled(rest) {
-            found.insert(id);
+            found(id);
         }
         at += 1;
     }
-    found
 }
 
 #[cfg(test)]
