@@ -461,6 +461,11 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     assert!(consumer_timeout >= slowest.as_secs(), "ConsumerTimeout {consumer_timeout}s < {slowest:?}");
     // The sweep stops starting batches well before its deadline.
     assert!(default(t, "SweepTimeout") > 2 * settings.sweep.time_reserve.as_secs());
+    // The census searches every value it reads in the sweep: the sweep gets at least one vCPU (Lambda's CPU grows
+    // with memory, one vCPU at 1 769 MB), not the consumer's 256 MB share of one.
+    let sweep = &t["Resources"]["SweepFunction"]["Properties"];
+    assert_eq!(sweep["MemorySize"], json!({"Ref": "SweepMemorySize"}));
+    assert!(default(t, "SweepMemorySize") >= 1769, "the sweep's memory buys its CPU");
 
     // The census's parameters reach the sweep, with the code's defaults.
     assert_eq!(default(t, "CensusTimeSharePercent"), u64::from(settings.census.time_share_percent));
