@@ -481,9 +481,20 @@ impl Step for Census<'_> {
         for _ in 1..self.readers {
             // A pool with none to spare lends fewer: the census reads with what it has rather than wait.
             match tokio::time::timeout(std::time::Duration::from_secs(2), pool.acquire()).await {
-                Ok(Ok(reader)) => readers.push(reader),
-                Ok(Err(e)) => tracing::warn!(error = %e, "a census reader could not connect: reading with fewer"),
-                Err(_) => tracing::warn!("the pool lent no more census readers: reading with fewer"),
+                Ok(Ok(mut reader)) => {
+                    // Closed when the census is done with it, not returned: whatever a reader's batch left set
+                    // on its session (the batch limit, should a task stop midway) ends with it.
+                    reader.close_on_drop();
+                    readers.push(reader);
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "a census reader could not connect: reading with fewer");
+                    break;
+                }
+                Err(_) => {
+                    tracing::warn!("the pool lent no more census readers: reading with fewer");
+                    break;
+                }
             }
         }
         advance(&mut conn, &mut readers, &targets, budget, self.layout).await

@@ -50,13 +50,18 @@ pub(super) async fn round(
     let mut results = vec![scan(conn, group, *first, keys.map(|k| &**k)).await];
     for task in tasks {
         results.push(match task.await {
+            // A reader whose batch failed is not lent again in this pass: its connection may be what failed.
             Ok((reader, read)) => {
-                readers.push(reader);
+                if read.is_ok() {
+                    readers.push(reader);
+                }
                 read
             }
             Err(stopped) => Err(sqlx::Error::Protocol(format!("a census reader stopped: {stopped}"))),
         });
     }
+    // A range no reader was lent for is not read: said as a failure, so the round ends before it.
+    results.resize_with(ranges.len(), || Err(sqlx::Error::Protocol("no census reader was lent for this range".into())));
     results
 }
 

@@ -170,8 +170,9 @@ pub(super) async fn scan(
     // beside 1 000 000, where probing the index for each of the batch's 12 000 texts takes 15 ms whatever the size.
     // The batch is materialized once for all its columns: at the default `work_mem` (4 MB) a batch of 1 024
     // blocks was written to a temporary file and read back, every batch (1.2 GB of temporary files for a
-    // 1.3 GB table). Room for three times its blocks keeps it in memory, up to 256 MB.
-    let kilobytes = (rows.to.0 - rows.from.0 + 1).saturating_mul(3 * 8).min(262_144);
+    // 1.3 GB table). Room for three times its blocks keeps it in memory, up to 64 MB (a batch of 2 730 blocks):
+    // each reader's batch takes its own, on the application's database.
+    let kilobytes = (rows.to.0 - rows.from.0 + 1).saturating_mul(3 * 8).min(65_536);
     sqlx::query!(
         "SELECT set_config('enable_mergejoin', 'off', true) AS merge,
                 set_config('enable_hashjoin', 'off', true) AS hash,
@@ -228,6 +229,7 @@ async fn read(
     for (k, id, spelling, at, texts) in read {
         // A row of the table: the values read as text, in the order of `searched`.
         let row = rows_at.len();
+        rows_at.push(at);
         let texts = texts.unwrap_or_default().into_iter().zip(&searched).filter_map(|(t, k)| Some((*k, t?)));
         for (k, text) in texts {
             let column = &group.columns[k];
@@ -246,16 +248,13 @@ async fn read(
                 spelled_in.push((k, id, row));
             });
         }
-        let Some(k) = k.and_then(|k| usize::try_from(k).ok()).filter(|k| *k < group.columns.len()) else {
-            rows_at.push(at);
-            continue;
-        };
+        let Some(k) = k.and_then(|k| usize::try_from(k).ok()).filter(|k| *k < group.columns.len()) else { continue };
         match (id, spelling) {
             (Some(id), Some(spelling)) => {
                 ids.push(id);
                 spellings.push(spelling);
             }
-            (Some(id), None) => named.push((k, id, at)),
+            (Some(id), None) => named.push((k, id, rows_at[row].clone())),
             (None, _) => {}
         }
     }
