@@ -84,22 +84,18 @@ async fn cycle_with(
     targets: &[census::Target],
     keys: Option<&platform::keys::KeyLayout>,
 ) -> (Duration, census::Progress) {
-    let started = Instant::now();
-    let progress = census::advance(conn, &mut Vec::new(), targets, unlimited(u32::MAX, Duration::from_secs(30)), keys)
-        .await
-        .expect("census");
-    assert_eq!((progress.stopped, progress.columns_unproven), (Stop::CycleComplete, 0), "{progress:?}");
-    (started.elapsed(), progress)
+    cycle_read_by(conn, &mut Vec::new(), targets, keys).await
 }
 
-/// One census cycle as a pass runs it without reconciliation, its batches read by `readers` beside `conn` at once.
+/// [`cycle_with`], its batches read by `readers` beside `conn` at once.
 async fn cycle_read_by(
     conn: &mut sqlx::PgConnection,
     readers: &mut census::Readers,
     targets: &[census::Target],
+    keys: Option<&platform::keys::KeyLayout>,
 ) -> (Duration, census::Progress) {
     let started = Instant::now();
-    let progress = census::advance(conn, readers, targets, unlimited(u32::MAX, Duration::from_secs(30)), None)
+    let progress = census::advance(conn, readers, targets, unlimited(u32::MAX, Duration::from_secs(30)), keys)
         .await
         .expect("census");
     assert_eq!((progress.stopped, progress.columns_unproven), (Stop::CycleComplete, 0), "{progress:?}");
@@ -613,7 +609,7 @@ async fn read_rate() {
 
         sqlx::raw_sql("RESET max_parallel_workers_per_gather").execute(&mut *conn).await.expect("reset");
         census_time = census_time.min(cycle(&mut conn, &targets).await.0);
-        let (took, progress) = cycle_read_by(&mut conn, &mut readers, &targets).await;
+        let (took, progress) = cycle_read_by(&mut conn, &mut readers, &targets, None).await;
         assert_eq!(progress.readers, 2, "{progress:?}");
         two_readers = two_readers.min(took);
         sqlx::raw_sql("SET max_parallel_workers_per_gather = 0").execute(&mut *conn).await.expect("one worker");
@@ -653,7 +649,7 @@ async fn read_rate() {
         sqlx::raw_sql("VACUUM ANALYZE assets").execute(&mut *conn).await.expect("vacuum");
         let mut many = Duration::MAX;
         for _ in 0..2 {
-            many = many.min(cycle_read_by(&mut conn, &mut readers, &targets).await.0);
+            many = many.min(cycle_read_by(&mut conn, &mut readers, &targets, None).await.0);
         }
         println!(
             "  beside {assets} assets, two readers {:>7.1} s {:>7.1} MB/s   {:.2}x the time beside 10000",
