@@ -470,6 +470,26 @@ async fn the_guard_reads_a_path_that_selects_an_array_and_notes_a_mixed_case_spe
         .await
         .expect("spellings");
     assert_eq!(noted, [mixed_case(asset)]);
+    // A statement rewriting every album: the new spelling is noted as well.
+    let braced = format!("{{{}}}", mixed_case(asset).to_uppercase().replacen('-', "", 1));
+    sqlx::raw_sql("INSERT INTO albums (body) SELECT '{}' FROM generate_series(1, 50)")
+        .execute(ctx.pool())
+        .await
+        .expect("albums naming nothing");
+    sqlx::query("UPDATE albums SET body = jsonb_build_object('gallery', jsonb_build_array($1::text, id::text))")
+        .bind(&braced)
+        .execute(ctx.pool())
+        .await
+        .expect("every album rewritten");
+    let noted: Vec<String> =
+        sqlx::query_scalar("SELECT spelling FROM asset_id_spellings WHERE asset_id = $1 ORDER BY spelling")
+            .bind(asset)
+            .fetch_all(ctx.pool())
+            .await
+            .expect("spellings");
+    let mut spellings = vec![mixed_case(asset), braced];
+    spellings.sort();
+    assert_eq!(noted, spellings);
     pass(&ctx, &[]).await;
     settle_queue(&ctx).await;
     assert_eq!(state(&ctx, asset).await.as_deref(), Some("attached"));

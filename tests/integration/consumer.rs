@@ -973,16 +973,29 @@ async fn write_reference(executor: impl sqlx::PgExecutor<'_>, source: &str, asse
     let sql = match source {
         "banners.image" => "INSERT INTO banners (image) VALUES ($1)",
         "pages.body" => "INSERT INTO pages (body) VALUES (jsonb_build_object('blocks', jsonb_build_array($1::text)))",
+        // One statement over every row of [`BLANK_ROWS`], as a backfill writes it.
+        "banners.image, every row" => "UPDATE banners SET image = $1 WHERE image IS NULL",
+        "galleries.images, every row" => "UPDATE galleries SET images = ARRAY[gen_random_uuid(), $1]::asset_id[]",
+        "pages.body, every row" => {
+            "UPDATE pages SET body = jsonb_build_object('blocks', jsonb_build_array(id::text, $1::text))"
+        }
         other => panic!("no such source {other}"),
     };
     sqlx::query(sqlx::AssertSqlSafe(sql)).bind(asset).execute(executor).await.map(|_| ())
 }
+
+/// Rows naming no asset in the guarded owner tables, for a bulk update to rewrite.
+const BLANK_ROWS: &str = "
+    INSERT INTO banners (image) SELECT NULL FROM generate_series(1, 100);
+    INSERT INTO galleries (title) SELECT 'album ' || n FROM generate_series(1, 100) AS n;
+    INSERT INTO pages (body) SELECT '{\"blocks\": []}' FROM generate_series(1, 100);";
 
 /// A fresh context with the guarded owner tables and one abandoned upload, claimed: (context, asset, its key, the
 /// sweep's message for it).
 async fn claimed_abandoned_upload() -> (TestContext, Uuid, String, lifecycle::CleanupMessage) {
     let ctx = TestContext::new().await;
     owner_tables(&ctx).await;
+    sqlx::raw_sql(BLANK_ROWS).execute(ctx.pool()).await.expect("rows naming nothing");
     let ws = Uuid::new_v4();
     let k = key(ws);
     let abandoned = seed(&ctx, ws, "abandoned", "8 days", &k).await;
@@ -1006,10 +1019,11 @@ fn settle_apart(ctx: &TestContext, event: SqsEvent) -> tokio::task::JoinHandle<S
     })
 }
 
-/// Whether any record of the two guarded sources names `asset`.
+/// Whether any record of the three guarded sources names `asset`.
 async fn referenced(ctx: &TestContext, asset: Uuid) -> bool {
     sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM banners WHERE image = $1)
+             OR EXISTS (SELECT 1 FROM galleries WHERE $1 = ANY (images::uuid[]))
              OR EXISTS (SELECT 1 FROM pages WHERE body @? format('$.** ? (@ == \"%s\")', $1)::jsonpath)",
     )
     .bind(asset)
@@ -1019,11 +1033,18 @@ async fn referenced(ctx: &TestContext, asset: Uuid) -> bool {
 }
 
 /// A reference written while a settle that removes the asset holds it: the write waits for the settle, then fails
-/// with the guard's error. Never a committed reference to removed bytes.
+/// with the guard's error. Never a committed reference to removed bytes. Written by one row, and by one statement
+/// rewriting a hundred rows of each kind of source.
 #[tokio::test]
 async fn a_reference_written_while_a_settle_removes_the_asset_fails_with_the_guards_error() {
     let _turn = FAILPOINTS.lock().await;
-    for source in ["banners.image", "pages.body"] {
+    for source in [
+        "banners.image",
+        "pages.body",
+        "banners.image, every row",
+        "galleries.images, every row",
+        "pages.body, every row",
+    ] {
         let (ctx, abandoned, k, message) = claimed_abandoned_upload().await;
         // The settle pauses after the bytes went, holding the asset's row.
         fail::cfg("consumer::after_bytes_removed", "sleep(2000)").expect("failpoint");
@@ -1049,7 +1070,7 @@ async fn a_reference_written_while_a_settle_removes_the_asset_fails_with_the_gua
 /// sees it and keeps the asset.
 #[tokio::test]
 async fn a_settle_waits_for_an_uncommitted_reference_and_keeps_the_asset() {
-    for source in ["banners.image", "pages.body"] {
+    for source in ["banners.image", "pages.body", "banners.image, every row"] {
         let (ctx, abandoned, k, message) = claimed_abandoned_upload().await;
         let mut writer = ctx.pool().begin().await.expect("writer");
         write_reference(&mut *writer, source, abandoned).await.expect("uncommitted write");

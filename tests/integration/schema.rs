@@ -350,6 +350,16 @@ async fn a_partitioned_source_is_guarded_through_its_partitions_and_installing_t
         ["events", "events", "events_2026", "events_2026"],
         "{guards:?}"
     );
+    // Row triggers, which Postgres carries to every partition (a statement's trigger it would not): an update
+    // naming the partition alone is guarded too. (docs/developing.md, "The reference guards' cost", says why a
+    // statement's trigger was tried and not kept for a plain table either.)
+    let per_row: bool = sqlx::query_scalar(
+        "SELECT bool_and((tgtype & 1) = 1) FROM pg_trigger WHERE tgname LIKE 'asset_sweeper_guard_%'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("trigger types");
+    assert!(per_row, "a partitioned table's guard runs per row");
 
     // An asset the sweeper removed: a row naming it fails, whichever partition it lands in.
     let removed = integration_tests::fixtures::removed_asset(&db.pool).await;
@@ -359,6 +369,13 @@ async fn a_partitioned_source_is_guarded_through_its_partitions_and_installing_t
         .await
         .expect_err("the guard refuses it");
     assert!(written.to_string().contains("which asset-sweeper has removed"), "{written}");
+    sqlx::query("INSERT INTO events (id, day) VALUES (2, '2026-06-02')").execute(&db.pool).await.expect("a row");
+    let moved = sqlx::query("UPDATE events_2026 SET image = $1")
+        .bind(removed)
+        .execute(&db.pool)
+        .await
+        .expect_err("the guard refuses an update of the partition itself");
+    assert!(moved.to_string().contains("which asset-sweeper has removed"), "{moved}");
 }
 
 /// An install from before the sweeper's own schema: its migrations ran into `public` (as they did then), an
@@ -437,8 +454,20 @@ async fn a_guarded_column_renamed_under_its_guard_fails_no_write_and_is_installe
     };
     let refused = write("image").await.expect_err("the guard refuses a removed asset");
     assert!(refused.to_string().contains("which asset-sweeper has removed"), "{refused}");
+    sqlx::raw_sql("INSERT INTO banners (image) VALUES (NULL)").execute(&db.pool).await.expect("a row naming nothing");
+    let refused = sqlx::query("UPDATE banners SET image = $1")
+        .bind(removed)
+        .execute(&db.pool)
+        .await
+        .expect_err("the update's guard refuses it too");
+    assert!(refused.to_string().contains("which asset-sweeper has removed"), "{refused}");
     sqlx::raw_sql("ALTER TABLE banners RENAME COLUMN image TO picture").execute(&db.pool).await.expect("renamed");
     write("picture").await.expect("a write after the rename goes through, unguarded");
+    sqlx::query("UPDATE banners SET picture = $1")
+        .bind(removed)
+        .execute(&db.pool)
+        .await
+        .expect("an update after the rename goes through, unguarded");
     assert_eq!(install().await, (1, 0), "the guard is named not in place, and installed again");
     let refused = write("picture").await.expect_err("guarded again");
     assert!(refused.to_string().contains("banners.picture refers to asset"), "{refused}");
