@@ -410,14 +410,15 @@ async fn remove(
         assets::remove(&mut *conn, asset).await?;
         return Ok(Settled::plain(action));
     }
-    fail::fail_point!("consumer::before_bytes_removed", |_| Err(SettleError::Injected(
-        "crash before the bytes were removed".into()
-    )));
+    if objects::injected("consumer::before_bytes_removed", &row.storage_key) {
+        return Err(SettleError::Injected("crash before the bytes were removed".into()));
+    }
     let marker = objects::remove(cx.s3, cx.bucket, &row.storage_key, cx.s3_timeout).await?;
-    // A crash here (the process gone) leaves the rows, whose bytes are gone: the next delivery finishes.
-    fail::fail_point!("consumer::after_bytes_removed", |_| Err(SettleError::Injected(
-        "crash after the bytes were removed, before commit".into()
-    )));
+    // A crash here (the process gone) leaves the rows, whose bytes are gone: the next delivery finishes. (A test's
+    // `sleep` here pauses every settle of the process that removes bytes; a `return` fails the keys it names.)
+    if objects::injected("consumer::after_bytes_removed", &row.storage_key) {
+        return Err(SettleError::Injected("crash after the bytes were removed, before commit".into()));
+    }
     let rows = assets::remove_with_object(&mut *conn, asset, &row.storage_key).await;
     if let Err(e) = rows {
         // Not a crash: this process can still take the removal back.

@@ -55,7 +55,9 @@ pub async fn remove(
     key: &str,
     timeout: Duration,
 ) -> Result<Option<String>, StorageError> {
-    fail::fail_point!("consumer::s3_delete", |_| Err(StorageError::Injected));
+    if injected("consumer::s3_delete", key) {
+        return Err(StorageError::Injected);
+    }
     let operation = || format!("DeleteObject {key}");
     match tokio::time::timeout(timeout, s3.delete_object().bucket(bucket).key(key).send()).await {
         Ok(Ok(out)) => Ok(out.delete_marker().unwrap_or(false).then(|| out.version_id().map(str::to_owned)).flatten()),
@@ -173,6 +175,15 @@ fn url_encoded(text: &str) -> String {
         }
     }
     encoded
+}
+
+/// Whether a test configured `failpoint` to fail this call: its action is `return(<keys>)`, and `key` is among them.
+/// Scoped to the keys a test names, so the tests running beside it (every test shares one process and its
+/// failpoints) settle their own assets untouched.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
+pub fn injected(failpoint: &str, key: &str) -> bool {
+    fail::fail_point!(failpoint, |keys: Option<String>| keys.is_some_and(|keys| keys.contains(key)));
+    false
 }
 
 #[cfg(test)]

@@ -627,7 +627,7 @@ async fn a_crash_after_the_bytes_went_leaves_a_row_without_bytes_and_the_next_se
 
     let response = with_failpoint(
         "consumer::after_bytes_removed",
-        "return",
+        &format!("return({k})"),
         handle(&consumer, event(vec![record("m", &message.to_body(), 1)])),
     )
     .await;
@@ -659,7 +659,7 @@ async fn a_crash_before_the_bytes_went_or_a_failed_s3_call_leaves_everything() {
 
         let response = with_failpoint(
             failpoint,
-            "return",
+            &format!("return({k})"),
             handle(&consumer(&ctx), event(vec![record("m", &message.to_body(), 1)])),
         )
         .await;
@@ -683,7 +683,7 @@ async fn the_final_receive_marks_the_asset_failed_and_the_message_reaches_the_dl
 
     // The bucket refuses every delete: each delivery fails until SQS dead-letters the message.
     let mut deliveries = 0;
-    fail::cfg("consumer::s3_delete", "return").expect("failpoint");
+    fail::cfg("consumer::s3_delete", &format!("return({k})")).expect("failpoint");
     loop {
         let event = receive_event(&ctx.sqs, &ctx.queue.url).await;
         if event.records.is_empty() {
@@ -732,7 +732,7 @@ async fn when_the_final_receive_write_fails_the_message_still_fails_and_nothing_
     let poison = seed(&ctx, ws, "abandoned", "8 days", &k).await;
     let message = claimed_message(&ctx).await;
 
-    fail::cfg("consumer::s3_delete", "return").expect("failpoint");
+    fail::cfg("consumer::s3_delete", &format!("return({k})")).expect("failpoint");
     let response = with_failpoint(
         "consumer::final_receive_write",
         "return",

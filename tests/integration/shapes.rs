@@ -8,7 +8,7 @@ use crate::pipeline::{actions, key, last_event, pass, settle_queue};
 use integration_tests::TestContext;
 use integration_tests::fixtures::{object_exists, seed, state};
 use lifecycle::runs::RunOutcome;
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// The refusal's problems, as the run row records them.
@@ -118,6 +118,43 @@ async fn every_shape_of_an_id_in_a_column_that_is_no_source_is_found_and_holds_i
             assert_eq!(evidence["deferred"]["found_in"], "public.shape.v", "{shape}: {evidence}");
             assert!(evidence["deferred"]["record"]["ctid"].is_string(), "{shape}: {evidence}");
         }
+    }
+}
+
+/// A text that is an asset's storage key, whole, names that asset though it holds no id: the census compares each
+/// text as long as some key with the keys (by the keys' index, in the batch's snapshot), finds both, and the
+/// consumer keeps them. The prose around them, longer than every key, is not compared.
+#[tokio::test]
+async fn a_storage_key_whole_in_a_text_column_that_is_no_source_is_found_and_holds_its_asset() {
+    // A failpoint of another test (`census::advance`) would fail this one's census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let victims = victims(&ctx).await;
+    sqlx::raw_sql("CREATE TABLE shape (id serial PRIMARY KEY, v text)").execute(ctx.pool()).await.expect("a table");
+    // Past the schema check's sample (the first 100 values, the last four blocks): only the census reads them.
+    sqlx::query(
+        "INSERT INTO shape (v)
+         SELECT CASE g WHEN 151 THEN $1 WHEN 152 THEN $2 ELSE repeat('prose ', 50) END FROM generate_series(1, 400) g
+          ORDER BY g",
+    )
+    .bind(&victims[0].1)
+    .bind(&victims[1].1)
+    .execute(ctx.pool())
+    .await
+    .expect("two keys among pages of prose");
+
+    let report = pass(&ctx, &[]).await;
+    assert_eq!(report.outcome, RunOutcome::Ok, "{:?}", report.reason);
+    assert!(report.census_error.is_none(), "{:?}", report.census_error);
+    settle_queue(&ctx).await;
+    kept(&ctx, &victims, "a storage key in text").await;
+    for (id, _) in &victims {
+        let (action, evidence) = last_event(&ctx, *id).await;
+        assert_eq!(
+            (action.as_str(), &evidence["deferred"]["found_in"]),
+            ("defer", &json!("public.shape.v")),
+            "{evidence}"
+        );
     }
 }
 
