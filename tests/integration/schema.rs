@@ -363,19 +363,20 @@ async fn a_partitioned_source_is_guarded_through_its_partitions_and_installing_t
 
     // An asset the sweeper removed: a row naming it fails, whichever partition it lands in.
     let removed = integration_tests::fixtures::removed_asset(&db.pool).await;
-    let written = sqlx::query("INSERT INTO events (id, day, image) VALUES (1, '2026-06-01', $1)")
-        .bind(removed)
-        .execute(&db.pool)
-        .await
-        .expect_err("the guard refuses it");
-    assert!(written.to_string().contains("which asset-sweeper has removed"), "{written}");
+    refused_as_removed(&db.pool, "INSERT INTO events (id, day, image) VALUES (1, '2026-06-01', $1)", removed).await;
     sqlx::query("INSERT INTO events (id, day) VALUES (2, '2026-06-02')").execute(&db.pool).await.expect("a row");
-    let moved = sqlx::query("UPDATE events_2026 SET image = $1")
+    // An update of the partition itself.
+    refused_as_removed(&db.pool, "UPDATE events_2026 SET image = $1", removed).await;
+}
+
+/// `sql`, binding `removed` (an asset the sweeper removed), is refused by the reference guard, naming it.
+async fn refused_as_removed(pool: &PgPool, sql: &'static str, removed: Uuid) {
+    let refused = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(removed)
-        .execute(&db.pool)
+        .execute(pool)
         .await
-        .expect_err("the guard refuses an update of the partition itself");
-    assert!(moved.to_string().contains("which asset-sweeper has removed"), "{moved}");
+        .expect_err("the guard refuses a reference to a removed asset");
+    assert!(refused.to_string().contains("which asset-sweeper has removed"), "{sql}: {refused}");
 }
 
 /// An install from before the sweeper's own schema: its migrations ran into `public` (as they did then), an
@@ -455,12 +456,7 @@ async fn a_guarded_column_renamed_under_its_guard_fails_no_write_and_is_installe
     let refused = write("image").await.expect_err("the guard refuses a removed asset");
     assert!(refused.to_string().contains("which asset-sweeper has removed"), "{refused}");
     sqlx::raw_sql("INSERT INTO banners (image) VALUES (NULL)").execute(&db.pool).await.expect("a row naming nothing");
-    let refused = sqlx::query("UPDATE banners SET image = $1")
-        .bind(removed)
-        .execute(&db.pool)
-        .await
-        .expect_err("the update's guard refuses it too");
-    assert!(refused.to_string().contains("which asset-sweeper has removed"), "{refused}");
+    refused_as_removed(&db.pool, "UPDATE banners SET image = $1", removed).await;
     sqlx::raw_sql("ALTER TABLE banners RENAME COLUMN image TO picture").execute(&db.pool).await.expect("renamed");
     write("picture").await.expect("a write after the rename goes through, unguarded");
     sqlx::query("UPDATE banners SET picture = $1")
