@@ -11,7 +11,7 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::rules::{Decision, Deferral};
+use crate::rules::{Decision, Deferral, Facts};
 use platform::AssetId;
 
 /// `decision` as an adopted asset's holds leave it: a delete or purge waits while [`hold`] says so. What the settle
@@ -21,12 +21,12 @@ use platform::AssetId;
 pub async fn weigh(
     conn: &mut PgConnection,
     asset: AssetId,
-    workspace: Uuid,
-    storage_key: &str,
+    facts: &Facts,
     decision: Decision,
     quiet: Duration,
     lock: bool,
 ) -> Result<(Decision, Option<Hold>), sqlx::Error> {
+    let (workspace, storage_key) = (facts.workspace_id, facts.storage_key.as_str());
     if matches!(decision, Decision::Retire | Decision::Delete | Decision::Purge)
         && let Some(pin) = pin(&mut *conn, asset, workspace, storage_key).await?
     {
@@ -35,7 +35,9 @@ pub async fn weigh(
     let hold = match decision {
         Decision::Retire | Decision::Delete | Decision::Purge => match found(&mut *conn, asset).await? {
             Some(found) => Some(found),
-            None => hold(&mut *conn, asset, storage_key, lock).await?,
+            // Whether it was adopted was read with the asset's row, under its lock.
+            None if facts.adopted => hold(&mut *conn, asset, storage_key, lock).await?,
+            None => None,
         },
         _ => None,
     };

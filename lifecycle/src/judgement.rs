@@ -92,9 +92,7 @@ pub async fn judge(
     let proven = Proven { schema: map.proven(), undoable: terms.undoable };
     let decision = rules::decide(found.keeping().is_some(), &facts, proven);
     // Adopted bytes have an id nobody holds: a record can only name them by key.
-    let (decision, hold) =
-        holds::weigh(&mut *conn, asset, facts.workspace_id, &facts.storage_key, decision, terms.quiet, claim.is_some())
-            .await?;
+    let (decision, hold) = holds::weigh(&mut *conn, asset, &facts, decision, terms.quiet, claim.is_some()).await?;
     // A read is evidence the database cannot show (an email, a template, another service): it keeps, and a removal
     // waits for the logs that could show one.
     let (decision, seen) = match reads::weigh(&mut *conn, &facts, decision, terms.grace).await? {
