@@ -56,6 +56,9 @@ pub struct Settings {
     pub brake: BrakeSettings,
     /// How the census reads the columns that are not reference sources.
     pub census: CensusSettings,
+    /// A physical standby of the database for the census to read (`CENSUS_DATABASE_URL`), at most
+    /// `census.readers` connections; `None`: it reads the primary.
+    pub census_replica: Option<DatabaseSettings>,
     /// How discovery walks the assets nobody scheduled.
     pub discovery: DiscoverySettings,
     /// Which keys of the bucket reconciliation compares with the rows.
@@ -426,6 +429,17 @@ impl Settings {
         let approval_tolerance = reader.approval_tolerance();
         let prices = reader.prices();
         let drift_alarm_percent = reader.parsed("DRIFT_ALARM_PERCENT", 20, 1..=99u32);
+        let census_replica = reader.get("CENSUS_DATABASE_URL").and_then(|url| {
+            match (standby_options(&url), &database_options) {
+                (Ok(standby), Some(primary)) => Some(standby.over(primary.clone())),
+                (Ok(_), None) => None,
+                // As for DATABASE_URL, the parser's message can quote the URL: name the variable only.
+                (Err(reason), _) => {
+                    reader.invalid("CENSUS_DATABASE_URL", reason);
+                    None
+                }
+            }
+        });
         let census = CensusSettings {
             time_share_percent: reader.parsed("CENSUS_TIME_SHARE_PERCENT", 25, 1..=90u32),
             batch_blocks: reader.parsed("CENSUS_BATCH_BLOCKS", 1_024, 1..=1_000_000u32),
@@ -533,6 +547,7 @@ impl Settings {
         match (database_options, cleanup_queue_url, asset_bucket) {
             (Some(options), Some(url_of_queue), Some(asset_bucket)) if reader.problems.is_empty() => Ok(Settings {
                 database: DatabaseSettings::new(options, max_connections),
+                census_replica: census_replica.map(|options| DatabaseSettings::new(options, census.readers)),
                 queue: QueueSettings { url: url_of_queue, ..queue },
                 asset_bucket,
                 s3_force_path_style,
@@ -563,6 +578,81 @@ impl Settings {
 /// One variable of the process environment (non-UTF-8 bytes replaced, so validation can name them).
 fn process_env(name: &str) -> Option<String> {
     std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
+}
+
+/// What `CENSUS_DATABASE_URL` says of the census's standby: its host and port, and whatever else it names. A physical
+/// standby has the primary's logins, so the user, password and database it leaves out are the sweep's own (from
+/// `DATABASE_URL` or the secret): `postgres://replica.internal:5432` needs no second secret.
+struct Standby {
+    host: String,
+    port: Option<u16>,
+    username: Option<String>,
+    password: Option<String>,
+    database: Option<String>,
+    ssl_mode: Option<sqlx::postgres::PgSslMode>,
+    ssl_root_cert: Option<String>,
+}
+
+impl Standby {
+    /// The primary's `options` pointed at the standby.
+    fn over(self, options: PgConnectOptions) -> PgConnectOptions {
+        let mut options = options.host(&self.host);
+        if let Some(port) = self.port {
+            options = options.port(port);
+        }
+        if let Some(username) = &self.username {
+            options = options.username(username);
+        }
+        if let Some(password) = &self.password {
+            options = options.password(password);
+        }
+        if let Some(database) = &self.database {
+            options = options.database(database);
+        }
+        if let Some(mode) = self.ssl_mode {
+            options = options.ssl_mode(mode);
+        }
+        if let Some(cert) = &self.ssl_root_cert {
+            options = options.ssl_root_cert(cert);
+        }
+        options
+    }
+}
+
+/// `url` read as [`Standby`], or why not (never quoting it: it may hold a password).
+fn standby_options(url: &str) -> Result<Standby, String> {
+    let invalid = || "is not a valid postgres:// connection URL".to_owned();
+    let parsed = url::Url::parse(url).map_err(|_| invalid())?;
+    if !matches!(parsed.scheme(), "postgres" | "postgresql") {
+        return Err(invalid());
+    }
+    let host = parsed.host_str().filter(|h| !h.is_empty()).ok_or_else(invalid)?.to_owned();
+    let decoded = |part: &str| percent_encoding::percent_decode_str(part).decode_utf8_lossy().into_owned();
+    let database = parsed.path().trim_start_matches('/');
+    let mut standby = Standby {
+        host,
+        port: parsed.port(),
+        username: Some(parsed.username()).filter(|u| !u.is_empty()).map(decoded),
+        password: parsed.password().map(decoded),
+        database: Some(database).filter(|d| !d.is_empty()).map(decoded),
+        ssl_mode: None,
+        ssl_root_cert: None,
+    };
+    for (name, value) in parsed.query_pairs() {
+        match name.as_ref() {
+            "sslmode" => {
+                standby.ssl_mode = Some(value.parse().map_err(|_| format!("has an unknown sslmode {value:?}"))?);
+            }
+            "sslrootcert" => standby.ssl_root_cert = Some(value.into_owned()),
+            other => {
+                return Err(format!(
+                    "has the parameter {other:?}; it may name only sslmode and sslrootcert (the rest of the census's \
+                     connection is the sweep's own)"
+                ));
+            }
+        }
+    }
+    Ok(standby)
 }
 
 struct Reader<'a> {
@@ -896,6 +986,40 @@ mod tests {
         let debug = format!("{s:?}");
         assert!(!debug.contains("hunter2"), "{debug}");
         assert!(debug.contains("db.internal"), "{debug}");
+    }
+
+    #[test]
+    fn the_census_replica_is_optional_and_a_malformed_one_is_named_without_its_password() {
+        let s = read(&COMPLETE).expect("complete environment");
+        assert!(s.census_replica.is_none(), "the census reads the primary unless told otherwise");
+
+        let mut vars = COMPLETE.to_vec();
+        // The standby alone: the login and the database are the sweep's own.
+        vars.push(("CENSUS_DATABASE_URL", "postgres://standby.internal:6432"));
+        vars.push(("CENSUS_READERS", "3"));
+        let s = read(&vars).expect("a standby");
+        let replica = s.census_replica.as_ref().expect("the census's standby").connect_options();
+        let primary = s.database.connect_options();
+        assert_eq!((replica.get_host(), replica.get_port()), ("standby.internal", 6432));
+        assert_eq!((replica.get_username(), replica.get_database()), (primary.get_username(), primary.get_database()));
+        assert_eq!(s.census_replica.as_ref().map(|r| r.max_connections), Some(3));
+
+        // Whatever it names is its own.
+        vars.push(("CENSUS_DATABASE_URL", "postgresql://census:hunter2@standby.internal/replica_db?sslmode=require"));
+        let s = read(&vars).expect("a standby");
+        let replica = s.census_replica.as_ref().expect("the census's standby").connect_options();
+        assert_eq!((replica.get_username(), replica.get_database()), ("census", Some("replica_db")));
+        assert!(matches!(replica.get_ssl_mode(), sqlx::postgres::PgSslMode::Require));
+        assert!(!format!("{s:?}").contains("hunter2"));
+
+        vars.push(("CENSUS_DATABASE_URL", "postgres://census:hunter2@standby.internal/app?options=-c%20x%3Dy"));
+        let err = read(&vars).expect_err("a parameter of the primary's");
+        assert!(err.to_string().contains("CENSUS_DATABASE_URL has the parameter \"options\""), "{err}");
+
+        vars.push(("CENSUS_DATABASE_URL", "mysql//census:hunter2@standby"));
+        let err = read(&vars).expect_err("malformed url");
+        assert!(err.to_string().contains("CENSUS_DATABASE_URL is not a valid postgres:// connection URL"), "{err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 
     #[test]

@@ -297,6 +297,7 @@ impl Sweeper {
         // waiting, while the check, the brake and the claim go on. Before the schema check, so the verdict the
         // consumer settles on says what the census has proven (invariant 13).
         let census = self.settings.census;
+        let replica = self.settings.census_replica.as_ref().map(platform::db::DatabaseSettings::connect_options);
         let census = census::Census {
             max_batches: census.max_batches,
             batch_blocks: census.batch_blocks,
@@ -304,6 +305,7 @@ impl Sweeper {
             cycle_interval: census.cycle_interval,
             readers: census.readers,
             layout: self.settings.reconcile.layout.as_ref(),
+            replica: replica.as_ref(),
         };
         (report.census, report.census_error) =
             self.step(&census, self.settings.census.time_share_percent, budget_end).await;

@@ -84,7 +84,7 @@ async fn cycle_with(
     targets: &[census::Target],
     keys: Option<&platform::keys::KeyLayout>,
 ) -> (Duration, census::Progress) {
-    cycle_read_by(conn, &mut Vec::new(), targets, keys).await
+    cycle_read_by(conn, &mut schema::census::Readers::default(), targets, keys).await
 }
 
 /// [`cycle_with`], its batches read by `readers` beside `conn` at once.
@@ -204,9 +204,15 @@ async fn main() {
     // What a pass pays before it reads anything: bringing the census's rows in step with the schema, planning the
     // work, and the summary it records.
     let fixed_started = Instant::now();
-    census::advance(&mut conn, &mut Vec::new(), &targets, unlimited(0, Duration::from_secs(30)), None)
-        .await
-        .expect("census");
+    census::advance(
+        &mut conn,
+        &mut schema::census::Readers::default(),
+        &targets,
+        unlimited(0, Duration::from_secs(30)),
+        None,
+    )
+    .await
+    .expect("census");
     let fixed = fixed_started.elapsed();
     let census_time = (first + second) / 2;
     let (statements, longest) = (progress.batches, Duration::from_millis(progress.longest_batch_ms));
@@ -308,7 +314,7 @@ async fn main() {
     let wide_budget = unlimited(u32::MAX, Duration::from_secs(5));
     sqlx::raw_sql("SET jit = off").execute(&mut *conn).await.expect("no JIT, as the sweeper's sessions");
     let started = Instant::now();
-    let unjitted = census::advance(&mut conn, &mut Vec::new(), &wide, wide_budget, None)
+    let unjitted = census::advance(&mut conn, &mut schema::census::Readers::default(), &wide, wide_budget, None)
         .await
         .expect("census over the wide table");
     let unjitted_time = started.elapsed();
@@ -329,7 +335,7 @@ async fn main() {
     let started = Instant::now();
     let jitted = tokio::time::timeout(
         Duration::from_secs(60),
-        census::advance(&mut conn, &mut Vec::new(), &wide, wide_budget, None),
+        census::advance(&mut conn, &mut schema::census::Readers::default(), &wide, wide_budget, None),
     )
     .await;
     let jitted_time = started.elapsed();
@@ -589,7 +595,7 @@ async fn read_rate() {
 
     // Each the fastest of two, interleaved, so a slow moment of the machine falls on all four.
     let (mut plain, mut copied, mut census_time) = (Duration::MAX, Duration::MAX, Duration::MAX);
-    let mut readers = vec![db.pool.acquire().await.expect("a second reader")];
+    let mut readers = census::Readers::lent(vec![db.pool.acquire().await.expect("a second reader")]);
     let mut two_readers = Duration::MAX;
     for _ in 0..2 {
         let started = Instant::now();

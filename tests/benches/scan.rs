@@ -104,6 +104,7 @@ async fn cycle(pool: &sqlx::PgPool, layout: Option<&KeyLayout>) -> Duration {
         cycle_interval: Duration::ZERO,
         readers: 2,
         layout,
+        replica: None,
     };
     let share = Share::of(100, Instant::now() + Duration::from_secs(3600));
     let started = Instant::now();

@@ -551,6 +551,7 @@ fn census_with(layout: &platform::keys::KeyLayout, batch_timeout: Duration) -> s
         cycle_interval: Duration::ZERO,
         readers: 2,
         layout: Some(layout),
+        replica: None,
     }
 }
 

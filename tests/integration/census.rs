@@ -8,6 +8,7 @@ use integration_tests::{FAILPOINTS, TestContext};
 use lifecycle::runs::RunOutcome;
 use schema::census::Stop;
 use serde_json::Value;
+use sqlx::Connection;
 use sweep_lambda::record::SweepReport;
 use uuid::Uuid;
 
@@ -693,7 +694,8 @@ async fn a_batch_size_a_timeout_halved_is_remembered_for_that_table() {
     };
     // Batches of more than one block are cancelled: 64, 32, 16, 8, 4 and 2 time out, then one block is read.
     fail::cfg("census::block_limit", "return(1)").expect("failpoint");
-    let first = schema::census::advance(&mut conn, &mut Vec::new(), &targets, budget(7), None).await;
+    let first =
+        schema::census::advance(&mut conn, &mut schema::census::Readers::default(), &targets, budget(7), None).await;
     fail::remove("census::block_limit");
     let first = first.expect("census");
     assert_eq!((first.stopped, first.blocks, first.batches), (Stop::BatchCap, 1, 7), "{first:?}");
@@ -709,7 +711,9 @@ async fn a_batch_size_a_timeout_halved_is_remembered_for_that_table() {
     // The next pass starts at two blocks and doubles while its batches are quick: 2, 4, … 64. A pass that forgot
     // would read the rest in two batches of 64.
     let next =
-        schema::census::advance(&mut conn, &mut Vec::new(), &targets, budget(u32::MAX), None).await.expect("census");
+        schema::census::advance(&mut conn, &mut schema::census::Readers::default(), &targets, budget(u32::MAX), None)
+            .await
+            .expect("census");
     assert_eq!(next.stopped, Stop::CycleComplete, "{next:?}");
     assert!(next.batches >= 5, "{next:?}: {total} blocks");
     let after: Option<i32> =
@@ -724,7 +728,7 @@ async fn a_batch_size_a_timeout_halved_is_remembered_for_that_table() {
 /// connection and one lent reader.
 async fn census_with_a_reader(ctx: &TestContext, table: &str) -> schema::census::Progress {
     let mut conn = ctx.pool().acquire().await.expect("connection");
-    let mut readers = vec![ctx.pool().acquire().await.expect("a reader")];
+    let mut readers = schema::census::Readers::lent(vec![ctx.pool().acquire().await.expect("a reader")]);
     let derived = schema::derive(&mut conn).await.expect("derive");
     let targets: Vec<schema::census::Target> =
         schema::census::targets(&derived.sources, &derived.problems, &derived.candidates)
@@ -802,4 +806,94 @@ async fn two_readers_find_what_every_range_holds_and_a_range_a_reader_failed_is_
     assert_eq!((read.stopped, read.blocks), (Stop::CycleComplete, blocks as u64), "{read:?}");
     assert_eq!(found_in("unlucky_links").await, 12, "each range read again after its reader failed");
     assert_eq!((read.columns_unproven, census_row(&ctx, "unlucky_links", "ref").await.len()), (0, 1), "{read:?}");
+}
+
+/// `url` answers once the standby has replayed the test's database (created on the primary moments ago).
+async fn standby_has(url: &str) {
+    for _ in 0..200 {
+        if sqlx::PgConnection::connect(url).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the standby never had the test's database");
+}
+
+/// The census reads a physical standby when `CENSUS_DATABASE_URL` names one, and writes what it found on the
+/// primary. What a standby answers is as old as what it replayed: with its replay paused after the primary wrote an
+/// asset's id, the census reads nothing there (its lag is part of when it read) rather than prove the column empty;
+/// once it has replayed, the id is found. Reading the paused standby as if it were current, the second pass would
+/// have completed a cycle that never saw the id.
+#[tokio::test]
+async fn the_census_reads_a_standby_only_once_it_has_replayed_what_the_primary_wrote_before_the_pass() {
+    let pair = integration_tests::Standby::get().await;
+    let ctx = TestContext::on_server(pair.primary.clone()).await;
+    let standby_url = ctx.db.on_server(&pair.standby);
+    standby_has(&standby_url).await;
+    let ws = Uuid::new_v4();
+    let asset = seed(&ctx, ws, "released", "3 days", &key(ws)).await;
+    sqlx::raw_sql("CREATE TABLE standby_links (id serial PRIMARY KEY, ref uuid, note text)")
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+    // No row holds the asset yet.
+    fill(&ctx, "standby_links", 400, 0, asset).await;
+    let replica = [
+        ("CENSUS_DATABASE_URL", standby_url.as_str()),
+        ("CENSUS_CYCLE_INTERVAL", "0s"),
+        ("CENSUS_BATCH_TIMEOUT", "2s"),
+    ];
+
+    let first = pass(&ctx, &replica).await;
+    assert_eq!(first.census_error, None);
+    let census = first.census.as_ref().expect("the run records the census");
+    assert_eq!((census.stopped, census.columns_unproven, census.findings), (Stop::CycleComplete, 0, 0), "{census:?}");
+    assert!(census.replica_wait_ms.is_some(), "the run record says the census read its standby: {census:?}");
+
+    let mut standby = sqlx::PgConnection::connect(&pair.standby).await.expect("the standby's admin");
+    sqlx::raw_sql("SELECT pg_wal_replay_pause()").execute(&mut standby).await.expect("pause");
+    // Past the schema check's sample: only the census can find it.
+    sqlx::query("UPDATE standby_links SET ref = $1 WHERE id = 151").bind(asset).execute(ctx.pool()).await.expect("id");
+    let paused = pass(&ctx, &replica).await;
+    sqlx::raw_sql("SELECT pg_wal_replay_resume()").execute(&mut standby).await.expect("resume");
+    let error = paused.census_error.clone().unwrap_or_default();
+    assert!(error.contains("behind the primary") && error.contains("read nothing this pass"), "{paused:?}");
+    assert!(paused.census.is_none(), "{paused:?}");
+
+    let resumed = pass(&ctx, &replica).await;
+    assert_eq!(resumed.census_error, None);
+    let census = resumed.census.as_ref().expect("census");
+    assert_eq!((census.stopped, census.findings), (Stop::CycleComplete, 1), "{census:?}");
+    let found: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM census_findings f JOIN pg_class c ON c.oid = f.relid WHERE f.asset_id = $1",
+    )
+    .bind(asset)
+    .fetch_all(ctx.pool())
+    .await
+    .expect("findings");
+    assert_eq!(found, ["standby_links"], "written on the primary");
+}
+
+/// A `CENSUS_DATABASE_URL` that names no standby of the application's database is refused by name, and the census
+/// reads nothing: the primary itself (not replaying), or the standby's other database.
+#[tokio::test]
+async fn a_census_database_url_naming_no_standby_of_this_database_reads_nothing_and_says_why() {
+    let pair = integration_tests::Standby::get().await;
+    let ctx = TestContext::on_server(pair.primary.clone()).await;
+    sqlx::raw_sql("CREATE TABLE elsewhere_links (id serial PRIMARY KEY, ref uuid, note text)")
+        .execute(ctx.pool())
+        .await
+        .expect("table");
+    let primary = pass(&ctx, &[("CENSUS_DATABASE_URL", ctx.db.on_server(&pair.primary).as_str())]).await;
+    let error = primary.census_error.clone().unwrap_or_default();
+    assert!(error.contains("CENSUS_DATABASE_URL names a server that is not a standby"), "{primary:?}");
+    let other = pass(&ctx, &[("CENSUS_DATABASE_URL", pair.standby.as_str())]).await;
+    let error = other.census_error.clone().unwrap_or_default();
+    let expected = format!("CENSUS_DATABASE_URL names database \"postgres\"; the census reads {:?}", ctx.db.name);
+    assert!(error.contains(&expected), "{other:?}");
+    let proven: i64 = sqlx::query_scalar("SELECT count(*) FROM census_columns WHERE proven_at IS NOT NULL")
+        .fetch_one(ctx.pool())
+        .await
+        .expect("proven");
+    assert_eq!(proven, 0, "nothing was read, so nothing is proven");
 }

@@ -1027,6 +1027,7 @@ async fn a_census_share_that_runs_out_inside_a_block_proves_nothing_over_the_val
         cycle_interval: Duration::ZERO,
         readers: 2,
         layout: None,
+        replica: None,
     };
     let mut left_untried = 0i64;
     let mut proven = false;
@@ -1411,6 +1412,7 @@ async fn a_column_retyped_while_the_sweeps_reading_waits_for_its_table_runs_noth
             cycle_interval: Duration::ZERO,
             readers: 2,
             layout: None,
+            replica: None,
         };
         census.advance(&sweep, Share::of(100, Instant::now() + Duration::from_secs(60))).await
     });

@@ -475,6 +475,18 @@ async fn the_template_and_the_code_agree_on_counts_and_timeouts() {
     assert_eq!(sweep_env["CENSUS_TIME_SHARE_PERCENT"], json!({"Ref": "CensusTimeSharePercent"}));
     assert_eq!(sweep_env["CENSUS_BATCH_BLOCKS"], json!({"Ref": "CensusBatchBlocks"}));
     assert_eq!(sweep_env["CENSUS_READERS"], json!({"Ref": "CensusReaders"}));
+    // Its standby: none by default; a host and port, never a login or a password in a parameter.
+    assert_eq!(sweep_env["CENSUS_DATABASE_URL"], json!({"Ref": "CensusStandby"}));
+    assert_eq!(t["Parameters"]["CensusStandby"]["Default"], json!(""));
+    assert!(settings.census_replica.is_none());
+    for standby in ["", "postgres://replica.internal:5432", "postgresql://replica.internal/app?sslmode=verify-full"] {
+        let refused = Resolver::new(t, &[("CensusStandby", standby)]).refusals();
+        assert_eq!(refused, Vec::<String>::new(), "{standby}");
+    }
+    for standby in ["postgres://sweeper:hunter2@replica.internal:5432", "replica.internal", "mysql://replica"] {
+        let refused = Resolver::new(t, &[("CensusStandby", standby)]).refusals();
+        assert!(!refused.is_empty(), "{standby} is accepted");
+    }
     // The records step's.
     assert_eq!(t["Parameters"]["RecordsTimeZone"]["Default"], json!(settings.records.time_zone));
     assert_eq!(default(t, "RecordsTimeSharePercent"), u64::from(settings.records.time_share_percent));

@@ -52,6 +52,11 @@ pub struct TestQueue {
 impl TestContext {
     /// A fresh migrated database, queue + DLQ (redrive after [`MAX_RECEIVE_COUNT`] receives) and versioned bucket.
     pub async fn new() -> Self {
+        Self::on_server(admin_database_url()).await
+    }
+
+    /// [`TestContext::new`] with its database on the server `admin_url` names (its admin's URL).
+    pub async fn on_server(admin_url: String) -> Self {
         if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
             // Without it the SDK would talk to real AWS.
             fail("AWS_ENDPOINT_URL is not set");
@@ -60,7 +65,7 @@ impl TestContext {
         let config = aws::sdk_config().await;
         let sqs = aws::sqs_client(&config);
         let s3 = aws::s3_client(&config, true);
-        let db = TestDatabase::new().await;
+        let db = TestDatabase::migrated_on(admin_url).await;
 
         let queue = create_queue_pair(&sqs, &format!("sweeper-test-{suffix}")).await;
         let bucket = format!("sweeper-test-{suffix}");
@@ -256,12 +261,19 @@ pub struct TestDatabase {
     pub name: String,
     pub pool: PgPool,
     pub url: String,
+    /// The server's admin URL, which drops it.
+    admin: String,
 }
 
 impl TestDatabase {
     /// Creates and migrates a new database.
     pub async fn new() -> Self {
-        let db = Self::unmigrated().await;
+        Self::migrated_on(admin_database_url()).await
+    }
+
+    /// Creates and migrates a new database on the server `admin_url` names (its admin's URL).
+    pub async fn migrated_on(admin_url: String) -> Self {
+        let db = Self::created_on(admin_url).await;
         if let Err(e) = migrator::migrate(&db.pool).await {
             fail(format!("migrating {}: {e}", db.name));
         }
@@ -270,7 +282,10 @@ impl TestDatabase {
 
     /// Creates a new, empty database (for migration tests).
     pub async fn unmigrated() -> Self {
-        let admin_url = admin_database_url();
+        Self::created_on(admin_database_url()).await
+    }
+
+    async fn created_on(admin_url: String) -> Self {
         let name = format!("sweeper_test_{}", Uuid::new_v4().simple());
         let mut admin = PgConnection::connect(&admin_url)
             .await
@@ -293,16 +308,21 @@ impl TestDatabase {
             &with_database(&admin_url, &name),
             "options=-c%20search_path%3Dpublic%2Casset_sweeper_private%2Casset_sweeper",
         );
-        TestDatabase { name, pool, url }
+        TestDatabase { name, pool, url, admin: admin_url }
+    }
+
+    /// This database's URL on another server of the same cluster (a standby), for its admin.
+    pub fn on_server(&self, admin_url: &str) -> String {
+        with_database(admin_url, &self.name)
     }
 }
 
 impl Drop for TestDatabase {
     fn drop(&mut self) {
-        let name = self.name.clone();
+        let (name, admin_url) = (self.name.clone(), self.admin.clone());
         run_detached(async move {
             let result = async {
-                let mut admin = PgConnection::connect(&admin_database_url()).await?;
+                let mut admin = PgConnection::connect(&admin_url).await?;
                 // FORCE ends the connections the test's pool still holds.
                 sqlx::query(AssertSqlSafe(format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#)))
                     .execute(&mut admin)
@@ -343,6 +363,43 @@ fn run_detached(future: impl Future<Output = ()> + Send + 'static) {
     }
 }
 
+/// A PostgreSQL cluster of its own with a physical standby streaming from it (`localstack/postgres up` and
+/// `standby`, under the port key `<LOCALSTACK_PORT>-replica`): the admin URLs of both. Started once per test run,
+/// by the first test that asks; `scripts/with-services` stops both when its command ends.
+#[derive(Debug, Clone)]
+pub struct Standby {
+    pub primary: String,
+    pub standby: String,
+}
+
+impl Standby {
+    /// The pair, started (or found running) by the project's own script.
+    pub async fn get() -> &'static Standby {
+        static PAIR: tokio::sync::OnceCell<Standby> = tokio::sync::OnceCell::const_new();
+        PAIR.get_or_init(|| async {
+            tokio::task::spawn_blocking(|| Standby { primary: pair("up"), standby: pair("standby") })
+                .await
+                .unwrap_or_else(|e| fail(format!("starting the standby: {e}")))
+        })
+        .await
+    }
+}
+
+/// `localstack/postgres <command>` for the replica's port key: the URL it prints.
+fn pair(command: &str) -> String {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../localstack/postgres");
+    let key = format!("{}-replica", std::env::var("LOCALSTACK_PORT").unwrap_or_else(|_| "4566".to_owned()));
+    let out = std::process::Command::new(&script)
+        .arg(command)
+        .env("LOCALSTACK_PORT", key)
+        .output()
+        .unwrap_or_else(|e| fail(format!("running {}: {e}", script.display())));
+    if !out.status.success() {
+        fail(format!("localstack/postgres {command} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// What an operator runs after the application's tables change: `asset-sweeper guards install`.
 pub async fn install_guards(pool: &PgPool) {
     let mut conn = pool.acquire().await.unwrap_or_else(|e| fail(format!("install guards: {e}")));
@@ -365,6 +422,7 @@ pub async fn prove_schema(pool: &PgPool) {
         cycle_interval: std::time::Duration::ZERO,
         readers: 2,
         layout: None,
+        replica: None,
     };
     let share = Share::of(100, std::time::Instant::now() + std::time::Duration::from_secs(3600));
     let progress = census.advance(pool, share).await.unwrap_or_else(|e| fail(format!("census: {e}")));

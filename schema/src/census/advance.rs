@@ -64,6 +64,10 @@ pub struct Progress {
     pub longest_batch_ms: u64,
     /// Connections that read this pass's batches: the census's own and those the pool lent it (`CENSUS_READERS`).
     pub readers: u64,
+    /// Reading a replica (`CENSUS_DATABASE_URL`): how long the pass waited, in milliseconds, for the standby to
+    /// replay what the primary had written when it began. `None` when the census read the primary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica_wait_ms: Option<u64>,
     /// Time spent in the batches' reading statements, in milliseconds (the rest of the pass's census time is
     /// its bookkeeping).
     pub reading_ms: u64,
@@ -130,7 +134,10 @@ async fn read(
     budget: Budget,
     layout: Option<&KeyLayout>,
 ) -> Result<Progress, sqlx::Error> {
-    let reading_with = 1 + readers.len() as u64;
+    let reading_with = readers.count() as u64;
+    // Reading a replica, what it reads is as old as the primary when the pass began: a cycle or a scan begun in this
+    // pass is dated from then.
+    let floor = readers.floor().map(|floor| floor.at);
     sync(conn, targets, layout).await?;
     let shared_keys = layout.map(|layout| Arc::new(named::KeyScan::new(layout)));
     let keys = shared_keys.as_deref();
@@ -152,9 +159,10 @@ async fn read(
     // have read every column for this cycle already, and a cycle that never started would never complete, so no
     // later cycle would read a value written since.
     sqlx::query!(
-        "UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, now())
+        "UPDATE census_state SET cycle_started_at = coalesce(cycle_started_at, least(now(), $2))
           WHERE last_cycle_completed_at IS NULL OR last_cycle_completed_at <= now() - $1 * interval '1 second'",
         budget.cycle_interval.as_secs_f64(),
+        floor,
     )
     .execute(&mut *conn)
     .await?;
@@ -168,7 +176,7 @@ async fn read(
         }
         let batch_blocks = current.batch_blocks.unwrap_or(configured).clamp(1, configured);
         // A round: a batch for each reader, as many as the pass may still run.
-        let width = (1 + readers.len() as u64).min(u64::from(budget.max_batches) - batches);
+        let width = (readers.count() as u64).min(u64::from(budget.max_batches) - batches);
         let round_blocks = batch_blocks.saturating_mul(i64::try_from(width).unwrap_or(1));
         let mut end = current.next_block.saturating_add(round_blocks).min(current.blocks);
         if end >= current.blocks {
@@ -182,10 +190,10 @@ async fn read(
         // A scan's first batch dates it by the database's clock before it reads anything: every name it sights is
         // stamped by that clock, later (a time measured here and subtracted there came out after a busy machine's
         // first sightings, and the next scan's end forgot names this one had seen).
-        let scan_began = if current.next_block == 0 {
-            Some(sqlx::query_scalar!(r#"SELECT now() AS "now!""#).fetch_one(&mut *conn).await?)
-        } else {
-            None
+        let scan_began = match (current.next_block, floor) {
+            (0, Some(floor)) => Some(floor),
+            (0, None) => Some(sqlx::query_scalar!(r#"SELECT now() AS "now!""#).fetch_one(&mut *conn).await?),
+            _ => None,
         };
         let mut found = if current.next_block < end {
             limit(conn, Some(budget.batch_timeout)).await?;
@@ -207,12 +215,15 @@ async fn read(
                 return Err(sqlx::Error::Protocol("a census round read no range".into()));
             };
             match first {
-                Ok(mut found) => {
+                Ok((mut found, mut noted)) => {
                     // The ranges after the first count as far as each read, in order: one that failed is the next
                     // round's first, where its failure is met as a batch's alone is.
                     for (more, rows) in read {
                         match more {
-                            Ok(more) => readers::merge(&mut found, more),
+                            Ok((more, more_noted)) => {
+                                readers::merge(&mut found, more);
+                                noted.merge(more_noted);
+                            }
                             Err(e) => {
                                 let table = &current.heap;
                                 tracing::info!(%table, block = rows.from.0, error = %e, "a census reader's batch failed: read again next");
@@ -221,6 +232,8 @@ async fn read(
                             }
                         }
                     }
+                    // Before the scan's end is recorded: a scan that ends forgets the names it did not sight.
+                    noted.write(&mut *conn, current.relid, keys).await?;
                     found
                 }
                 Err(e) if timed_out(&e) && first_rows.to.0 - current.next_block > 1 => {
@@ -323,6 +336,7 @@ async fn read(
         unread,
         longest_batch_ms: u64::try_from(longest.as_millis()).unwrap_or(u64::MAX),
         readers: reading_with,
+        replica_wait_ms: None,
         reading_ms: u64::try_from(reading.as_millis()).unwrap_or(u64::MAX),
         columns: state.columns,
         columns_done: state.columns_done,

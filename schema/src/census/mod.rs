@@ -31,6 +31,7 @@ mod readers;
 pub use readers::Readers;
 mod relative;
 pub(crate) use relative::candidates as relative_candidates;
+pub mod replica;
 mod scan;
 pub mod unread;
 
@@ -457,6 +458,35 @@ pub struct Census<'a> {
     pub readers: u32,
     /// The bucket's key layout, when keys of ours are scanned for too.
     pub layout: Option<&'a KeyLayout>,
+    /// A physical standby to read from (`CENSUS_DATABASE_URL`), with `readers` connections ([`replica`]).
+    pub replica: Option<&'a sqlx::postgres::PgConnectOptions>,
+}
+
+impl Census<'_> {
+    /// Connections of the pass's pool to read beside the census's own, up to `readers` in all.
+    async fn lent(&self, pool: &PgPool) -> Readers {
+        let mut lent = Vec::new();
+        for _ in 1..self.readers {
+            // A pool with none to spare lends fewer: the census reads with what it has rather than wait.
+            match tokio::time::timeout(std::time::Duration::from_secs(2), pool.acquire()).await {
+                Ok(Ok(mut reader)) => {
+                    // Closed when the census is done with it, not returned: whatever a reader's batch left set
+                    // on its session (the batch limit, should a task stop midway) ends with it.
+                    reader.close_on_drop();
+                    lent.push(reader);
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "a census reader could not connect: reading with fewer");
+                    break;
+                }
+                Err(_) => {
+                    tracing::warn!("the pool lent no more census readers: reading with fewer");
+                    break;
+                }
+            }
+        }
+        Readers::lent(lent)
+    }
 }
 
 impl Step for Census<'_> {
@@ -477,27 +507,19 @@ impl Step for Census<'_> {
         };
         let derived = crate::derive::derive(&mut conn).await?;
         let targets = targets(&derived.sources, &derived.problems, &derived.candidates);
-        let mut readers = Readers::new();
-        for _ in 1..self.readers {
-            // A pool with none to spare lends fewer: the census reads with what it has rather than wait.
-            match tokio::time::timeout(std::time::Duration::from_secs(2), pool.acquire()).await {
-                Ok(Ok(mut reader)) => {
-                    // Closed when the census is done with it, not returned: whatever a reader's batch left set
-                    // on its session (the batch limit, should a task stop midway) ends with it.
-                    reader.close_on_drop();
-                    readers.push(reader);
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "a census reader could not connect: reading with fewer");
-                    break;
-                }
-                Err(_) => {
-                    tracing::warn!("the pool lent no more census readers: reading with fewer");
-                    break;
-                }
+        let (mut readers, waited) = match self.replica {
+            Some(options) => {
+                let floor = replica::floor(&mut conn).await?;
+                // A standby that lags waits at most one batch's limit, and never past the census's share.
+                let until = share.until.min(std::time::Instant::now() + self.batch_timeout);
+                let (readers, waited) = replica::readers(options, self.readers, floor, until).await?;
+                (readers, Some(waited))
             }
-        }
-        advance(&mut conn, &mut readers, &targets, budget, self.layout).await
+            None => (self.lent(pool).await, None),
+        };
+        let mut progress = advance(&mut conn, &mut readers, &targets, budget, self.layout).await?;
+        progress.replica_wait_ms = waited.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+        Ok(progress)
     }
 
     async fn standing(conn: &mut PgConnection) -> Result<Summary, sqlx::Error> {

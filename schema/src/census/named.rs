@@ -309,16 +309,17 @@ fn names_any(keys: &[String], span: &[u8]) -> bool {
 }
 
 /// Reads the text and JSON columns of `rows` the id search does not fetch whole and notes each key of ours they
-/// name, with its column. Only values holding a managed prefix (in any of its spellings: [`prefilter`]) leave the
-/// database. Answers how many (span, column) pairs it kept. Run by [`super::scan::scan`], in the batch's
-/// transaction, once the columns' types are confirmed.
+/// name, with its column, in `noted`. Only values holding a managed prefix (in any of its spellings:
+/// [`prefilter`]) leave the database. Run by [`super::scan::scan`], in the batch's transaction, once the columns'
+/// types are confirmed.
 pub(super) async fn read(
     conn: &mut PgConnection,
     group: &Group,
     rows: Rows,
     keys: &KeyScan,
-) -> Result<u64, sqlx::Error> {
-    let Some(sql) = statement(group) else { return Ok(0) };
+    noted: &mut super::scan::Noted,
+) -> Result<(), sqlx::Error> {
+    let Some(sql) = statement(group) else { return Ok(()) };
     let relative = keys.reads_relative(&mut *conn).await?;
     let (from, to) = rows.bounds();
     let values: Vec<(i16, String)> = sqlx::query_as(AssertSqlSafe(sql))
@@ -329,17 +330,15 @@ pub(super) async fn read(
         .persistent(false)
         .fetch_all(&mut *conn)
         .await?;
-    let mut named: HashSet<(String, i16)> = HashSet::new();
-    let mut relatives = relative::Found::default();
     let mut reader = keys.layout.span_reader();
     for (attnum, value) in values {
-        named.extend(reader.spans_in(&value).into_iter().map(|span| (span, attnum)));
+        noted.named.extend(reader.spans_in(&value).into_iter().map(|span| (span, attnum)));
         if relative {
             let json = group.columns.iter().any(|c| c.attnum == attnum && c.family == "json");
-            keys.relative_in(&value, json, attnum, &mut relatives);
+            keys.relative_in(&value, json, attnum, &mut noted.relatives);
         }
     }
-    keys.note(conn, group.relid, named, relatives).await
+    Ok(())
 }
 
 /// The key scan's statement over `group`'s text and JSON columns the id search does not fetch whole (arrays,

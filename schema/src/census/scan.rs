@@ -149,7 +149,7 @@ pub(super) async fn scan(
     group: &Group,
     rows: Rows,
     keys: Option<&KeyScan>,
-) -> Result<Vec<Found>, sqlx::Error> {
+) -> Result<(Vec<Found>, Noted), sqlx::Error> {
     if injected_block_limit().is_some_and(|limit| rows.to.0 - rows.from.0 > limit) {
         cancelled_by_the_server(conn, 0.0).await?;
     }
@@ -183,12 +183,60 @@ pub(super) async fn scan(
     .fetch_one(&mut *tx)
     .await?;
     crate::typed::hold(&mut tx, &group.planned()).await?;
-    let found = read(&mut tx, group, rows, keys).await?;
+    let (found, mut noted) = read(&mut tx, group, rows, keys).await?;
     if let Some(keys) = keys {
-        super::named::read(&mut tx, group, rows, keys).await?;
+        super::named::read(&mut tx, group, rows, keys, &mut noted).await?;
     }
     tx.commit().await?;
-    Ok(found)
+    Ok((found, noted))
+}
+
+/// What batches saw that the census writes down beside what they found: ids at a declared path spelled otherwise
+/// (for the recheck) and keys of ours named (for the key scan). Kept apart from the reading, so a batch read on a
+/// replica, or on a reader of its own, is written by the census's own connection to the primary, once a round.
+#[derive(Default)]
+pub(super) struct Noted {
+    /// Each id and the spelling it was found in.
+    spellings: (Vec<Uuid>, Vec<String>),
+    /// Spans naming keys of ours, with their columns.
+    pub(super) named: HashSet<(String, i16)>,
+    /// Names relative to a root, with their columns.
+    pub(super) relatives: super::relative::Found,
+}
+
+impl Noted {
+    /// Adds what another range of the same table noted.
+    pub(super) fn merge(&mut self, more: Noted) {
+        self.spellings.0.extend(more.spellings.0);
+        self.spellings.1.extend(more.spellings.1);
+        self.named.extend(more.named);
+        self.relatives.keys.extend(more.relatives.keys);
+        self.relatives.names.extend(more.relatives.names);
+    }
+
+    /// Writes it down for the table `relid`: the spellings in one statement, the names by the pass's key scan.
+    pub(super) async fn write(
+        self,
+        conn: &mut PgConnection,
+        relid: sqlx::postgres::types::Oid,
+        keys: Option<&KeyScan>,
+    ) -> Result<(), sqlx::Error> {
+        if let Some(keys) = keys {
+            keys.note(&mut *conn, relid, self.named, self.relatives).await?;
+        }
+        let (ids, spellings) = self.spellings;
+        if !ids.is_empty() {
+            sqlx::query!(
+                "INSERT INTO asset_id_spellings (asset_id, spelling) SELECT * FROM unnest($1::uuid[], $2::text[])
+                 ON CONFLICT DO NOTHING",
+                &ids,
+                &spellings,
+            )
+            .execute(conn)
+            .await?;
+        }
+        Ok(())
+    }
 }
 
 /// [`scan`]'s reading, once the columns' types are confirmed.
@@ -197,7 +245,7 @@ async fn read(
     group: &Group,
     rows: Rows,
     keys: Option<&KeyScan>,
-) -> Result<Vec<Found>, sqlx::Error> {
+) -> Result<(Vec<Found>, Noted), sqlx::Error> {
     let Statement { sql, paths, searched } = statement(group);
     let (from, to) = rows.bounds();
     type Row = (Option<i32>, Option<Uuid>, Option<String>, String, Option<Vec<Option<String>>>);
@@ -258,9 +306,7 @@ async fn read(
             (None, _) => {}
         }
     }
-    if let Some(keys) = keys {
-        keys.note(&mut *conn, group.relid, spans, relatives).await?;
-    }
+    let mut noted = Noted { named: spans, relatives, ..Noted::default() };
     named.retain(|(k, _, _)| group.columns[*k].ids_read());
     if !candidates.is_empty() {
         let candidates: Vec<Uuid> = candidates.into_iter().collect();
@@ -280,17 +326,8 @@ async fn read(
     for (f, rows) in found.iter_mut().zip(holding) {
         f.rows = i64::try_from(rows.len()).unwrap_or(i64::MAX);
     }
-    if !ids.is_empty() {
-        sqlx::query!(
-            "INSERT INTO asset_id_spellings (asset_id, spelling) SELECT * FROM unnest($1::uuid[], $2::text[])
-             ON CONFLICT DO NOTHING",
-            &ids,
-            &spellings,
-        )
-        .execute(conn)
-        .await?;
-    }
-    Ok(found)
+    noted.spellings = (ids, spellings);
+    Ok((found, noted))
 }
 
 /// One batch's statement over a group's columns ([`statement`]).

@@ -163,7 +163,10 @@ async fn one_value(
     };
     // Read as a batch reads it, with its key scan.
     match scan(conn, &alone, Rows::row(block, line), keys).await {
-        Ok(mut found) => Ok((found.pop().map(|f| f.assets).unwrap_or_default(), None)),
+        Ok((mut found, noted)) => {
+            noted.write(conn, group.relid, keys).await?;
+            Ok((found.pop().map(|f| f.assets).unwrap_or_default(), None))
+        }
         Err(e) if timed_out(&e) => {
             let record = format!("({block},{line})");
             let (ids, part) = slice(conn, group, k, &record, keys).await?;
