@@ -80,13 +80,26 @@ pub(crate) fn ids_in(text: &str) -> HashSet<Uuid> {
 ///
 /// Every spelling begins with four hex digits and takes at least 32 bytes, so a place is tried only where four
 /// hex digits begin: where the fourth byte from here is none, neither this place nor the three after it can
-/// begin an id, and prose, whose letters a to f are hex digits, is crossed four bytes at a step.
+/// begin an id, and prose, whose letters a to f are hex digits, is crossed four bytes at a step. And every spelling
+/// is 32 hex digits and hyphens alone, so it ends within the run of hex digits and hyphens it begins in: a run is
+/// measured once, where its first four digits are met, and a place with fewer than 32 digits left before the run's
+/// end is passed over with the rest of the run (an id, hyphenated or not, was tried at each of the 36 places of its
+/// run, and its later groups' starts read up to 28 digits each before failing: a third of the census's own time).
 pub(crate) fn each_id_in(text: &str, mut found: impl FnMut(Uuid)) {
     let bytes = text.as_bytes();
     let mut at = 0;
+    // The end of the run `at` stands in, and the hex digits from `at` to it: measured where the run is met.
+    let mut run: Option<(usize, usize)> = None;
     while at + 32 <= bytes.len() {
         if let Some(gap) = (0..4).rev().find(|&i| !IS_HEX[usize::from(bytes[at + i])]) {
             at += gap + 1;
+            run = None;
+            continue;
+        }
+        let (end, digits) = *run.get_or_insert_with(|| measured(bytes, at));
+        if digits < 32 {
+            at = end;
+            run = None;
             continue;
         }
         let rest = &bytes[at..];
@@ -97,8 +110,25 @@ pub(crate) fn each_id_in(text: &str, mut found: impl FnMut(Uuid)) {
         if !continues_a_run && let Some(id) = spelled(rest) {
             found(id);
         }
+        run = Some((end, digits - usize::from(IS_HEX[usize::from(bytes[at])])));
         at += 1;
     }
+}
+
+/// Where the run of hex digits and hyphens that `bytes[at]` stands in ends, and how many hex digits it holds from
+/// `at` on.
+fn measured(bytes: &[u8], at: usize) -> (usize, usize) {
+    let mut digits = 0;
+    let mut end = at;
+    while let Some(&byte) = bytes.get(end) {
+        match (IS_HEX[usize::from(byte)], byte) {
+            (true, _) => digits += 1,
+            (false, b'-') => {}
+            _ => break,
+        }
+        end += 1;
+    }
+    (end, digits)
 }
 
 #[cfg(test)]
