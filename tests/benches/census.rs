@@ -471,6 +471,12 @@ fn cpu_seconds(pid: &str) -> Option<f64> {
     Some((fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?) / 100.0)
 }
 
+/// The server process of `conn`'s session, as `/proc` names it.
+async fn backend_pid(conn: &mut sqlx::PgConnection) -> String {
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(conn).await.expect("pid");
+    pid.to_string()
+}
+
 /// One keyed cycle: its time, what its key scan noted ([`named_since`]), and the CPU time it took here (the
 /// census's own work on what it fetched) and in the session's server process, when that runs on this machine.
 struct Keyed {
@@ -595,12 +601,19 @@ async fn read_rate() {
 
     // Each the fastest of two, interleaved, so a slow moment of the machine falls on all four.
     let (mut plain, mut copied, mut census_time) = (Duration::MAX, Duration::MAX, Duration::MAX);
-    let mut readers = census::Readers::lent(vec![db.pool.acquire().await.expect("a second reader")]);
+    let mut reader = db.pool.acquire().await.expect("a second reader");
+    // The CPU each side spent, from the server processes of this machine's sessions: where a cycle's time goes.
+    let backends = [backend_pid(&mut conn).await, backend_pid(&mut reader).await];
+    let server_cpu = || backends.iter().map(|b| cpu_seconds(b)).sum::<Option<f64>>();
+    let mut readers = census::Readers::lent(vec![reader]);
     let mut two_readers = Duration::MAX;
+    let (mut plain_cpu, mut two_cpu) = (None, (0.0, None));
     for _ in 0..2 {
         let started = Instant::now();
+        let before = server_cpu();
         sqlx::raw_sql(AssertSqlSafe(read.to_owned())).execute(&mut *conn).await.expect("the plain read");
         plain = plain.min(started.elapsed());
+        plain_cpu = server_cpu().zip(before).map(|(after, before)| after - before);
 
         let started = Instant::now();
         let mut out =
@@ -615,9 +628,14 @@ async fn read_rate() {
 
         sqlx::raw_sql("RESET max_parallel_workers_per_gather").execute(&mut *conn).await.expect("reset");
         census_time = census_time.min(cycle(&mut conn, &targets).await.0);
+        let (client, server) = (cpu_seconds("self"), server_cpu());
         let (took, progress) = cycle_read_by(&mut conn, &mut readers, &targets, None).await;
         assert_eq!(progress.readers, 2, "{progress:?}");
         two_readers = two_readers.min(took);
+        two_cpu = (
+            cpu_seconds("self").zip(client).map_or(0.0, |(after, before)| after - before),
+            server_cpu().zip(server).map(|(after, before)| after - before),
+        );
         sqlx::raw_sql("SET max_parallel_workers_per_gather = 0").execute(&mut *conn).await.expect("one worker");
     }
     let rate = |d: Duration| megabytes / d.as_secs_f64();
@@ -644,6 +662,15 @@ async fn read_rate() {
             rate(took),
             rate(two_readers) / rate(took),
             rate(census_time) / rate(took)
+        );
+    }
+
+    if let (Some(plain_cpu), Some(server)) = (plain_cpu, two_cpu.1) {
+        println!(
+            "  CPU of two readers' cycle: the census {:.1} s, the server's two sessions {server:.1} s ({:.2}x the plain \
+             read's {plain_cpu:.1} s)",
+            two_cpu.0,
+            server / plain_cpu
         );
     }
 

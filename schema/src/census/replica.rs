@@ -78,10 +78,14 @@ impl From<ReplicaError> for sqlx::Error {
     }
 }
 
-/// The primary as it stands, from the census's own connection to it.
+/// The primary as it stands, from the census's own connection to it. The position is the end of a WAL record the
+/// census writes for it (a logical decoding message, which no decoder here reads): every transaction visible at
+/// `now()` wrote its commit record before it, and a standby's replay stops at a record's end. Not the primary's
+/// write position: a commit made with `synchronous_commit = off` is visible before its record is written, and a
+/// standby replayed up to the write position had not seen it (the replica test found it so).
 pub(super) async fn floor(primary: &mut PgConnection) -> Result<Floor, sqlx::Error> {
     let row = sqlx::query!(
-        r#"SELECT now() AS "at!", pg_current_wal_lsn()::text AS "lsn!",
+        r#"SELECT now() AS "at!", pg_logical_emit_message(false, 'asset-sweeper', 'census floor')::text AS "lsn!",
                   (SELECT system_identifier FROM pg_control_system()) AS "system!",
                   current_database()::text AS "database!""#
     )
