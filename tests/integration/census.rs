@@ -826,6 +826,8 @@ async fn standby_has(url: &str) {
 /// have completed a cycle that never saw the id.
 #[tokio::test]
 async fn the_census_reads_a_standby_only_once_it_has_replayed_what_the_primary_wrote_before_the_pass() {
+    // Every range on a standby is a reader's: another test's `census::lent_reader` failpoint would fail them all.
+    let _turn = FAILPOINTS.lock().await;
     let pair = integration_tests::Standby::get().await;
     let ctx = TestContext::on_server(pair.primary.clone()).await;
     let standby_url = ctx.db.on_server(&pair.standby);
@@ -878,6 +880,8 @@ async fn the_census_reads_a_standby_only_once_it_has_replayed_what_the_primary_w
 /// reads nothing: the primary itself (not replaying), or the standby's other database.
 #[tokio::test]
 async fn a_census_database_url_naming_no_standby_of_this_database_reads_nothing_and_says_why() {
+    // Another test's `census::advance` failpoint would fail the census with another error than the one said here.
+    let _turn = FAILPOINTS.lock().await;
     let pair = integration_tests::Standby::get().await;
     let ctx = TestContext::on_server(pair.primary.clone()).await;
     sqlx::raw_sql("CREATE TABLE elsewhere_links (id serial PRIMARY KEY, ref uuid, note text)")

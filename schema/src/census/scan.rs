@@ -277,12 +277,12 @@ async fn read(
         let k: Option<i32> = fetched.try_get(0)?;
         let id: Option<Uuid> = fetched.try_get(1)?;
         let spelling: Option<String> = fetched.try_get(2)?;
-        // A row of the table: the values read as text, in the order of `searched`, each borrowed from the row as it
-        // arrived (copying each into a string of its own was a tenth of the census's time).
+        // A row of the table: the values read as text, in the order of `searched`, read where they arrived.
         let row = rows_at.len();
         rows_at.push(fetched.try_get(3)?);
-        for (i, &k) in searched.iter().enumerate() {
-            let Some(text) = fetched.try_get::<Option<&str>, _>(4 + i)? else { continue };
+        let texts = texts_of(fetched.try_get_raw(4)?)?;
+        let texts = texts.into_iter().zip(&searched).filter_map(|(t, k)| Some((*k, t?)));
+        for (k, text) in texts {
             let column = &group.columns[k];
             if let (Some(scan), Some(reader)) = (keys.filter(|_| column.keys_read_with_ids()), reader.as_mut()) {
                 spans.extend(reader.spans_in(text).into_iter().map(|span| (span, column.attnum)));
@@ -333,21 +333,65 @@ async fn read(
     Ok((found, noted))
 }
 
+/// A row's values read as text (a `text[]` in the binary format), each borrowed from the row as it arrived: a
+/// batch's values are megabytes, and copying each into a string of its own was a tenth of the census's time.
+/// `NULL` (a row with none of them) is no value.
+fn texts_of(value: sqlx::postgres::PgValueRef<'_>) -> Result<Vec<Option<&str>>, sqlx::Error> {
+    use sqlx::ValueRef;
+    if value.is_null() {
+        return Ok(Vec::new());
+    }
+    let malformed = |what: &str| sqlx::Error::Decode(format!("a census batch's values: {what}").into());
+    if !matches!(value.format(), sqlx::postgres::PgValueFormat::Binary) {
+        return Err(malformed("sent as text"));
+    }
+    let mut bytes = value.as_bytes().map_err(sqlx::Error::Decode)?;
+    let int = |bytes: &mut &[u8]| -> Result<i32, sqlx::Error> {
+        let (head, rest) = bytes.split_first_chunk::<4>().ok_or_else(|| malformed("cut short"))?;
+        *bytes = rest;
+        Ok(i32::from_be_bytes(*head))
+    };
+    // Dimensions, a flag for nulls, the element type; then each dimension's length and lower bound.
+    let dimensions = int(&mut bytes)?;
+    let _ = (int(&mut bytes)?, int(&mut bytes)?);
+    let count = match dimensions {
+        0 => 0,
+        1 => {
+            let count = int(&mut bytes)?;
+            let _lower_bound = int(&mut bytes)?;
+            usize::try_from(count).map_err(|_| malformed("a negative length"))?
+        }
+        _ => return Err(malformed("more than one dimension")),
+    };
+    let mut texts = Vec::with_capacity(count);
+    for _ in 0..count {
+        let length = int(&mut bytes)?;
+        let Ok(length) = usize::try_from(length) else {
+            texts.push(None);
+            continue;
+        };
+        let (text, rest) = bytes.split_at_checked(length).ok_or_else(|| malformed("a value cut short"))?;
+        bytes = rest;
+        texts.push(Some(std::str::from_utf8(text).map_err(|e| sqlx::Error::Decode(e.into()))?));
+    }
+    Ok(texts)
+}
+
 /// One batch's statement over a group's columns ([`statement`]).
 pub(super) struct Statement {
     pub(super) sql: String,
     /// The declared paths it binds, `$6`… in order.
     pub(super) paths: Vec<Vec<String>>,
-    /// The position in the group of each value a row sends after its address.
+    /// The position in the group of each value of a row's `texts`.
     pub(super) searched: Vec<usize>,
 }
 
 /// One batch's statement over `group`'s columns: `$1` and `$2` are the block range (`ctid`s), `$3` and `$4` the uuid
 /// patterns ([`UUID_IN_TEXT`], [`UUID_SPELLED_IN_TEXT`]), `$5` a whole id ([`UUID_WHOLE`]), `$6`… each declared
-/// JSONB source's paths, in the group's column order. Each row is `(k, id, spelling, at, values…)`, `at` the row's
+/// JSONB source's paths, in the group's column order. Each row is `(k, id, spelling, at, texts)`, `at` the row's
 /// `ctid`: either an asset the row holds in column `k` (its position in the group; `spelling` set for an id at a
 /// declared path spelled otherwise than all lowercase or all uppercase), or, with `k` NULL, the row's values to
-/// search for ids, as text, one column for each of `searched` (NULL where the row has none): one row sent per table row,
+/// search for ids, as text, one per column of `searched` (NULL where the row has none): one row sent per table row,
 /// not per value (a quarter of the rows for four columns, and the statement a quarter faster). A pure function of
 /// the group, so its text can be read in a test.
 pub(super) fn statement(group: &Group) -> Statement {
@@ -417,13 +461,10 @@ pub(super) fn statement(group: &Group) -> Statement {
     if finds.is_empty() {
         finds.push("SELECT NULL::int, NULL::uuid, NULL::text, NULL::tid WHERE false".to_owned());
     }
-    // The found rows' values: none (a column of NULLs for each value a row of texts sends).
-    let none: String = searched.iter().map(|_| ", NULL::text").collect();
     let texts = match searched.is_empty() {
-        true => "SELECT NULL::int, NULL::uuid, NULL::text, NULL::text WHERE false".to_owned(),
-        // Each value a column of its own, not one array of them: building the array copied every value once more.
+        true => "SELECT NULL::int, NULL::uuid, NULL::text, NULL::text, NULL::text[] WHERE false".to_owned(),
         false => format!(
-            "SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, {} FROM r WHERE {}",
+            "SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, ARRAY[{}]::text[] FROM r WHERE {}",
             searched.join(", "),
             // Not `num_nonnulls`: a function takes at most 100 arguments, and a table may have hundreds of columns.
             // Not `IS NOT NULL`: a composite with one NULL field is neither NULL nor NOT NULL, and its other
@@ -435,7 +476,7 @@ pub(super) fn statement(group: &Group) -> Statement {
     let sql = format!(
         "WITH r AS MATERIALIZED (SELECT ctid AS at, {} FROM ONLY {} WHERE ctid >= $1::tid AND ctid < $2::tid),
               found(k, id, spelling, at) AS ({})
-         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text{none}
+         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text[]
            FROM found f JOIN assets a ON a.id = f.id
          UNION ALL
          {texts}",
@@ -494,10 +535,10 @@ mod tests {
         let expected = [
             r#"WITH r AS MATERIALIZED (SELECT ctid AS at, "owner_id", "gallery" FROM ONLY "public"."products" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
             r#"              found(k, id, spelling, at) AS (SELECT 0, r."owner_id"::uuid, NULL::text, r.at FROM r WHERE r."owner_id" IS NOT NULL UNION ALL SELECT 1, e::uuid, NULL::text, r.at FROM r, unnest(r."gallery") e)"#,
-            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text[]"#,
             r#"           FROM found f JOIN assets a ON a.id = f.id"#,
             r#"         UNION ALL"#,
-            r#"         SELECT NULL::int, NULL::uuid, NULL::text, NULL::text WHERE false"#,
+            r#"         SELECT NULL::int, NULL::uuid, NULL::text, NULL::text, NULL::text[] WHERE false"#,
         ]
         .join("\n");
         let Statement { sql, paths, searched } = statement(&group);
@@ -523,10 +564,10 @@ mod tests {
             r#"              WHERE octet_length(x.v) BETWEEN (SELECT min(octet_length(storage_key)) FROM assets)"#,
             r#"                                          AND (SELECT max(octet_length(storage_key)) FROM assets)"#,
             r#"                AND NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id))"#,
-            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text, NULL::text, NULL::text, NULL::text"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text[]"#,
             r#"           FROM found f JOIN assets a ON a.id = f.id"#,
             r#"         UNION ALL"#,
-            r#"         SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, r."title ""alt"""::text, r."tags"::text, r."meta"::text, r."history"::text FROM r WHERE NOT r."title ""alt""" IS NULL OR NOT r."tags" IS NULL OR NOT r."meta" IS NULL OR NOT r."history" IS NULL"#,
+            r#"         SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, ARRAY[r."title ""alt"""::text, r."tags"::text, r."meta"::text, r."history"::text]::text[] FROM r WHERE NOT r."title ""alt""" IS NULL OR NOT r."tags" IS NULL OR NOT r."meta" IS NULL OR NOT r."history" IS NULL"#,
         ]
         .join("\n");
         let Statement { sql, paths, searched } = statement(&group);
@@ -558,10 +599,10 @@ mod tests {
             r#"                      WHERE v #>> '{}' ~* $5) UNION ALL SELECT 1, (v #>> '{}')::uuid, v #>> '{}', r.at FROM r, unnest($7::text[]) p, jsonb_path_query(r."cover", (p || ' ? (@.type() == "string")')::jsonpath, '{}', true) v"#,
             r#"                      WHERE v #>> '{}' ~* $5"#,
             r#"                        AND v #>> '{}' NOT IN ((v #>> '{}')::uuid::text, upper((v #>> '{}')::uuid::text)))"#,
-            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text"#,
+            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text[]"#,
             r#"           FROM found f JOIN assets a ON a.id = f.id"#,
             r#"         UNION ALL"#,
-            r#"         SELECT NULL::int, NULL::uuid, NULL::text, NULL::text WHERE false"#,
+            r#"         SELECT NULL::int, NULL::uuid, NULL::text, NULL::text, NULL::text[] WHERE false"#,
         ]
         .join("\n");
         let Statement { sql, paths, searched } = statement(&group);
