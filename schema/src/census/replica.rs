@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 
 use super::readers::Readers;
 
@@ -103,10 +103,8 @@ pub(super) async fn readers(
     floor: Floor,
     until: Instant,
 ) -> Result<(Readers, Duration), sqlx::Error> {
-    let pool = PgPoolOptions::new()
-        .max_connections(count.max(1))
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_lazy_with(platform::db::session_options(options.clone()));
+    // The project's own pool, with every session's limits and path.
+    let pool = platform::db::pool(&platform::db::DatabaseSettings::new(options.clone(), count.max(1)));
     let started = Instant::now();
     let mut connections = Vec::new();
     for n in 0..count.max(1) {
