@@ -561,7 +561,7 @@ async fn recheck_all<const N: usize>(
 /// (`BENCH_RATE_ROWS`, 1 000 000 rows of about 1.3 KB: a title, an HTML body naming other records by uuid, a JSON
 /// document and a JSON array, none of them an asset id), read by a census cycle as a pass runs it, beside a plain
 /// sequential read of the same four columns on one connection (`sum(length(col::text))`, no parallel workers) and
-/// `COPY` of them to this client, each the fastest of two, after a read that brings the table into memory.
+/// `COPY` of them to this client, each the fastest of `BENCH_RATE_ROUNDS` (three) with each round's own ratio, after a read that brings the table into memory.
 async fn read_rate() {
     let rows = env_number("BENCH_RATE_ROWS", 1_000_000);
     let db = TestDatabase::new().await;
@@ -599,7 +599,10 @@ async fn read_rate() {
         .await
         .expect("warming");
 
-    // Each the fastest of two, interleaved, so a slow moment of the machine falls on all four.
+    // Each the fastest of `BENCH_RATE_ROUNDS`, interleaved, so a slow moment of the machine falls on all four; and
+    // each round's own ratio, so a baseline that moves between rounds is seen moving.
+    let rounds = env_number("BENCH_RATE_ROUNDS", 3).max(1);
+    let mut ratios: Vec<f64> = Vec::new();
     let (mut plain, mut copied, mut census_time) = (Duration::MAX, Duration::MAX, Duration::MAX);
     let mut reader = db.pool.acquire().await.expect("a second reader");
     // The CPU each side spent, from the server processes of this machine's sessions: where a cycle's time goes.
@@ -608,11 +611,12 @@ async fn read_rate() {
     let mut readers = census::Readers::lent(vec![reader]);
     let mut two_readers = Duration::MAX;
     let (mut plain_cpu, mut two_cpu) = (None, (0.0, None));
-    for _ in 0..2 {
+    for _ in 0..rounds {
         let started = Instant::now();
         let before = server_cpu();
         sqlx::raw_sql(AssertSqlSafe(read.to_owned())).execute(&mut *conn).await.expect("the plain read");
-        plain = plain.min(started.elapsed());
+        let plain_now = started.elapsed();
+        plain = plain.min(plain_now);
         plain_cpu = server_cpu().zip(before).map(|(after, before)| after - before);
 
         let started = Instant::now();
@@ -632,6 +636,7 @@ async fn read_rate() {
         let (took, progress) = cycle_read_by(&mut conn, &mut readers, &targets, None).await;
         assert_eq!(progress.readers, 2, "{progress:?}");
         two_readers = two_readers.min(took);
+        ratios.push(plain_now.as_secs_f64() / took.as_secs_f64());
         two_cpu = (
             cpu_seconds("self").zip(client).map_or(0.0, |(after, before)| after - before),
             server_cpu().zip(server).map(|(after, before)| after - before),
@@ -640,7 +645,8 @@ async fn read_rate() {
     }
     let rate = |d: Duration| megabytes / d.as_secs_f64();
     println!(
-        "census: read rate over {rows} rows of text and JSON ({megabytes:.0} MB heap, {} columns), fastest of two:",
+        "census: read rate over {rows} rows of text and JSON ({megabytes:.0} MB heap, {} columns), fastest of \
+         {rounds}:",
         targets.len()
     );
     println!(
@@ -665,6 +671,12 @@ async fn read_rate() {
         );
     }
 
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "  each round's two readers against its own plain read: {} (median {:.2}x; goal: at least 0.5x)",
+        ratios.iter().map(|r| format!("{r:.2}x")).collect::<Vec<_>>().join(", "),
+        ratios[ratios.len() / 2]
+    );
     if let (Some(plain_cpu), Some(server)) = (plain_cpu, two_cpu.1) {
         println!(
             "  CPU of two readers' cycle: the census {:.1} s, the server's two sessions {server:.1} s ({:.2}x the plain \

@@ -246,7 +246,7 @@ async fn read(
     rows: Rows,
     keys: Option<&KeyScan>,
 ) -> Result<(Vec<Found>, Noted), sqlx::Error> {
-    let Statement { sql, paths, searched } = statement(group);
+    let Statement { sql, paths, searched, compared } = statement(group);
     let (from, to) = rows.bounds();
     let mut query = sqlx::query(AssertSqlSafe(sql))
         .bind(from)
@@ -273,6 +273,8 @@ async fn read(
     let mut rows_at: Vec<&str> = Vec::new();
     let mut spans: HashSet<(String, i16)> = HashSet::new();
     let mut reader = keys.map(|scan| scan.layout.span_reader());
+    // Each value compared with the storage keys: its column, its row by its place in `rows_at`, the text.
+    let mut keyed: Vec<(usize, usize, &str)> = Vec::new();
     for fetched in &read {
         let k: Option<i32> = fetched.try_get(0)?;
         let id: Option<Uuid> = fetched.try_get(1)?;
@@ -294,6 +296,9 @@ async fn read(
             if !column.ids_read() {
                 continue;
             }
+            if compared.contains(&k) {
+                keyed.push((k, row, text));
+            }
             super::ids::each_id_in(text, |id| {
                 candidates.insert(id);
                 spelled_in.push((k, id, row));
@@ -311,6 +316,9 @@ async fn read(
     }
     let mut noted = Noted { named: spans, relatives, ..Noted::default() };
     named.retain(|(k, _, _)| group.columns[*k].ids_read());
+    for (k, id, row) in keys_named(&mut *conn, &keyed).await? {
+        named.push((k, id, rows_at[row].to_owned()));
+    }
     if !candidates.is_empty() {
         let candidates: Vec<Uuid> = candidates.into_iter().collect();
         let assets = super::assets_among(&mut *conn, &candidates).await?;
@@ -331,6 +339,48 @@ async fn read(
     }
     noted.spellings = (ids, spellings);
     Ok((found, noted))
+}
+
+/// Which of `texts` (each a column, a row and its value) are whole storage keys of assets not adopted (an adopted
+/// asset's key is a name, not a finding: the key scan keeps it for that record): each as `(column, asset, row)`.
+/// Asked after the batch's statement, so in a snapshot no older than the one its values were read in: every key that
+/// snapshot held is compared (a key is never renamed). Only a text as long as some key can be one: the shortest and
+/// longest are read from the index of the keys' lengths, so a body of prose (most texts) costs a comparison of two
+/// integers rather than a search of the keys' index. Lengths are counted in bytes of UTF-8, as the texts arrive:
+/// in a database of another encoding every text is compared.
+async fn keys_named(
+    conn: &mut PgConnection,
+    texts: &[(usize, usize, &str)],
+) -> Result<Vec<(usize, Uuid, usize)>, sqlx::Error> {
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lengths = sqlx::query!(
+        r#"SELECT min(octet_length(storage_key)) AS shortest, max(octet_length(storage_key)) AS longest,
+                  current_setting('server_encoding') = 'UTF8' AS "utf8!"
+             FROM assets"#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let (Some(shortest), Some(longest)) = (lengths.shortest, lengths.longest) else { return Ok(Vec::new()) };
+    let fits = |text: &str| !lengths.utf8 || i32::try_from(text.len()).is_ok_and(|n| (shortest..=longest).contains(&n));
+    let mut asked: Vec<&str> = texts.iter().map(|(_, _, text)| *text).filter(|text| fits(text)).collect();
+    if asked.is_empty() {
+        return Ok(Vec::new());
+    }
+    asked.sort_unstable();
+    asked.dedup();
+    let keys: std::collections::HashMap<String, Uuid> = sqlx::query!(
+        "SELECT a.storage_key, a.id FROM assets a
+          WHERE a.storage_key = ANY ($1) AND NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)",
+        &asked as &[&str]
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(|key| (key.storage_key, key.id))
+    .collect();
+    Ok(texts.iter().filter_map(|(k, row, text)| keys.get(*text).map(|id| (*k, *id, *row))).collect())
 }
 
 /// A row's values read as text (a `text[]` in the binary format), each borrowed from the row as it arrived: a
@@ -384,6 +434,9 @@ pub(super) struct Statement {
     pub(super) paths: Vec<Vec<String>>,
     /// The position in the group of each value of a row's `texts`.
     pub(super) searched: Vec<usize>,
+    /// The positions in the group of the scalar text columns whose values the census compares with the storage
+    /// keys ([`keys_named`]): a text may be a whole key of ours.
+    pub(super) compared: Vec<usize>,
 }
 
 /// One batch's statement over `group`'s columns: `$1` and `$2` are the block range (`ctid`s), `$3` and `$4` the uuid
@@ -392,24 +445,23 @@ pub(super) struct Statement {
 /// `ctid`: either an asset the row holds in column `k` (its position in the group; `spelling` set for an id at a
 /// declared path spelled otherwise than all lowercase or all uppercase), or, with `k` NULL, the row's values to
 /// search for ids, as text, one per column of `searched` (NULL where the row has none): one row sent per table row,
-/// not per value (a quarter of the rows for four columns, and the statement a quarter faster). A pure function of
-/// the group, so its text can be read in a test.
+/// not per value (a quarter of the rows for four columns, and the statement a quarter faster). With nothing to join
+/// with `assets` in the database (no uuid column, declared document or text array), the statement is one scan of the
+/// range and only the rows of values. A pure function of the group, so its text can be read in a test.
 pub(super) fn statement(group: &Group) -> Statement {
     let selected: Vec<String> = group.columns.iter().map(|c| quote_ident(&c.name)).collect();
     let mut finds = Vec::new();
-    // Values read as text, which the batch searches for ids in one pass each (`super::ids`), and text values
-    // compared with storage keys (an adopted asset's key is a name, not a finding: the key scan keeps it for that
-    // record): gathered from every column, so each join with `assets` runs once per batch, not once per column.
+    // Values read as text, which the batch searches for ids in one pass each (`super::ids`), and the elements of
+    // text arrays compared with storage keys (an adopted asset's key is a name, not a finding: the key scan keeps it
+    // for that record): gathered from every column, so each join with `assets` runs once per batch, not once per
+    // column.
     let (mut searched, mut searched_at, mut present, mut keyed) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut compared = Vec::new();
     // $1, $2: the block range; $3, $4: the uuid patterns; $5: a whole id; $6…: each declared source's paths.
     let mut paths: Vec<Vec<String>> = Vec::new();
     for (k, column) in group.columns.iter().enumerate() {
         let col = format!("r.{}", quote_ident(&column.name));
         match column.family.as_str() {
-            "uuid" if column.shape == "array" => {
-                finds.push(format!("SELECT {k}, e::uuid, NULL::text, r.at FROM r, unnest({col}) e"));
-            }
-            "uuid" => finds.push(format!("SELECT {k}, {col}::uuid, NULL::text, r.at FROM r WHERE {col} IS NOT NULL")),
             _ if !column.json_paths.is_empty() => {
                 paths.push(column.json_paths.clone());
                 let n = paths.len() + 5;
@@ -431,15 +483,20 @@ pub(super) fn statement(group: &Group) -> Statement {
                         AND v #>> '{{}}' NOT IN ((v #>> '{{}}')::uuid::text, upper((v #>> '{{}}')::uuid::text))"
                 ));
             }
-            // Excluded for ids: fetched only where its keys are read from the fetched text.
+            // Excluded for ids: fetched only where its keys are read from the fetched text. A uuid (or an array of
+            // them) is searched as its text, in which every id is spelled as the search reads it: one question of
+            // the assets for the batch's ids, not a probe of their index per row in the statement.
             family if column.ids_read() || column.keys_read_with_ids() => {
                 searched.push(super::text_of(&col, family));
                 searched_at.push(k);
                 present.push(col.clone());
-                if family == "text" && column.ids_read() {
-                    let texts =
-                        if column.shape == "array" { format!("unnest({col})::text") } else { format!("{col}::text") };
-                    keyed.push(format!("SELECT {k} AS k, {texts} AS v, r.at FROM r"));
+                // A scalar's text is fetched whole for the id search, so the census compares it with the keys
+                // itself ([`keys_named`]); an array's elements are compared here, as written, not as the array
+                // quotes them.
+                match (family == "text" && column.ids_read(), column.shape == "array") {
+                    (true, true) => keyed.push(format!("SELECT {k} AS k, unnest({col})::text AS v, r.at FROM r")),
+                    (true, false) => compared.push(k),
+                    (false, _) => {}
                 }
             }
             _ => {}
@@ -458,18 +515,32 @@ pub(super) fn statement(group: &Group) -> Statement {
             keyed.join(" UNION ALL ")
         ));
     }
+    let values = || searched.join(", ");
+    // Not `num_nonnulls`: a function takes at most 100 arguments, and a table may have hundreds of columns. Not
+    // `IS NOT NULL`: a composite with one NULL field is neither NULL nor NOT NULL, and its other fields are read
+    // all the same.
+    let any_present = || present.iter().map(|col| format!("NOT {col} IS NULL")).collect::<Vec<_>>().join(" OR ");
     if finds.is_empty() {
-        finds.push("SELECT NULL::int, NULL::uuid, NULL::text, NULL::tid WHERE false".to_owned());
+        // Nothing to join with the assets in the database: one scan of the range, each row sent as it is read,
+        // not first copied for the parts that read it (a third of the server's time for a table of prose).
+        let sql = match searched.is_empty() {
+            true => "SELECT NULL::int, NULL::uuid, NULL::text, NULL::text, NULL::text[] WHERE false".to_owned(),
+            false => format!(
+                "SELECT NULL::int, NULL::uuid, NULL::text, r.ctid::text, ARRAY[{}]::text[]
+                   FROM ONLY {} r WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND ({})",
+                values(),
+                group.heap,
+                any_present()
+            ),
+        };
+        return Statement { sql, paths, searched: searched_at, compared };
     }
     let texts = match searched.is_empty() {
         true => "SELECT NULL::int, NULL::uuid, NULL::text, NULL::text, NULL::text[] WHERE false".to_owned(),
         false => format!(
             "SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, ARRAY[{}]::text[] FROM r WHERE {}",
-            searched.join(", "),
-            // Not `num_nonnulls`: a function takes at most 100 arguments, and a table may have hundreds of columns.
-            // Not `IS NOT NULL`: a composite with one NULL field is neither NULL nor NOT NULL, and its other
-            // fields are read all the same.
-            present.iter().map(|col| format!("NOT {col} IS NULL")).collect::<Vec<_>>().join(" OR ")
+            values(),
+            any_present()
         ),
     };
     // Built here, not checked at compile time: the table and its columns are the application's, known only now.
@@ -484,7 +555,7 @@ pub(super) fn statement(group: &Group) -> Statement {
         group.heap,
         finds.join(" UNION ALL "),
     );
-    Statement { sql, paths, searched: searched_at }
+    Statement { sql, paths, searched: searched_at, compared }
 }
 
 /// The uuid-shaped strings in `text`, in every spelling ($3 and $4), as a lateral table of one column `id`.
@@ -527,24 +598,21 @@ mod tests {
     }
 
     #[test]
-    fn uuid_columns_are_read_as_uuids_scalar_or_each_element() {
+    fn uuid_columns_are_searched_as_their_text_scalar_or_array_in_one_scan() {
         let group = group(
             r#""public"."products""#,
             vec![column(2, "owner_id", "uuid", "scalar", &[]), column(3, "gallery", "uuid", "array", &[])],
         );
         let expected = [
-            r#"WITH r AS MATERIALIZED (SELECT ctid AS at, "owner_id", "gallery" FROM ONLY "public"."products" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
-            r#"              found(k, id, spelling, at) AS (SELECT 0, r."owner_id"::uuid, NULL::text, r.at FROM r WHERE r."owner_id" IS NOT NULL UNION ALL SELECT 1, e::uuid, NULL::text, r.at FROM r, unnest(r."gallery") e)"#,
-            r#"         SELECT DISTINCT f.k, f.id, f.spelling, f.at::text, NULL::text[]"#,
-            r#"           FROM found f JOIN assets a ON a.id = f.id"#,
-            r#"         UNION ALL"#,
-            r#"         SELECT NULL::int, NULL::uuid, NULL::text, NULL::text, NULL::text[] WHERE false"#,
+            r#"SELECT NULL::int, NULL::uuid, NULL::text, r.ctid::text, ARRAY[r."owner_id"::text, r."gallery"::text]::text[]"#,
+            r#"                   FROM ONLY "public"."products" r WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND (NOT r."owner_id" IS NULL OR NOT r."gallery" IS NULL)"#,
         ]
         .join("\n");
-        let Statement { sql, paths, searched } = statement(&group);
+        let Statement { sql, paths, searched, compared } = statement(&group);
         assert_eq!(sql, expected);
         assert!(paths.is_empty());
-        assert!(searched.is_empty(), "uuids are read as uuids: {searched:?}");
+        // Each searched for ids; neither compared with the storage keys.
+        assert_eq!((searched, compared), (vec![0, 1], vec![]));
     }
 
     #[test]
@@ -560,7 +628,7 @@ mod tests {
         );
         let expected = [
             r#"WITH r AS MATERIALIZED (SELECT ctid AS at, "title ""alt""", "tags", "meta", "history" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid),"#,
-            r#"              found(k, id, spelling, at) AS (SELECT x.k, a.id, NULL::text, x.at FROM (SELECT 0 AS k, r."title ""alt"""::text AS v, r.at FROM r UNION ALL SELECT 1 AS k, unnest(r."tags")::text AS v, r.at FROM r) x JOIN assets a ON a.storage_key = x.v"#,
+            r#"              found(k, id, spelling, at) AS (SELECT x.k, a.id, NULL::text, x.at FROM (SELECT 1 AS k, unnest(r."tags")::text AS v, r.at FROM r) x JOIN assets a ON a.storage_key = x.v"#,
             r#"              WHERE octet_length(x.v) BETWEEN (SELECT min(octet_length(storage_key)) FROM assets)"#,
             r#"                                          AND (SELECT max(octet_length(storage_key)) FROM assets)"#,
             r#"                AND NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id))"#,
@@ -570,11 +638,30 @@ mod tests {
             r#"         SELECT NULL::int, NULL::uuid, NULL::text, r.at::text, ARRAY[r."title ""alt"""::text, r."tags"::text, r."meta"::text, r."history"::text]::text[] FROM r WHERE NOT r."title ""alt""" IS NULL OR NOT r."tags" IS NULL OR NOT r."meta" IS NULL OR NOT r."history" IS NULL"#,
         ]
         .join("\n");
-        let Statement { sql, paths, searched } = statement(&group);
+        let Statement { sql, paths, searched, compared } = statement(&group);
         assert_eq!(sql, expected);
         assert!(paths.is_empty());
         // One value of each column in a row's texts, in the group's order.
         assert_eq!(searched, [0, 1, 2, 3]);
+        // The scalar text is compared with the keys by the census, from the value it fetched.
+        assert_eq!(compared, [0]);
+    }
+
+    #[test]
+    fn with_nothing_to_join_in_the_database_a_batch_is_one_scan_of_its_range_sent_as_read() {
+        let group = group(
+            r#""public"."pages""#,
+            vec![column(2, "title", "text", "scalar", &[]), column(4, "meta", "json", "scalar", &[])],
+        );
+        let expected = [
+            r#"SELECT NULL::int, NULL::uuid, NULL::text, r.ctid::text, ARRAY[r."title"::text, r."meta"::text]::text[]"#,
+            r#"                   FROM ONLY "public"."pages" r WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND (NOT r."title" IS NULL OR NOT r."meta" IS NULL)"#,
+        ]
+        .join("\n");
+        let Statement { sql, paths, searched, compared } = statement(&group);
+        assert_eq!(sql, expected);
+        assert!(paths.is_empty());
+        assert_eq!((searched, compared), (vec![0, 1], vec![0]));
     }
 
     #[test]
@@ -605,10 +692,10 @@ mod tests {
             r#"         SELECT NULL::int, NULL::uuid, NULL::text, NULL::text, NULL::text[] WHERE false"#,
         ]
         .join("\n");
-        let Statement { sql, paths, searched } = statement(&group);
+        let Statement { sql, paths, searched, compared } = statement(&group);
         assert_eq!(sql, expected);
         // Each declared source's paths: $6 and $7, after the block range, the two uuid patterns and a whole id.
         assert_eq!(paths, [vec!["$.hero.id".to_owned(), "$.images[*]".to_owned()], vec!["$.id".to_owned()]]);
-        assert!(searched.is_empty(), "a declared document's ids are read in the database: {searched:?}");
+        assert!(searched.is_empty() && compared.is_empty(), "a declared document's ids are read in the database");
     }
 }
