@@ -561,7 +561,8 @@ async fn recheck_all<const N: usize>(
 /// (`BENCH_RATE_ROWS`, 1 000 000 rows of about 1.3 KB: a title, an HTML body naming other records by uuid, a JSON
 /// document and a JSON array, none of them an asset id), read by a census cycle as a pass runs it, beside a plain
 /// sequential read of the same four columns on one connection (`sum(length(col::text))`, no parallel workers) and
-/// `COPY` of them to this client, each the fastest of `BENCH_RATE_ROUNDS` (three) with each round's own ratio, after a read that brings the table into memory.
+/// `COPY` of them to this client, each the fastest of `BENCH_RATE_ROUNDS` (three), with each round's own ratio,
+/// after a read that brings the table into memory.
 async fn read_rate() {
     let rows = env_number("BENCH_RATE_ROWS", 1_000_000);
     let db = TestDatabase::new().await;
