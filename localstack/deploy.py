@@ -34,7 +34,7 @@ template = open(os.path.join(root, "infra", "template.yaml")).read()
 # `sam package` does: a changed build changes the template, so CloudFormation updates the function.
 target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(root, "target")
 for logical_id, binary in (("SweepFunction", "sweep-lambda"), ("ConsumerFunction", "consumer-lambda")):
-    built = os.path.join(target, "lambda", binary, "bootstrap.zip")
+    built = os.path.join(target, "localstack", binary, "bootstrap.zip")
     with open(built, "rb") as f:
         key = f"{binary}-{hashlib.sha256(f.read()).hexdigest()[:20]}.zip"
     s3.upload_file(built, code_bucket, key)

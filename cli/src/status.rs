@@ -7,7 +7,7 @@
 use platform::step::Step;
 use std::fmt::Write as _;
 
-use lifecycle::runs::RunOutcome;
+use lifecycle::runs::{Reason, RunOutcome};
 use platform::audit::AuditAction;
 use schema::{self, SchemaCheckError};
 use serde::Serialize;
@@ -214,16 +214,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         && last.outcome.needs_attention()
     {
         // A stalled pass says what held it, step by step.
-        let held: Vec<String> = last
-            .reason
-            .as_ref()
-            .and_then(|r| r["stalled"].as_array())
-            .map(|held| {
-                held.iter()
-                    .map(|h| format!("{}: {}", h["step"].as_str().unwrap_or("?"), h["by"].as_str().unwrap_or("?")))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let held: Vec<String> = Reason::of(last.reason.as_ref())
+            .stalled
+            .unwrap_or_default()
+            .iter()
+            .map(|h| format!("{}: {}", h.step, h.by))
+            .collect();
         match held.is_empty() {
             true => attention.push(format!("the last pass was {} ({})", last.outcome, last.id)),
             false => attention.push(format!("the last pass was {} ({}): {}", last.outcome, last.id, held.join("; "))),
@@ -305,9 +301,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     attention.extend(logs.sources.iter().filter_map(|source| source.needs_person(now)));
     // The bucket as the newest pass that read it found it (`reason.bucket`): deletes and purges wait while its
     // versioning is not Enabled, and only a person can turn it back on.
-    let bucket = runs.iter().find_map(|r| r.reason.as_ref().and_then(|reason| reason.get("bucket")).map(|b| (r, b)));
-    if let Some((run, checked)) = bucket
-        && let Some(why) = checked["held_because"].as_str()
+    let bucket = runs.iter().find_map(|r| Reason::of(r.reason.as_ref()).bucket.map(|b| (r, b)));
+    if let Some((run, checked)) = &bucket
+        && let Some(why) = &checked.held_because
     {
         attention.push(format!("deletes and purges are held: {why} (pass {})", run.id));
     }
@@ -321,7 +317,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         .unwrap_or_default();
 
     // What is wrong with how it runs, not with what it does: said, but nothing waits for a person because of it.
-    let superuser = last_finished.and_then(|r| r.reason.as_ref()?.get("superuser")?.as_str().map(str::to_owned));
+    let superuser = last_finished.and_then(|r| Reason::of(r.reason.as_ref()).superuser);
     let mut warnings: Vec<String> = superuser
         .iter()
         .map(|role| {
@@ -441,29 +437,28 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             a.workspace_id, a.approved_by, a.expires_at, a.reason, a.due_assets, a.due_bytes
         );
     }
-    match bucket {
+    match &bucket {
         Some((run, checked)) => {
-            let expiry = match checked["noncurrent_expiry"]["days"].as_i64() {
+            let expiry = match &checked.noncurrent_expiry {
                 None => "no noncurrent-version expiry".to_owned(),
-                Some(days) => {
-                    let prefixes: Vec<&str> = checked["noncurrent_expiry"]["prefixes"]
-                        .as_array()
-                        .map(|p| p.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
-                    let scope = if prefixes.is_empty() { "the whole bucket".to_owned() } else { prefixes.join(", ") };
-                    format!("noncurrent versions expire after {days} day(s) ({scope})")
+                Some(expiry) => {
+                    let scope = match expiry.prefixes.is_empty() {
+                        true => "the whole bucket".to_owned(),
+                        false => expiry.prefixes.join(", "),
+                    };
+                    format!("noncurrent versions expire after {} day(s) ({scope})", expiry.days)
                 }
             };
             let _ = writeln!(
                 text,
                 "bucket {}: versioning {}, {expiry}; deletes and purges {} (pass {} of {})",
-                checked["bucket"].as_str().unwrap_or("?"),
-                checked["versioning"].as_str().unwrap_or("not read"),
-                checked["destruction"].as_str().unwrap_or("held"),
+                checked.bucket,
+                checked.versioning.as_ref().map_or("not read", |v| v.as_str()),
+                checked.destruction,
                 run.id,
                 run.started_at
             );
-            if let Some(cost) = checked["cost_warning"].as_str() {
+            if let Some(cost) = &checked.cost_warning {
                 let _ = writeln!(text, "  cost: {cost}");
             }
         }

@@ -10,6 +10,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::runs::{BucketCheck, Reason};
+
 /// How long the bucket keeps what a delete leaves behind, as the newest pass that read the bucket found it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kept", content = "days")]
@@ -23,6 +25,15 @@ pub enum Window {
 }
 
 impl Window {
+    /// How long noncurrent versions are kept, as a pass read the bucket; `None` when it could not read it.
+    pub fn of(bucket: &BucketCheck) -> Option<Window> {
+        bucket.versioning.as_ref()?;
+        Some(match &bucket.noncurrent_expiry {
+            Some(expiry) => Window::Days(expiry.days),
+            None => Window::Forever,
+        })
+    }
+
     /// When the version a delete made noncurrent at `at` is expired for good, by S3's rule: the window's days added
     /// to that time, rounded up to the next midnight UTC. `None` when it never is.
     pub fn expires(self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -44,20 +55,17 @@ impl Window {
 
 /// The window the newest pass that read the bucket recorded (`reason.bucket` of its run).
 pub async fn window(conn: &mut PgConnection) -> Result<Window, sqlx::Error> {
-    let bucket = sqlx::query_scalar!(
-        r#"SELECT reason->'bucket' AS "bucket!" FROM sweep_runs
+    // The names in the filter are `Reason`'s and `BucketCheck`'s, which their test holds to what rows store.
+    let reason = sqlx::query_scalar!(
+        r#"SELECT reason AS "reason!" FROM sweep_runs
             WHERE reason->'bucket'->'versioning' IS NOT NULL AND reason->'bucket'->>'versioning' IS NOT NULL
             ORDER BY started_at DESC LIMIT 1"#
     )
     .fetch_optional(&mut *conn)
     .await?;
-    Ok(match bucket {
-        None => Window::Unknown,
-        Some(bucket) => match bucket["noncurrent_expiry"]["days"].as_i64().and_then(|d| i32::try_from(d).ok()) {
-            Some(days) => Window::Days(days),
-            None => Window::Forever,
-        },
-    })
+    // Read as the sweep wrote it: a bucket the newest such row recorded otherwise says no more than no pass at all.
+    let bucket = Reason::of(reason.as_ref()).bucket;
+    Ok(bucket.as_ref().and_then(Window::of).unwrap_or(Window::Unknown))
 }
 
 /// Objects and their bytes.

@@ -9,7 +9,7 @@ use std::fmt;
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::operation::get_bucket_versioning::GetBucketVersioningOutput;
 use aws_sdk_s3::types::{BucketVersioningStatus, ExpirationStatus, LifecycleRule, LifecycleRuleFilter};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::aws::AwsFailure;
 
@@ -69,8 +69,21 @@ impl Serialize for Versioning {
     }
 }
 
+/// As S3 names it; a status this build does not know is read as [`Versioning::Unrecognised`], never as `Enabled`.
+impl<'de> Deserialize<'de> for Versioning {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let status = String::deserialize(deserializer)?;
+        Ok(match status.as_str() {
+            "Enabled" => Versioning::Enabled,
+            "Suspended" => Versioning::Suspended,
+            "NeverEnabled" => Versioning::NeverEnabled,
+            _ => Versioning::Unrecognised(status),
+        })
+    }
+}
+
 /// How long the bucket keeps a noncurrent version, from the lifecycle rules that count (see [`noncurrent_expiry`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NoncurrentExpiry {
     /// The fewest `NoncurrentDays` of the rules that count: S3 honours the shorter of two expirations that apply
     /// to one object, so this is how long an undelete is sure to find the bytes under every rule.
@@ -309,6 +322,21 @@ mod tests {
                 "versioning": "NeverEnabled", "noncurrent_expiry": null
             })
         );
+    }
+
+    #[test]
+    fn a_status_read_back_from_a_run_row_is_the_one_written_and_an_unknown_one_is_never_enabled() {
+        for status in [
+            Versioning::Enabled,
+            Versioning::Suspended,
+            Versioning::NeverEnabled,
+            Versioning::Unrecognised("Paused".into()),
+        ] {
+            let stored = serde_json::to_value(&status).expect("json");
+            assert_eq!(serde_json::from_value::<Versioning>(stored).expect("read back"), status);
+        }
+        let unknown: Versioning = serde_json::from_value(serde_json::json!("enabled")).expect("read");
+        assert!(!unknown.keeps_removed_bytes(), "{unknown:?}");
     }
 
     #[test]

@@ -11,7 +11,6 @@
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
 
-pub mod bucket;
 pub mod effect;
 pub mod enqueue;
 pub mod lock;
@@ -36,9 +35,9 @@ use sqlx::PgPool;
 use tracing::{Instrument, error, info, warn};
 use uuid::Uuid;
 
-use crate::bucket::BucketCheck;
 use crate::lock::SweepLock;
 use crate::record::{Backlog, Stop, SweepReport, WorkspaceCounts};
+use lifecycle::runs::BucketCheck;
 
 /// A pass that could not be carried out (its run row says `failed` when the database allowed writing it).
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +178,7 @@ impl Sweeper {
         report: &mut SweepReport,
         lapsed: Result<effect::Lapsed, sqlx::Error>,
     ) {
-        let window = match report.bucket.as_ref().and_then(BucketCheck::window) {
+        let window = match report.bucket.as_ref().and_then(lifecycle::costs::Window::of) {
             Some(window) => Ok(window),
             None => lifecycle::costs::window(&mut *conn).await,
         };

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::bucket::BucketCheck;
+use lifecycle::runs::{BucketCheck, Reason};
 
 /// One workspace's part in a pass.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -130,7 +130,7 @@ pub struct SweepReport {
     pub window: Option<lifecycle::holds::Window>,
     /// When the pass stalled (`reason.stalled`): each step that had work and did none, and what held it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stalled: Option<Vec<crate::stall::Held>>,
+    pub stalled: Option<Vec<lifecycle::runs::Held>>,
     /// The money freed since the previous pass and still waiting.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub money: Option<crate::effect::Money>,
@@ -264,19 +264,13 @@ pub async fn finish(pool: &PgPool, report: &SweepReport) -> Result<(), sqlx::Err
         (None, Some(error)) => reason["observed"] = json!({ "error": error }),
         (None, None) => {}
     }
-    if let Some(bucket) = &report.bucket {
-        reason["bucket"] = json!(bucket);
-    }
-    if let Some(role) = &report.superuser {
-        reason["superuser"] = json!(role);
-    }
     if let Some(window) = &report.window {
         reason["window"] = json!(window);
         reason["window"]["because"] = json!(window.describe());
     }
-    if let Some(held) = &report.stalled {
-        reason["stalled"] = json!(held);
-    }
+    // What the costs and `status` read back, written through the type they read it with.
+    Reason { bucket: report.bucket.clone(), superuser: report.superuser.clone(), stalled: report.stalled.clone() }
+        .write_into(&mut reason);
     let reason = reason.as_object().is_some_and(|o| !o.is_empty()).then_some(reason);
     sqlx::query!(
         "UPDATE sweep_runs

@@ -2,18 +2,9 @@
 //! while a census statement outlived its share and the claim found no time left, so the heartbeat alarm, which
 //! counts good passes, never fired. A stalled pass names each step that held it and what held it.
 
-use serde::Serialize;
+use lifecycle::runs::Held;
 
 use crate::record::{Stop, SweepReport};
-
-/// A step that had work and did none of it in a pass, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Held {
-    /// `census`, `discovery`, `records`, `reconcile` or `claim`.
-    pub step: &'static str,
-    /// What held it: the statement and table, the error, or the time that ran out.
-    pub by: String,
-}
 
 /// The steps that held a pass which advanced nothing, or `None` when the pass advanced some step or had nothing
 /// waiting.
@@ -28,7 +19,7 @@ pub fn stalled(report: &SweepReport) -> Option<Vec<Held>> {
         return None;
     }
     let mut held = Vec::new();
-    let mut step = |step, by: String| held.push(Held { step, by });
+    let mut step = |step: &str, by: String| held.push(Held { step: step.to_owned(), by });
     match (&report.census, &report.census_error) {
         (_, Some(error)) => step("census", error.clone()),
         (Some(census), None) => {

@@ -19,6 +19,12 @@ fn binary() -> std::path::PathBuf {
     let test = std::env::current_exe().expect("the test binary's path");
     let dir = test.parent().and_then(std::path::Path::parent).expect("the target directory");
     let binary = dir.join(format!("asset-sweeper{}", std::env::consts::EXE_SUFFIX));
+    // The end-to-end tests' deploy (`cargo build --workspace --bins`) may link it again meanwhile, and cargo removes
+    // the old file before it puts the new one in its place: missing for that moment, not for good.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !binary.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     assert!(
         binary.exists(),
         "{} is not built: run the tests with scripts/test (cargo test --workspace)",

@@ -165,7 +165,7 @@ async fn discovery_makes_nothing_due_until_the_census_has_read_each_declared_sou
     fail::remove("census::advance");
     // The census failed and nothing else could move: the pass says so rather than `ok`.
     assert_eq!(unread.outcome, RunOutcome::Stalled, "{:?}", unread.reason);
-    assert_eq!(unread.stalled.as_ref().map(|held| held[0].step), Some("census"), "{:?}", unread.stalled);
+    assert_eq!(unread.stalled.as_ref().map(|held| held[0].step.as_str()), Some("census"), "{:?}", unread.stalled);
     let waited = unread.discovery.as_ref().expect("discovery ran");
     assert_eq!((waited.stopped, waited.found, waited.scanned), (Stop::CensusUnread, 0, 0), "{waited:?}");
     assert_eq!(waited.waiting_for, vec!["public.pages.body".to_owned()]);

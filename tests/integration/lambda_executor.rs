@@ -158,7 +158,7 @@ async fn a_redeploy_of_a_changed_build_runs_the_new_code() {
     let target = std::env::temp_dir().join(format!("asset-sweeper-build-{}", short_id()));
     let write = |build: &str| {
         for binary in ["sweep-lambda", "consumer-lambda"] {
-            let dir = target.join("lambda").join(binary);
+            let dir = target.join("localstack").join(binary);
             std::fs::create_dir_all(&dir).expect("build dir");
             std::fs::write(dir.join("bootstrap.zip"), build_answering(build)).expect("zip");
         }

@@ -9,8 +9,9 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::group::{Column, Group, Rows};
 use super::readers::{self, Readers};
-use super::scan::{Column, Found, Group, Rows};
+use super::scan::Found;
 use super::{Columns, Target, named, summary, timed_out, unread};
 use platform::keys::KeyLayout;
 

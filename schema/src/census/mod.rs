@@ -25,6 +25,7 @@
 //! recorded).
 
 mod advance;
+mod group;
 pub(crate) mod ids;
 mod named;
 mod readers;

@@ -16,9 +16,10 @@ use chrono::{DateTime, Utc};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use unicode_normalization::UnicodeNormalization;
+use uuid::Uuid;
 
+use super::group::{Group, Rows};
 use super::relative::{self, Names};
-use super::scan::{Group, Rows};
 use platform::keys::KeyLayout;
 use platform::sql::quote_ident;
 
@@ -308,6 +309,54 @@ fn names_any(keys: &[String], span: &[u8]) -> bool {
     }
 }
 
+/// What batches saw that the census writes down beside what they found: ids at a declared path spelled otherwise
+/// (for the recheck) and keys of ours named (for the key scan). Kept apart from the reading, so a batch read on a
+/// replica, or on a reader of its own, is written by the census's own connection to the primary, once a round.
+#[derive(Default)]
+pub(super) struct Noted {
+    /// Each id and the spelling it was found in.
+    pub(super) spellings: (Vec<Uuid>, Vec<String>),
+    /// Spans naming keys of ours, with their columns.
+    pub(super) named: HashSet<(String, i16)>,
+    /// Names relative to a root, with their columns.
+    pub(super) relatives: super::relative::Found,
+}
+
+impl Noted {
+    /// Adds what another range of the same table noted.
+    pub(super) fn merge(&mut self, more: Noted) {
+        self.spellings.0.extend(more.spellings.0);
+        self.spellings.1.extend(more.spellings.1);
+        self.named.extend(more.named);
+        self.relatives.keys.extend(more.relatives.keys);
+        self.relatives.names.extend(more.relatives.names);
+    }
+
+    /// Writes it down for the table `relid`: the spellings in one statement, the names by the pass's key scan.
+    pub(super) async fn write(
+        self,
+        conn: &mut PgConnection,
+        relid: sqlx::postgres::types::Oid,
+        keys: Option<&KeyScan>,
+    ) -> Result<(), sqlx::Error> {
+        if let Some(keys) = keys {
+            keys.note(&mut *conn, relid, self.named, self.relatives).await?;
+        }
+        let (ids, spellings) = self.spellings;
+        if !ids.is_empty() {
+            sqlx::query!(
+                "INSERT INTO asset_id_spellings (asset_id, spelling) SELECT * FROM unnest($1::uuid[], $2::text[])
+                 ON CONFLICT DO NOTHING",
+                &ids,
+                &spellings,
+            )
+            .execute(conn)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
 /// Reads the text and JSON columns of `rows` the id search does not fetch whole and notes each key of ours they
 /// name, with its column, in `noted`. Only values holding a managed prefix (in any of its spellings:
 /// [`prefilter`]) leave the database. Run by [`super::scan::scan`], in the batch's transaction, once the columns'
@@ -317,7 +366,7 @@ pub(super) async fn read(
     group: &Group,
     rows: Rows,
     keys: &KeyScan,
-    noted: &mut super::scan::Noted,
+    noted: &mut Noted,
 ) -> Result<(), sqlx::Error> {
     let Some(sql) = statement(group) else { return Ok(()) };
     let relative = keys.reads_relative(&mut *conn).await?;
@@ -349,7 +398,7 @@ pub(super) async fn read(
 /// read in a test.
 fn statement(group: &Group) -> Option<String> {
     // A scalar written out whole is read for keys where the id search fetched it.
-    let read_here = |c: &&super::scan::Column| c.key_scanned() && !c.keys_read_with_ids();
+    let read_here = |c: &&super::group::Column| c.key_scanned() && !c.keys_read_with_ids();
     let texts: Vec<(i16, String)> = group
         .columns
         .iter()
@@ -451,7 +500,7 @@ pub(super) async fn record(
 
 #[cfg(test)]
 mod tests {
-    use super::super::scan::Column;
+    use super::super::group::Column;
     use super::*;
     use sqlx::postgres::types::Oid;
 

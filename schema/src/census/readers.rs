@@ -12,9 +12,11 @@ use std::time::Duration;
 use sqlx::PgConnection;
 use sqlx::pool::PoolConnection;
 
+use super::group::{Group, Rows};
 use super::named::KeyScan;
+use super::named::Noted;
 use super::replica::Floor;
-use super::scan::{Found, Group, Noted, Rows, scan};
+use super::scan::{Found, scan};
 
 /// The connections that read a round's ranges beside the census's own (lent by the pass's pool), or, reading a
 /// replica ([`super::replica`]), every range's: the census's own connection then only writes.

@@ -6,69 +6,10 @@ use std::collections::HashSet;
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 use uuid::Uuid;
 
-use super::named::KeyScan;
+use super::group::{Group, Rows};
+use super::named::{KeyScan, Noted};
 use migrator::{UUID_IN_TEXT, UUID_SPELLED_IN_TEXT, UUID_WHOLE};
 use platform::sql::quote_ident;
-
-/// Columns of one table at the same point of their scans: read together, by one statement per batch.
-#[derive(Clone)]
-pub(super) struct Group {
-    pub(super) relid: sqlx::postgres::types::Oid,
-    /// The table's file when the work was planned: a scan that starts now is of this file.
-    pub(super) filenode: Option<sqlx::postgres::types::Oid>,
-    pub(super) next_block: i64,
-    /// `schema.table` of the table holding the rows, quoted.
-    pub(super) heap: String,
-    /// Its size in blocks now.
-    pub(super) blocks: i64,
-    /// The batch size a statement timeout halved for this table, remembered across passes; `None`: the configured.
-    pub(super) batch_blocks: Option<i64>,
-    pub(super) columns: Vec<Column>,
-}
-
-#[derive(Clone)]
-pub(super) struct Column {
-    pub(super) attnum: i16,
-    pub(super) name: String,
-    pub(super) family: String,
-    pub(super) shape: String,
-    pub(super) json_paths: Vec<String>,
-    /// `ids`, `keys` or `both`: what its exclusion leaves to read.
-    pub(super) reads: String,
-    /// The type (its oid) its reading was chosen for; 0 when it was retyped as it was planned.
-    pub(super) type_oid: u32,
-}
-
-impl Group {
-    /// Its columns, each with the type its reading was chosen for, as [`crate::typed::hold`] confirms them.
-    pub(super) fn planned(&self) -> crate::typed::Planned {
-        let mut planned = crate::typed::Planned::default();
-        for column in &self.columns {
-            planned.add(&self.heap, &column.name, column.type_oid);
-        }
-        planned
-    }
-}
-
-impl Column {
-    /// Whether the key scan reads it: a text, JSON or other value a key could be written in (not a uuid, not bytes),
-    /// not excluded for keys (`asset_sweeper_keys_unscanned` says the same).
-    pub(super) fn key_scanned(&self) -> bool {
-        matches!(self.family.as_str(), "text" | "json" | "value") && self.reads != "ids"
-    }
-
-    /// Whether the asset ids in it are looked for: not excluded for ids.
-    pub(super) fn ids_read(&self) -> bool {
-        self.reads != "keys"
-    }
-
-    /// Whether the id search already fetches the value as the key scan reads it (a scalar written out whole, not a
-    /// declared document, whose ids are read in the database): its keys are read from that text, with no second
-    /// read of the block.
-    pub(super) fn keys_read_with_ids(&self) -> bool {
-        self.key_scanned() && self.shape == "scalar" && self.json_paths.is_empty()
-    }
-}
 
 /// Failpoint `census::block_limit`: a batch of more blocks than its argument is cancelled by the server's own
 /// statement timeout, as a batch of oversized documents would be.
@@ -94,31 +35,6 @@ async fn cancelled_by_the_server(conn: &mut PgConnection, seconds: f64) -> Resul
     .await;
     sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await?;
     cancelled.map(|_| ())
-}
-
-/// Rows by their address: `[from, to)`, each a `(block, line)` pair, as a `ctid` range (which Postgres reads
-/// without touching the rest of the table).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Rows {
-    pub(super) from: (i64, i32),
-    pub(super) to: (i64, i32),
-}
-
-impl Rows {
-    /// Every row of blocks `[from, to)`.
-    pub(super) fn blocks(from: i64, to: i64) -> Self {
-        Rows { from: (from, 0), to: (to, 0) }
-    }
-
-    /// The one row at line `line` of block `block`.
-    pub(super) fn row(block: i64, line: i32) -> Self {
-        Rows { from: (block, line), to: (block, line.saturating_add(1)) }
-    }
-
-    /// The range's bounds as `tid` literals, `$1` and `$2` of a batch's statement.
-    pub(super) fn bounds(&self) -> (String, String) {
-        (format!("({},{})", self.from.0, self.from.1), format!("({},{})", self.to.0, self.to.1))
-    }
 }
 
 /// What one batch found in one column.
@@ -189,54 +105,6 @@ pub(super) async fn scan(
     }
     tx.commit().await?;
     Ok((found, noted))
-}
-
-/// What batches saw that the census writes down beside what they found: ids at a declared path spelled otherwise
-/// (for the recheck) and keys of ours named (for the key scan). Kept apart from the reading, so a batch read on a
-/// replica, or on a reader of its own, is written by the census's own connection to the primary, once a round.
-#[derive(Default)]
-pub(super) struct Noted {
-    /// Each id and the spelling it was found in.
-    spellings: (Vec<Uuid>, Vec<String>),
-    /// Spans naming keys of ours, with their columns.
-    pub(super) named: HashSet<(String, i16)>,
-    /// Names relative to a root, with their columns.
-    pub(super) relatives: super::relative::Found,
-}
-
-impl Noted {
-    /// Adds what another range of the same table noted.
-    pub(super) fn merge(&mut self, more: Noted) {
-        self.spellings.0.extend(more.spellings.0);
-        self.spellings.1.extend(more.spellings.1);
-        self.named.extend(more.named);
-        self.relatives.keys.extend(more.relatives.keys);
-        self.relatives.names.extend(more.relatives.names);
-    }
-
-    /// Writes it down for the table `relid`: the spellings in one statement, the names by the pass's key scan.
-    pub(super) async fn write(
-        self,
-        conn: &mut PgConnection,
-        relid: sqlx::postgres::types::Oid,
-        keys: Option<&KeyScan>,
-    ) -> Result<(), sqlx::Error> {
-        if let Some(keys) = keys {
-            keys.note(&mut *conn, relid, self.named, self.relatives).await?;
-        }
-        let (ids, spellings) = self.spellings;
-        if !ids.is_empty() {
-            sqlx::query!(
-                "INSERT INTO asset_id_spellings (asset_id, spelling) SELECT * FROM unnest($1::uuid[], $2::text[])
-                 ON CONFLICT DO NOTHING",
-                &ids,
-                &spellings,
-            )
-            .execute(conn)
-            .await?;
-        }
-        Ok(())
-    }
 }
 
 /// [`scan`]'s reading, once the columns' types are confirmed.
@@ -569,6 +437,7 @@ fn ids_in(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::census::group::Column;
     use sqlx::postgres::types::Oid;
 
     /// A column at attribute `attnum`: `family` `uuid`, `text` or `json`, `shape` `scalar` or `array`.

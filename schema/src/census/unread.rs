@@ -16,8 +16,9 @@ use std::time::Instant;
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
+use super::group::{Group, Rows};
 use super::named::KeyScan;
-use super::scan::{Found, Group, Rows, scan};
+use super::scan::{Found, scan};
 use super::timed_out;
 use platform::sql::quote_ident;
 

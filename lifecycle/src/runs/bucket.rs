@@ -5,10 +5,10 @@
 //! alarms see.
 
 use platform::bucket::{self, BucketSafety, NoncurrentExpiry, Versioning};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Whether the pass found deletes and purges allowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Destruction {
     /// Versioning is `Enabled`: a delete keeps the bytes as a noncurrent version.
@@ -17,8 +17,18 @@ pub enum Destruction {
     Held,
 }
 
+impl std::fmt::Display for Destruction {
+    /// As the run row stores it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Destruction::Allowed => "allowed",
+            Destruction::Held => "held",
+        })
+    }
+}
+
 /// The bucket as one pass found it: `reason.bucket` in the run row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketCheck {
     /// The asset bucket.
     pub bucket: String,
@@ -29,10 +39,10 @@ pub struct BucketCheck {
     /// Whether deletes and purges may happen.
     pub destruction: Destruction,
     /// Why they may not, naming the bucket.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_because: Option<String>,
     /// Why what deletes leave behind may be kept, and paid for, for ever.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_warning: Option<String>,
 }
 
@@ -79,15 +89,6 @@ impl BucketCheck {
         }
     }
 
-    /// How long noncurrent versions are kept, as read; `None` when the bucket could not be read.
-    pub fn window(&self) -> Option<lifecycle::costs::Window> {
-        self.versioning.as_ref()?;
-        Some(match &self.noncurrent_expiry {
-            Some(expiry) => lifecycle::costs::Window::Days(expiry.days),
-            None => lifecycle::costs::Window::Forever,
-        })
-    }
-
     /// Deletes and purges are held: the metric `BucketUnprotected`.
     pub fn unprotected(&self) -> bool {
         self.destruction == Destruction::Held
@@ -129,5 +130,11 @@ mod tests {
         let denied = BucketCheck::of("assets", Err("cannot read the versioning of bucket assets: denied".into()));
         assert!(denied.unprotected() && denied.expiry_missing() && denied.versioning.is_none());
         assert!(denied.held_because.as_deref().is_some_and(|w| w.starts_with("not proven")), "{denied:?}");
+
+        // What the run row keeps reads back as what was written: the costs and `status` read it so.
+        for check in [fine, suspended, denied] {
+            let stored = serde_json::to_value(&check).expect("json");
+            assert_eq!(serde_json::from_value::<BucketCheck>(stored).expect("read back"), check);
+        }
     }
 }

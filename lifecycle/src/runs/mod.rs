@@ -1,5 +1,12 @@
 //! Sweep passes as their run rows record them (`sweep_runs`), read by the sweep that writes them and by the
-//! operator's `status`.
+//! operator's `status`. What anything reads back of a row's JSON is a type here ([`Reason`], [`BucketCheck`]): the
+//! sweep writes it through the type, and the costs and the CLI read it through the same one.
+
+mod bucket;
+mod reason;
+
+pub use bucket::{BucketCheck, Destruction};
+pub use reason::{Held, Reason};
 
 use platform::text_enum;
 
