@@ -2,7 +2,7 @@
 //! that exists and, for `#anchor`, on a heading that does. docs/architecture.md names every workspace crate and
 //! every public module of a library crate, and the architecture invariants it marks as tested hold: each crate's
 //! dependencies stay within its row of the map, and the calls and writes it says only one place makes are made
-//! only there. Needs no services.
+//! only there, and no module of a crate names one that names it back. Needs no services.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -543,6 +543,191 @@ fn the_migrator_holds_no_checked_query_and_later_migrations_define_no_function_o
                 migrator.contains(&format!("definition!(\"{name}\")")),
                 "{name} is not in the migrator's DEFINITIONS"
             );
+        }
+    }
+}
+
+/// A crate's module path of the file `file` under its `src` (`census::scan` for `src/census/scan.rs`; the crate's
+/// root is the empty path).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).expect("a file under src");
+    let mut path: Vec<String> = relative.iter().map(|part| part.to_string_lossy().into_owned()).collect();
+    if let Some(last) = path.pop() {
+        let stem = last.trim_end_matches(".rs");
+        if !(stem == "mod" || (path.is_empty() && (stem == "lib" || stem == "main"))) {
+            path.push(stem.to_owned());
+        }
+    }
+    path
+}
+
+/// The paths a line of code names from `crate::`, `super::` or `self::`, each resolved from `module` to segments
+/// from the crate's root; a group (`super::{a, b::c}`) gives one path per item.
+fn named_paths(line: &str, module: &[String]) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    let bytes: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts = ["crate::", "super::", "self::"]
+            .iter()
+            .find(|s| line[line.char_indices().nth(i).map_or(line.len(), |(b, _)| b)..].starts_with(*s));
+        let at_boundary = i == 0 || !ident(bytes[i - 1]) && bytes[i - 1] != ':';
+        let (Some(_), true) = (starts, at_boundary) else {
+            i += 1;
+            continue;
+        };
+        // The whole path from here: identifiers, `::`, and groups in braces.
+        let rest: String = bytes[i..].iter().collect();
+        let mut depth = 0;
+        let end = rest
+            .char_indices()
+            .find(|(_, c)| {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => return true,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => return true,
+                    _ => {}
+                }
+                depth == 0 && !(ident(*c) || *c == ':' || *c == '{' || *c == '}')
+            })
+            .map_or(rest.len(), |(n, _)| n);
+        for path in expand(&rest[..end]) {
+            let mut resolved: Vec<String> = Vec::new();
+            let mut segments = path.split("::").filter(|s| !s.is_empty()).peekable();
+            match segments.peek().copied() {
+                Some("crate") => {
+                    segments.next();
+                }
+                Some("self") => {
+                    segments.next();
+                    resolved = module.to_vec();
+                }
+                _ => {
+                    resolved = module.to_vec();
+                    while segments.peek() == Some(&"super") {
+                        segments.next();
+                        resolved.pop();
+                    }
+                }
+            }
+            resolved.extend(segments.map(str::to_owned));
+            found.push(resolved);
+        }
+        i += end.max(1);
+    }
+    found
+}
+
+/// `a::{b, c::{d, e}}` as `a::b`, `a::c::d` and `a::c::e`.
+fn expand(path: &str) -> Vec<String> {
+    let Some(open) = path.find('{') else { return vec![path.to_owned()] };
+    let (prefix, group) = (&path[..open], path[open + 1..].trim_end_matches('}'));
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (n, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..n]);
+                start = n + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..]);
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .flat_map(|item| expand(&format!("{prefix}{item}")))
+        .collect()
+}
+
+/// Each module of `member` and the modules of the same crate it names, a module's own ancestors and descendants
+/// left out (a folder's `mod.rs` and its modules are one room; only arrows between rooms can make a circle).
+fn module_arrows(member: &str) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let src = workspace_root().join(member).join("src");
+    let mut found = Vec::new();
+    files(&src, "rs", &mut found);
+    let modules: BTreeSet<Vec<String>> = found.iter().map(|file| module_of(&src, file)).collect();
+    let mut arrows = BTreeMap::new();
+    for file in &found {
+        let module = module_of(&src, file);
+        let text = fs::read_to_string(file).expect("a readable source");
+        let mut to = BTreeSet::new();
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for path in named_paths(line, &module) {
+                let Some(target) = (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| modules.contains(p))
+                else {
+                    continue;
+                };
+                let related = target.starts_with(&module) || module.starts_with(&target);
+                if !related {
+                    to.insert(target);
+                }
+            }
+        }
+        arrows.insert(module, to);
+    }
+    arrows
+}
+
+/// A circle of `arrows`, as the modules in their order, if there is one.
+fn circle(arrows: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<Vec<String>> {
+    fn visit<'a>(
+        at: &'a Vec<String>,
+        arrows: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        path: &mut Vec<&'a Vec<String>>,
+        done: &mut BTreeSet<&'a Vec<String>>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|p| *p == at) {
+            return Some(path[start..].iter().chain([&at]).map(|m| m.join("::")).collect());
+        }
+        if !done.insert(at) {
+            return None;
+        }
+        path.push(at);
+        for next in arrows.get(at).into_iter().flatten() {
+            if let Some(found) = visit(next, arrows, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    arrows.keys().find_map(|start| visit(start, arrows, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_module_of_a_crate_names_one_that_names_it_back() {
+    // The reader works: a module of the census names its batch's parts, and a circle drawn by hand is found.
+    let schema = module_arrows("schema");
+    let scan = vec!["census".to_owned(), "scan".to_owned()];
+    assert!(schema[&scan].contains(&vec!["census".to_owned(), "group".to_owned()]), "{:?}", schema[&scan]);
+    let module = |m: &str| m.split("::").map(str::to_owned).collect::<Vec<_>>();
+    let drawn = BTreeMap::from([
+        (module("a"), BTreeSet::from([module("b")])),
+        (module("b"), BTreeSet::from([module("c")])),
+        (module("c"), BTreeSet::from([module("a")])),
+    ]);
+    assert_eq!(circle(&drawn), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
+    assert_eq!(
+        named_paths("use super::{group::{Column, Group}, named, scan::Found};", &module("census::advance")),
+        [
+            module("census::group::Column"),
+            module("census::group::Group"),
+            module("census::named"),
+            module("census::scan::Found")
+        ]
+    );
+
+    for member in members().iter().filter(|m| *m != "tests") {
+        if let Some(circle) = circle(&module_arrows(member)) {
+            panic!("{member}: these modules name each other in a circle: {}", circle.join(" -> "));
         }
     }
 }

@@ -10,7 +10,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::group::{Column, Group, Rows};
-use super::readers::{self, Readers};
+use super::readers::{self, Readers, limit};
 use super::scan::Found;
 use super::{Columns, Target, named, summary, timed_out, unread};
 use platform::keys::KeyLayout;
@@ -110,21 +110,6 @@ pub async fn advance(
     let progress = progress?;
     reset?;
     Ok(progress)
-}
-
-/// Puts the session's statements under `batch_timeout` (the census's reading statements), or with `None` back
-/// under the session's own limit, the one its connection was opened with.
-pub(super) async fn limit(conn: &mut PgConnection, batch_timeout: Option<Duration>) -> Result<(), sqlx::Error> {
-    match batch_timeout {
-        Some(timeout) => {
-            let timeout = format!("{}ms", timeout.as_millis().max(1));
-            sqlx::query!("SELECT set_config('statement_timeout', $1, false)", timeout).fetch_one(conn).await?;
-        }
-        None => {
-            sqlx::raw_sql("RESET statement_timeout").execute(conn).await?;
-        }
-    }
-    Ok(())
 }
 
 /// [`advance`], under the batch limit.

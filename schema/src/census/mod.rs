@@ -513,8 +513,8 @@ impl Step for Census<'_> {
                 let floor = replica::floor(&mut conn).await?;
                 // A standby that lags waits at most one batch's limit, and never past the census's share.
                 let until = share.until.min(std::time::Instant::now() + self.batch_timeout);
-                let (readers, waited) = replica::readers(options, self.readers, floor, until).await?;
-                (readers, Some(waited))
+                let (connections, waited) = replica::readers(options, self.readers, &floor, until).await?;
+                (Readers::on_replica(connections, floor), Some(waited))
             }
             None => (self.lent(pool).await, None),
         };

@@ -13,8 +13,7 @@ use sqlx::PgConnection;
 use sqlx::pool::PoolConnection;
 
 use super::group::{Group, Rows};
-use super::named::KeyScan;
-use super::named::Noted;
+use super::named::{KeyScan, Noted};
 use super::replica::Floor;
 use super::scan::{Found, scan};
 
@@ -120,9 +119,9 @@ async fn under_limit(
 ) -> Read {
     // A lent reader's batch failing, as a reader whose connection broke would.
     fail::fail_point!("census::lent_reader", |_| Err(sqlx::Error::Protocol("injected: a census reader failed".into())));
-    super::advance::limit(conn, Some(batch_timeout)).await?;
+    limit(conn, Some(batch_timeout)).await?;
     let read = scan(conn, group, rows, keys).await;
-    let reset = super::advance::limit(conn, None).await;
+    let reset = limit(conn, None).await;
     let read = read?;
     reset?;
     Ok(read)
@@ -136,4 +135,19 @@ pub(super) fn merge(into: &mut [Found], more: Vec<Found>) {
             f.add(id, at);
         }
     }
+}
+
+/// Puts the session's statements under `batch_timeout` (the census's reading statements), or with `None` back
+/// under the session's own limit, the one its connection was opened with.
+pub(super) async fn limit(conn: &mut PgConnection, batch_timeout: Option<Duration>) -> Result<(), sqlx::Error> {
+    match batch_timeout {
+        Some(timeout) => {
+            let timeout = format!("{}ms", timeout.as_millis().max(1));
+            sqlx::query!("SELECT set_config('statement_timeout', $1, false)", timeout).fetch_one(conn).await?;
+        }
+        None => {
+            sqlx::raw_sql("RESET statement_timeout").execute(conn).await?;
+        }
+    }
+    Ok(())
 }

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
+use sqlx::Postgres;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnectOptions;
-
-use super::readers::Readers;
 
 /// The primary as a pass found it before reading: what a batch on a standby must have replayed, and the date of
 /// what it then reads.
@@ -95,14 +95,15 @@ pub(super) async fn floor(primary: &mut PgConnection) -> Result<Floor, sqlx::Err
 }
 
 /// `count` connections to the standby `options` names, each confirmed a standby of the primary's cluster and
-/// database that has replayed past `floor` (waiting for that until `until`), as the readers of every range: how long
-/// it waited is in the answer. A connection the standby refuses past the first is one reader fewer.
+/// database that has replayed past `floor` (waiting for that until `until`), to read every range
+/// (`Readers::on_replica`): how long it waited is in the answer. A connection the standby refuses past the first is
+/// one reader fewer.
 pub(super) async fn readers(
     options: &PgConnectOptions,
     count: u32,
-    floor: Floor,
+    floor: &Floor,
     until: Instant,
-) -> Result<(Readers, Duration), sqlx::Error> {
+) -> Result<(Vec<PoolConnection<Postgres>>, Duration), sqlx::Error> {
     // The project's own pool, with every session's limits and path.
     let pool = platform::db::pool(&platform::db::DatabaseSettings::new(options.clone(), count.max(1)));
     let started = Instant::now();
@@ -118,11 +119,11 @@ pub(super) async fn readers(
         };
         // Closed when the census is done with it, as the primary's lent readers are.
         reader.close_on_drop();
-        caught_up(&mut reader, &floor, until).await?;
+        caught_up(&mut reader, floor, until).await?;
         connections.push(reader);
     }
     let waited = started.elapsed();
-    Ok((Readers::on_replica(connections, floor), waited))
+    Ok((connections, waited))
 }
 
 /// Confirms `standby` is one of the primary's cluster and database, and waits until it has replayed past the floor
