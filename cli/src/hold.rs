@@ -3,7 +3,7 @@
 //! id: the application's roles release only their own). Needs only the database.
 
 use anyhow::{Context, bail};
-use chrono::{DateTime, Utc};
+use lifecycle::holds;
 use serde_json::json;
 
 use crate::{Output, connect};
@@ -34,70 +34,37 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<Output> {
     match command {
         Command::Declare { lasting, reason } => {
             let lasting = chrono::Duration::from_std(lasting.into()).context("--for is too long")?;
-            // Through the function the application calls too: its checks (a reason, at most a week) are one.
-            let id: i64 = sqlx::query_scalar("SELECT asset_sweeper_hold(now() + $1, $2)")
-                .bind(lasting)
-                .bind(reason.trim())
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(refusal)?;
-            let window = lifecycle::holds::window(&mut conn, std::time::Duration::ZERO).await?;
+            let id = holds::declare(&mut conn, lasting, &reason).await?;
+            let window = holds::window(&mut conn, std::time::Duration::ZERO).await?;
             let text = window.as_ref().map_or_else(|| format!("hold {id} declared"), |w| w.describe());
             Ok(Output { text, json: json!({ "declared": id, "window": window }), attention: Vec::new() })
         }
         Command::List => {
-            let open: Vec<OpenHold> = sqlx::query_as(
-                "SELECT id, reason, declared_by, declared_at, ends_at FROM destruction_holds
-                  WHERE released_at IS NULL AND ends_at > now() ORDER BY ends_at DESC",
-            )
-            .fetch_all(&mut *conn)
-            .await?;
+            let open = holds::declared(&mut conn).await?;
             let quiet = settings::Settings::schema_quiet_period_from_env()?;
-            let window = lifecycle::holds::window(&mut conn, quiet).await?;
+            let window = holds::window(&mut conn, quiet).await?;
             let mut text = match &window {
                 Some(window) => format!("deletes and purges wait: {}", window.describe()),
                 None => "no window is open: deletes and purges go on".to_owned(),
             };
-            for (id, reason, by, at, ends) in &open {
-                text.push_str(&format!("\n  hold {id}: {reason} (declared by {by} at {at}, ends {ends})"));
+            for hold in &open {
+                text.push_str(&format!(
+                    "\n  hold {}: {} (declared by {} at {}, ends {})",
+                    hold.id, hold.reason, hold.declared_by, hold.declared_at, hold.ends_at
+                ));
             }
-            let holds: Vec<serde_json::Value> = open
-                .iter()
-                .map(|(id, reason, by, at, ends)| {
-                    json!({ "id": id, "reason": reason, "declared_by": by, "declared_at": at, "ends_at": ends })
-                })
-                .collect();
-            Ok(Output { text, json: json!({ "open": holds, "window": window }), attention: Vec::new() })
+            Ok(Output { text, json: json!({ "open": open, "window": window }), attention: Vec::new() })
         }
         Command::Release { id } => {
-            let released: Option<bool> = sqlx::query_scalar(
-                "UPDATE destruction_holds SET released_by = session_user, released_at = now()
-                  WHERE id = $1 AND released_at IS NULL AND ends_at > now()
-                 RETURNING true",
-            )
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?;
-            if released.is_none() {
+            if !holds::release(&mut conn, id).await? {
                 bail!("hold {id} is not open (no such hold, released already, or ended)");
             }
-            let window = lifecycle::holds::window(&mut conn, std::time::Duration::ZERO).await?;
+            let window = holds::window(&mut conn, std::time::Duration::ZERO).await?;
             let text = match &window {
                 Some(other) => format!("hold {id} released; still open: {}", other.describe()),
                 None => format!("hold {id} released"),
             };
             Ok(Output { text, json: json!({ "released": id, "window": window }), attention: Vec::new() })
         }
-    }
-}
-
-/// A window's row: id, reason, who declared it, when, and when it ends.
-type OpenHold = (i64, String, String, DateTime<Utc>, DateTime<Utc>);
-
-/// The function's own refusal (a missing reason, a window past a week) as the line to print.
-fn refusal(e: sqlx::Error) -> anyhow::Error {
-    match e.as_database_error() {
-        Some(db) => anyhow::anyhow!("{}", db.message().trim_start_matches("asset-sweeper: ")),
-        None => anyhow::Error::new(e).context("cannot declare the hold"),
     }
 }

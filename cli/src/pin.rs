@@ -4,7 +4,7 @@
 //! (within a year); `release` ends one sooner. Needs only the database.
 
 use anyhow::{Context, bail};
-use chrono::{DateTime, Utc};
+use lifecycle::holds::{self, Pinned};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -44,35 +44,18 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<Output> {
     let mut conn = pool.acquire().await.context("cannot reach the database")?;
     match command {
         Command::Add { asset, workspace, prefix, lasting, reason } => {
-            if reason.trim().is_empty() {
-                bail!("a pin needs a reason: the reference the database cannot show");
-            }
-            if prefix.as_deref().is_some_and(str::is_empty) {
-                bail!("--prefix is empty: that would pin every key; pin a workspace or a longer prefix");
-            }
+            let pinned = match (asset, workspace, prefix) {
+                (Some(asset), _, _) => Pinned::Asset(asset),
+                (None, Some(workspace), _) => Pinned::Workspace(workspace),
+                (None, None, Some(prefix)) => Pinned::Prefix(prefix),
+                (None, None, None) => bail!("pin one of --asset, --workspace or --prefix"),
+            };
             let lasting = chrono::Duration::from_std(lasting.into()).context("--for is too long")?;
-            if lasting > chrono::Duration::days(366) {
-                bail!("a pin ends within a year: pin again before it ends");
-            }
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO asset_pins (asset_id, workspace_id, key_prefix, reason, ends_at)
-                 VALUES ($1, $2, $3, $4, now() + $5) RETURNING id",
-            )
-            .bind(asset)
-            .bind(workspace)
-            .bind(prefix.as_deref())
-            .bind(reason.trim())
-            .bind(lasting)
-            .fetch_one(&mut *conn)
-            .await
-            .context("cannot record the pin")?;
-            let pins = list(&mut conn).await?;
-            let pin = pins.iter().find(|p| p.id == id);
-            let text = pin.map_or_else(|| format!("pin {id} recorded"), lifecycle::holds::Pin::describe);
-            Ok(Output { text, json: json!({ "pinned": pin }), attention: Vec::new() })
+            let pin = holds::add_pin(&mut conn, pinned, lasting, &reason).await?;
+            Ok(Output { text: pin.describe(), json: json!({ "pinned": pin }), attention: Vec::new() })
         }
         Command::List => {
-            let pins = list(&mut conn).await?;
+            let pins = holds::pins(&mut conn).await?;
             let mut text = format!("{} pin(s) in force", pins.len());
             for pin in &pins {
                 text.push_str(&format!("\n  {}", pin.describe()));
@@ -80,35 +63,10 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<Output> {
             Ok(Output { text, json: json!({ "pins": pins }), attention: Vec::new() })
         }
         Command::Release { id } => {
-            let released: Option<bool> = sqlx::query_scalar(
-                "UPDATE asset_pins SET released_by = session_user, released_at = now()
-                  WHERE id = $1 AND released_at IS NULL AND ends_at > now()
-                 RETURNING true",
-            )
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?;
-            if released.is_none() {
+            if !holds::unpin(&mut conn, id).await? {
                 bail!("pin {id} is not in force (no such pin, released already, or ended)");
             }
             Ok(Output { text: format!("pin {id} released"), json: json!({ "released": id }), attention: Vec::new() })
         }
     }
-}
-
-/// The pins in force, ending soonest first.
-pub(crate) async fn list(conn: &mut sqlx::PgConnection) -> Result<Vec<lifecycle::holds::Pin>, sqlx::Error> {
-    let rows: Vec<(i64, String, String, String, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT id, CASE WHEN asset_id IS NOT NULL THEN 'asset ' || asset_id
-                         WHEN workspace_id IS NOT NULL THEN 'workspace ' || workspace_id
-                         ELSE 'prefix ' || key_prefix END,
-                reason, pinned_by, ends_at
-           FROM asset_pins WHERE released_at IS NULL AND ends_at > now() ORDER BY ends_at, id",
-    )
-    .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, pins, reason, pinned_by, ends_at)| lifecycle::holds::Pin { id, pins, reason, pinned_by, ends_at })
-        .collect())
 }

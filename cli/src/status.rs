@@ -333,7 +333,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         warnings.push(format!("deletes and purges wait, in every workspace: {}", window.describe()));
     }
     // A pin that ends soon: whoever relies on it may want it longer.
-    let pins = crate::pin::list(&mut *pool.acquire().await?).await?;
+    let pins = lifecycle::holds::pins(&mut *pool.acquire().await?).await?;
     let soon = chrono::Utc::now() + chrono::Duration::days(7);
     for pin in pins.iter().filter(|p| p.ends_at <= soon) {
         warnings.push(format!("{} ends within a week (asset-sweeper pin list)", pin.describe()));

@@ -14,6 +14,9 @@ use uuid::Uuid;
 use crate::rules::{Decision, Deferral, Facts};
 use platform::AssetId;
 
+mod declared;
+pub use declared::{DeclareError, Declared, Pinned, add_pin, declare, declared, pins, release, unpin};
+
 /// `decision` as an adopted asset's holds leave it: a delete or purge waits while [`hold`] says so. What the settle
 /// acts on (with `lock`) and the plan and explain show (without, in a read-only transaction).
 /// A pinned asset is neither retired, deleted nor purged, whatever else holds it; a delete or purge that nothing
@@ -79,6 +82,29 @@ impl Pin {
     }
 }
 
+impl Pin {
+    /// A row of `asset_pins`, what it pins said once for every reader.
+    fn of(row: PinRow) -> Pin {
+        let pins = match (row.asset_id, row.workspace_id, row.key_prefix) {
+            (Some(asset), _, _) => format!("asset {asset}"),
+            (None, Some(workspace), _) => format!("workspace {workspace}"),
+            (None, None, prefix) => format!("prefix {}", prefix.unwrap_or_default()),
+        };
+        Pin { id: row.id, pins, reason: row.reason, pinned_by: row.pinned_by, ends_at: row.ends_at }
+    }
+}
+
+/// `asset_pins` as its readers select it.
+struct PinRow {
+    id: i64,
+    asset_id: Option<Uuid>,
+    workspace_id: Option<Uuid>,
+    key_prefix: Option<String>,
+    reason: String,
+    pinned_by: String,
+    ends_at: DateTime<Utc>,
+}
+
 /// The pin that keeps the asset now, if any: its own, its workspace's, or one on a prefix of its key.
 pub async fn pin(
     conn: &mut PgConnection,
@@ -86,19 +112,17 @@ pub async fn pin(
     workspace: Uuid,
     storage_key: &str,
 ) -> Result<Option<Pin>, sqlx::Error> {
-    sqlx::query_as!(
-        Pin,
-        r#"SELECT p.id, CASE WHEN p.asset_id IS NOT NULL THEN 'asset ' || p.asset_id
-                             WHEN p.workspace_id IS NOT NULL THEN 'workspace ' || p.workspace_id
-                             ELSE 'prefix ' || p.key_prefix END AS "pins!",
-                  p.reason, p.pinned_by, p.ends_at
-             FROM asset_pins p WHERE p.id = asset_sweeper_pin_of($1, $2, $3)"#,
+    let row = sqlx::query_as!(
+        PinRow,
+        "SELECT p.id, p.asset_id, p.workspace_id, p.key_prefix, p.reason, p.pinned_by, p.ends_at
+           FROM asset_pins p WHERE p.id = asset_sweeper_pin_of($1, $2, $3)",
         asset.0,
         workspace,
         storage_key,
     )
     .fetch_optional(conn)
-    .await
+    .await?;
+    Ok(row.map(Pin::of))
 }
 
 /// A window in which nothing is deleted or purged, anywhere.
