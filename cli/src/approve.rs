@@ -130,22 +130,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             attention: Vec::new(),
         });
     }
-    let approval = sqlx::query!(
-        r#"INSERT INTO brake_approvals (workspace_id, approved_by, reason, expires_at, due_assets, due_bytes, sample)
-           VALUES ($1, $2, $3, now() + $4 * interval '1 hour', $5, $6, $7)
-           RETURNING id, to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "expires_at!""#,
+    let grant = brake::Grant {
         workspace,
         by,
         reason,
-        f64::from(args.hours),
-        due.due_assets,
-        due.due_bytes,
-        json["sample"].clone(),
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+        hours: args.hours,
+        due_assets: due.due_assets,
+        due_bytes: due.due_bytes,
+        sample: json["sample"].clone(),
+    };
+    let (id, expires_at) = brake::approve(&mut tx, grant).await?;
     tx.commit().await?;
-    let (id, expires_at) = (approval.id, approval.expires_at);
     json["approval_id"] = json!(id);
     json["expires_at"] = json!(expires_at);
     Ok(Output {
@@ -278,38 +273,25 @@ async fn prefix_approval(prefix: &str, approval: PrefixApproval<'_>) -> anyhow::
             attention: Vec::new(),
         });
     }
-    let approved = sqlx::query!(
-        r#"INSERT INTO reconcile_prefixes AS r (prefix, layout, approved_at, approved_by, reason, approved_until,
-                                                approved_keys, approved_bytes, withdrawn, approved_naming,
-                                                approved_despite_unnamed)
-           VALUES ($1, $2, now(), $3, $4, now() + $5 * interval '1 hour', $6, $7, NULL, $8, $9)
-           ON CONFLICT (prefix) DO UPDATE
-              SET layout = EXCLUDED.layout, approved_at = now(), approved_by = EXCLUDED.approved_by,
-                  reason = EXCLUDED.reason, approved_until = EXCLUDED.approved_until,
-                  approved_keys = EXCLUDED.approved_keys, approved_bytes = EXCLUDED.approved_bytes, withdrawn = NULL,
-                  approved_naming = EXCLUDED.approved_naming,
-                  approved_despite_unnamed = EXCLUDED.approved_despite_unnamed,
-                  first_seen_at = CASE WHEN r.layout = EXCLUDED.layout THEN r.first_seen_at ELSE now() END
-           RETURNING to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
-        stored,
-        layout.signature(),
+    let grant = reconcile::adopt::PrefixGrant {
+        prefix: stored,
+        layout: layout.signature(),
         by,
         reason,
-        f64::from(hours),
-        found.adoptable,
-        found.bytes,
-        json["naming"].clone(),
-        despite && refusal.is_some(),
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+        hours,
+        keys: found.adoptable,
+        bytes: found.bytes,
+        naming: json["naming"].clone(),
+        despite_unnamed: despite && refusal.is_some(),
+    };
+    let until = reconcile::adopt::approve_prefix(&mut tx, grant).await?;
     tx.commit().await?;
-    json["expires_at"] = json!(approved.until);
+    json["expires_at"] = json!(until);
     Ok(Output {
         text: format!(
             "{plan}\nprefix {prefix:?} is approved for adoption until {} (by {by}: {reason}) {covers}; the next \
              reconciliation adopts those written before the grace period",
-            approved.until
+            until
         ),
         json,
         attention: Vec::new(),

@@ -202,21 +202,8 @@ pub(crate) async fn approve(pool: &PgPool, settings: &Settings, approval: RuleAp
         });
     }
     let (rows, table_rows) = (i64::try_from(weight.expired)?, i64::try_from(weight.table_rows)?);
-    let until = sqlx::query_scalar!(
-        r#"UPDATE retention_rules
-              SET approved_until = now() + $2 * interval '1 hour', approved_by = $3, approval_reason = $4,
-                  approved_rows = $5, approved_table_rows = $6
-            WHERE id = $1
-        RETURNING to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
-        id,
-        f64::from(hours),
-        by,
-        reason,
-        rows,
-        table_rows,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let grant = records::rule::RuleGrant { id, by, reason, hours, rows, table_rows };
+    let until = records::rule::approve(&mut tx, grant).await?;
     tx.commit().await?;
     json["expires_at"] = json!(until);
     Ok(Output {

@@ -310,6 +310,44 @@ pub async fn weigh(pool: &PgPool, limits: &BrakeSettings, tolerance: Tolerance) 
         .collect())
 }
 
+/// An operator's release of one workspace from the brake, with what they read when they granted it.
+pub struct Grant<'a> {
+    /// The workspace it releases.
+    pub workspace: Uuid,
+    /// Who approves.
+    pub by: &'a str,
+    /// Why, as they wrote it.
+    pub reason: &'a str,
+    /// How long it lasts.
+    pub hours: u32,
+    /// The workspace's due assets they read, and their bytes: a pass that finds more holds it again.
+    pub due_assets: i64,
+    /// Their bytes.
+    pub due_bytes: i64,
+    /// The due assets they were shown.
+    pub sample: serde_json::Value,
+}
+
+/// Records `grant` in `brake_approvals` (the one writer of that table): its id, and when it expires (RFC 3339,
+/// UTC). In the caller's transaction, which read what the grant says was read.
+pub async fn approve(conn: &mut sqlx::PgConnection, grant: Grant<'_>) -> Result<(i64, String), sqlx::Error> {
+    let approval = sqlx::query!(
+        r#"INSERT INTO brake_approvals (workspace_id, approved_by, reason, expires_at, due_assets, due_bytes, sample)
+           VALUES ($1, $2, $3, now() + $4 * interval '1 hour', $5, $6, $7)
+           RETURNING id, to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "expires_at!""#,
+        grant.workspace,
+        grant.by,
+        grant.reason,
+        f64::from(grant.hours),
+        grant.due_assets,
+        grant.due_bytes,
+        grant.sample,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((approval.id, approval.expires_at))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -218,3 +218,54 @@ pub async fn adopt(
     }
     Ok(())
 }
+/// An operator's approval of adoption under one managed prefix, with what they read when they granted it.
+pub struct PrefixGrant<'a> {
+    /// The prefix, as stored (`reconcile_prefixes.prefix`).
+    pub prefix: &'a str,
+    /// The layout the approval was read with ([`KeyLayout::signature`]).
+    pub layout: String,
+    /// Who approves.
+    pub by: &'a str,
+    /// Why, as they wrote it.
+    pub reason: &'a str,
+    /// How long it lasts.
+    pub hours: u32,
+    /// The adoptable keys the newest reconciliation found there, and their bytes: what the approval covers.
+    pub keys: i64,
+    /// Their bytes.
+    pub bytes: i64,
+    /// How the application names those keys, as that reconciliation read it (JSON `null` when it read none).
+    pub naming: serde_json::Value,
+    /// Approved though most of the keys are named by nothing the census can find (`--despite-unnamed`).
+    pub despite_unnamed: bool,
+}
+
+/// Records `grant` in `reconcile_prefixes` (a prefix met anew under another layout starts its grace again): when it
+/// expires (RFC 3339, UTC). In the caller's transaction, which read what the grant says was read.
+pub async fn approve_prefix(conn: &mut PgConnection, grant: PrefixGrant<'_>) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"INSERT INTO reconcile_prefixes AS r (prefix, layout, approved_at, approved_by, reason, approved_until,
+                                                approved_keys, approved_bytes, withdrawn, approved_naming,
+                                                approved_despite_unnamed)
+           VALUES ($1, $2, now(), $3, $4, now() + $5 * interval '1 hour', $6, $7, NULL, $8, $9)
+           ON CONFLICT (prefix) DO UPDATE
+              SET layout = EXCLUDED.layout, approved_at = now(), approved_by = EXCLUDED.approved_by,
+                  reason = EXCLUDED.reason, approved_until = EXCLUDED.approved_until,
+                  approved_keys = EXCLUDED.approved_keys, approved_bytes = EXCLUDED.approved_bytes, withdrawn = NULL,
+                  approved_naming = EXCLUDED.approved_naming,
+                  approved_despite_unnamed = EXCLUDED.approved_despite_unnamed,
+                  first_seen_at = CASE WHEN r.layout = EXCLUDED.layout THEN r.first_seen_at ELSE now() END
+           RETURNING to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
+        grant.prefix,
+        grant.layout,
+        grant.by,
+        grant.reason,
+        f64::from(grant.hours),
+        grant.keys,
+        grant.bytes,
+        grant.naming,
+        grant.despite_unnamed,
+    )
+    .fetch_one(conn)
+    .await
+}
