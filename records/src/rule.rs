@@ -150,6 +150,17 @@ impl Rule {
 
     /// `FROM … WHERE` of the expired records, the table aliased `t`: `$1` is the cutoff, `$2` the time zone it is
     /// local to. `ONLY`: an inheritance parent's rule deletes none of its children's rows.
+    /// One batch's `DELETE` (`$1` the cutoff, `$2` the time zone of a `timestamptz` column): by `ctid` within one
+    /// statement, the rows locked by the inner select, so none moves in between. A pure function of the rule, so its
+    /// text can be read in a test.
+    fn delete_statement(&self, resolved: &Resolved) -> String {
+        format!(
+            "DELETE FROM ONLY {} WHERE ctid = ANY (ARRAY(SELECT t.ctid {} LIMIT {BATCH_SIZE} FOR UPDATE SKIP LOCKED))",
+            resolved.qualified,
+            self.expired(resolved)
+        )
+    }
+
     fn expired(&self, resolved: &Resolved) -> String {
         let cutoff = if resolved.zoned { "($1::timestamp AT TIME ZONE $2)" } else { "$1::timestamp" };
         let (table, column) = (&resolved.qualified, &resolved.column);
@@ -171,19 +182,12 @@ impl Rule {
     /// Deletes one batch of expired records, skipping rows another transaction holds; returns how many went.
     pub async fn delete_batch(&self, conn: &mut PgConnection, time_zone: &str) -> Result<u64, sqlx::Error> {
         let resolved = self.resolved()?;
-        let table = &resolved.qualified;
         // Postgres refuses a statement its role may not run before anything in it runs, with a bare "permission
         // denied": asked first, the rule stops naming the privilege the sweep lacks and the GRANT that gives it.
         sqlx::query_scalar!(r#"SELECT asset_sweeper_retention_rule_deletable($1) AS "deletable!""#, self.id)
             .fetch_one(&mut *conn)
             .await?;
-        // By ctid within one statement: the rows are locked by the inner select, so none moves in between.
-        let statement = format!(
-            "DELETE FROM ONLY {table} WHERE ctid = ANY (ARRAY(SELECT t.ctid {} LIMIT {BATCH_SIZE} \
-             FOR UPDATE SKIP LOCKED))",
-            self.expired(resolved)
-        );
-        let query = sqlx::query(AssertSqlSafe(statement)).bind(self.cutoff);
+        let query = sqlx::query(AssertSqlSafe(self.delete_statement(resolved))).bind(self.cutoff);
         let query = if resolved.zoned { query.bind(time_zone) } else { query };
         Ok(query.execute(conn).await?.rows_affected())
     }
@@ -272,4 +276,46 @@ pub async fn approve(conn: &mut PgConnection, grant: RuleGrant<'_>) -> Result<St
     )
     .fetch_one(conn)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rule 7 on `"public"."events"."created_at"`, resolved: a `timestamptz` column (`zoned`) or not, with the
+    /// declared filter written into a function of its own or without one.
+    fn resolved(zoned: bool, filter_function: Option<&str>) -> (Rule, Resolved) {
+        let resolved = Resolved {
+            qualified: r#""public"."events""#.into(),
+            column: r#""created_at""#.into(),
+            zoned,
+            estimated_rows: 1_000.0,
+            filter_function: filter_function.map(str::to_owned),
+        };
+        let rule = Rule {
+            id: 7,
+            table: "events".into(),
+            column: "created_at".into(),
+            keep: "90 days".into(),
+            filter: filter_function.map(|_| "kind = 'click'".into()),
+            cutoff: NaiveDate::from_ymd_opt(2026, 9, 7).and_then(|d| d.and_hms_opt(0, 0, 0)).expect("a date"),
+            approved_by: None,
+            approved_rows: None,
+            waits_until: None,
+            resolved: Ok(resolved.clone()),
+        };
+        (rule, resolved)
+    }
+
+    #[test]
+    fn a_batch_deletes_by_ctid_what_the_rule_verified_in_the_statement_selects_and_locks() {
+        let (rule, resolved) = resolved(true, None);
+        insta::assert_snapshot!(rule.delete_statement(&resolved));
+    }
+
+    #[test]
+    fn a_filter_is_called_as_the_function_it_was_written_into_and_a_local_time_needs_no_zone() {
+        let (rule, resolved) = resolved(false, Some(r#""asset_sweeper_private"."retention_filter_7""#));
+        insta::assert_snapshot!(rule.delete_statement(&resolved));
+    }
 }

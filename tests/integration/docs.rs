@@ -741,3 +741,38 @@ fn no_module_of_a_crate_names_one_that_names_it_back() {
         }
     }
 }
+
+/// The repository paths the README and `docs/` name in code spans (`schema/src/census/scan.rs`, `scripts/test`):
+/// each span whose first part is a folder or file at the repository's root, and that is no pattern, placeholder
+/// or build output.
+fn named_repository_paths(text: &str) -> Vec<String> {
+    let root = workspace_root();
+    let generated = ["target", ".aws-sam", "localstack/.venv", "localstack/.state", "localstack/.sam-venv"];
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|span| span.trim_end_matches([',', '.', ':', ';']))
+        .filter(|span| span.contains('/') && !span.starts_with(['/', '.', '$', '~']))
+        .filter(|span| !span.contains(|c: char| c.is_whitespace() || "<>*…{}()|=#?:'\"".contains(c)))
+        .filter(|span| span.split('/').next().is_some_and(|first| root.join(first).exists()))
+        .filter(|span| !generated.iter().any(|g| span.starts_with(g)))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_repository_path_the_readme_and_docs_name_exists() {
+    let (mut named, mut missing) = (0, Vec::new());
+    for document in documents() {
+        let text = fs::read_to_string(&document).expect("a readable document");
+        let name = document.strip_prefix(workspace_root()).unwrap_or(&document).display().to_string();
+        for path in named_repository_paths(&text) {
+            named += 1;
+            if !workspace_root().join(&path).exists() {
+                missing.push(format!("{name}: {path}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "paths the repository does not hold: {missing:#?}");
+    assert!(named > 50, "only {named} paths found: is the reader broken?");
+}

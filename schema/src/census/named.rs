@@ -539,15 +539,8 @@ mod tests {
             column(5, "meta", "json", "scalar"),
             declared,
         ]);
-        let expected = [
-            r#"WITH r AS MATERIALIZED (SELECT "tags", "body" FROM ONLY "public"."pages" WHERE ctid >= $1::tid AND ctid < $2::tid)"#,
-            // Each value named by its column's attribute number; an array's elements one by one.
-            r#"         SELECT x.a, x.v FROM (SELECT 4::int2 AS a, unnest(r."tags")::text AS v FROM r UNION ALL SELECT 6::int2 AS a, r."body"::text AS v FROM r) x"#,
-            r#"          WHERE x.v IS NOT NULL"#,
-            r#"            AND (($4 AND octet_length(x.v) <= 1024) OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE strpos(x.v, p) > 0))"#,
-        ]
-        .join("\n");
-        assert_eq!(statement(&group).as_deref(), Some(expected.as_str()));
+        // Each value named by its column's attribute number; an array's elements one by one.
+        insta::assert_snapshot!(statement(&group).expect("a statement"));
         let scalars = group.columns.iter().filter(|c| c.keys_read_with_ids()).map(|c| c.attnum).collect::<Vec<_>>();
         assert_eq!(scalars, vec![3, 5], "read for keys where the id search fetched them");
     }
