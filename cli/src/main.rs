@@ -2,26 +2,23 @@
 //! every command prints for people, or JSON with `--json`, and a refusal or a failure is one line on stderr with
 //! exit code 2.
 
-mod approve;
-mod connect;
-mod discover;
-mod explain;
+// The commands, by what they are for.
+mod decisions;
+mod dry_runs;
+mod health;
+mod ways_back;
+// Setting it up.
 mod guards;
-mod hold;
 mod migrate;
+// What several commands share: the settings and connections, the money figures, the records step's views.
+mod connect;
 mod money;
-mod pin;
-mod plan;
-mod reconcile;
-mod redrive;
-mod references;
-mod report;
-mod restore;
 mod retention;
-mod status;
-mod undelete;
-mod undo;
-mod usage;
+
+use decisions::{approve, hold, pin};
+use dry_runs::{discover, explain, plan, reconcile};
+use health::{references, report, status, usage};
+use ways_back::{redrive, restore, undelete};
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{Output, connect, undo};
+use super::undo;
+use crate::{Output, connect};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {

@@ -9,7 +9,8 @@ use platform::audit::AuditAction;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::{Output, connect, undo};
+use super::undo;
+use crate::{Output, connect};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
