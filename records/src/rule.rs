@@ -148,8 +148,6 @@ impl Rule {
         self.resolved.as_ref().err().map(String::as_str)
     }
 
-    /// `FROM … WHERE` of the expired records, the table aliased `t`: `$1` is the cutoff, `$2` the time zone it is
-    /// local to. `ONLY`: an inheritance parent's rule deletes none of its children's rows.
     /// One batch's `DELETE` (`$1` the cutoff, `$2` the time zone of a `timestamptz` column): by `ctid` within one
     /// statement, the rows locked by the inner select, so none moves in between. A pure function of the rule, so its
     /// text can be read in a test.
@@ -161,6 +159,8 @@ impl Rule {
         )
     }
 
+    /// `FROM … WHERE` of the expired records, the table aliased `t`: `$1` is the cutoff, `$2` the time zone it is
+    /// local to. `ONLY`: an inheritance parent's rule deletes none of its children's rows.
     fn expired(&self, resolved: &Resolved) -> String {
         let cutoff = if resolved.zoned { "($1::timestamp AT TIME ZONE $2)" } else { "$1::timestamp" };
         let (table, column) = (&resolved.qualified, &resolved.column);

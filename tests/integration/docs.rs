@@ -656,6 +656,24 @@ fn expand(path: &str) -> Vec<String> {
         .collect()
 }
 
+/// A file's lines without its comment lines, a `use` that rustfmt spread over several lines joined into one.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut open = false;
+    for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let trimmed = line.trim();
+        match lines.last_mut() {
+            Some(last) if open => last.push_str(trimmed),
+            _ => lines.push(trimmed.to_owned()),
+        }
+        let statement = lines.last().map(String::as_str).unwrap_or_default();
+        let is_use =
+            statement.starts_with("use ") || statement.split_once(" use ").is_some_and(|(v, _)| v.starts_with("pub"));
+        open = is_use && !statement.contains(';');
+    }
+    lines
+}
+
 /// Each module of `member` and the modules of the same crate it names, a module's own ancestors and descendants
 /// left out (a folder's `mod.rs` and its modules are one room; only arrows between rooms can make a circle).
 fn module_arrows(member: &str) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
@@ -668,8 +686,8 @@ fn module_arrows(member: &str) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
         let module = module_of(&src, file);
         let text = fs::read_to_string(file).expect("a readable source");
         let mut to = BTreeSet::new();
-        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            for path in named_paths(line, &module) {
+        for line in logical_lines(&text) {
+            for path in named_paths(&line, &module) {
                 let Some(target) = (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| modules.contains(p))
                 else {
                     continue;
@@ -725,6 +743,8 @@ fn no_module_of_a_crate_names_one_that_names_it_back() {
         (module("c"), BTreeSet::from([module("a")])),
     ]);
     assert_eq!(circle(&drawn), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
+    let spread = "use crate::map::{\n    ReferenceMap,\n    SchemaProblem,\n};\nfn f() {}";
+    assert_eq!(logical_lines(spread), ["use crate::map::{ReferenceMap,SchemaProblem,};", "fn f() {}"]);
     assert_eq!(
         named_paths("use super::{group::{Column, Group}, named, scan::Found};", &module("census::advance")),
         [

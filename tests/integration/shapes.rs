@@ -158,6 +158,42 @@ async fn a_storage_key_whole_in_a_text_column_that_is_no_source_is_found_and_hol
     }
 }
 
+/// Assets that share bytes share their storage key: a text that is that key names every one of them, and the census
+/// holds them all, not whichever its lookup met last.
+#[tokio::test]
+async fn a_storage_key_two_assets_share_whole_in_a_text_column_holds_both() {
+    // A failpoint of another test (`census::advance`) would fail this one's census.
+    let _turn = integration_tests::FAILPOINTS.lock().await;
+    let ctx = TestContext::new().await;
+    let [_, (released, shared_key)] = victims(&ctx).await;
+    let sibling = seed(&ctx, Uuid::new_v4(), "released", "3 days", &shared_key).await;
+    let sharing = [(released, shared_key.clone()), (sibling, shared_key.clone())];
+    sqlx::raw_sql("CREATE TABLE shape (id serial PRIMARY KEY, v text)").execute(ctx.pool()).await.expect("a table");
+    // Past the schema check's sample (the first 100 values, the last four blocks): only the census reads it.
+    sqlx::query(
+        "INSERT INTO shape (v)
+         SELECT CASE g WHEN 151 THEN $1 ELSE repeat('prose ', 50) END FROM generate_series(1, 400) g ORDER BY g",
+    )
+    .bind(&shared_key)
+    .execute(ctx.pool())
+    .await
+    .expect("the shared key among pages of prose");
+
+    let report = pass(&ctx, &[]).await;
+    assert_eq!(report.outcome, RunOutcome::Ok, "{:?}", report.reason);
+    assert!(report.census_error.is_none(), "{:?}", report.census_error);
+    settle_queue(&ctx).await;
+    kept(&ctx, &sharing, "a storage key two assets share").await;
+    for (id, _) in &sharing {
+        let (action, evidence) = last_event(&ctx, *id).await;
+        assert_eq!(
+            (action.as_str(), &evidence["deferred"]["found_in"]),
+            ("defer", &json!("public.shape.v")),
+            "{id}: {evidence}"
+        );
+    }
+}
+
 /// The `asset_id` domain inside a composite, and an array of such composites, are reference sources: guarded,
 /// indexed, rechecked and asked by discovery like any other. The consumer keeps both victims, naming the source.
 #[tokio::test]
