@@ -504,6 +504,24 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     )
     .await;
     exec(&mut app, &format!("INSERT INTO app.banners (image, card) VALUES ('{kept}', ROW('hero', '{kept}'))")).await;
+    // The census searches a uuid column as its text: a domain over uuid with the application's own cast to text (which
+    // Postgres ignores, the source being a domain), alone and in an array, is written out by uuid's output function.
+    exec(
+        &mut app,
+        "CREATE DOMAIN app.ref AS uuid;
+         CREATE FUNCTION app.ref_text(v app.ref) RETURNS text LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM app.trip('app.ref_text'); RETURN 'x'; END $f$;
+         CREATE CAST (app.ref AS text) WITH FUNCTION app.ref_text(app.ref) AS IMPLICIT;
+         ALTER TABLE app.banners ADD COLUMN ref_one app.ref, ADD COLUMN refs app.ref[];",
+    )
+    .await;
+    exec(
+        &mut app,
+        &format!(
+            "INSERT INTO app.banners (image, ref_one, refs) VALUES ('{kept}', '{kept}', ARRAY['{kept}']::app.ref[])"
+        ),
+    )
+    .await;
     // An update that does not name the guarded column still passes its guard (an application trigger may set it).
     exec(&mut app, "UPDATE app.banners SET tag = 'a'").await;
     // DDL of every kind the detector judges.
@@ -642,6 +660,18 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
     .await
     .expect("findings");
     assert_eq!(card, vec![kept], "the census read the composite: {first:#}");
+    for column in ["ref_one", "refs"] {
+        let found: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT f.asset_id FROM asset_sweeper_private.census_findings f
+               JOIN pg_attribute a ON a.attrelid = f.relid AND a.attnum = f.attnum
+              WHERE f.relid = 'app.banners'::regclass AND a.attname = $1",
+        )
+        .bind(column)
+        .fetch_all(&hostile.owner)
+        .await
+        .expect("findings");
+        assert_eq!(found, vec![kept], "the census read the domain over uuid in {column}: {first:#}");
+    }
     assert_eq!(first["records"]["rules"][0]["deleted"], 20, "the legitimate rule ran as the sweep: {first:#}");
     let failed = hostile.settle().await;
     assert!(failed.is_empty(), "{failed:?}");
@@ -655,6 +685,8 @@ async fn the_hostile_application_gains_nothing(postgres_14_defaults: bool) {
         (&hostile.operator, &["plan"][..]),
         (&hostile.operator, &["status", "--json"][..]),
         (&hostile.operator, &["references"][..]),
+        (&hostile.operator, &["hold", "list"][..]),
+        (&hostile.operator, &["pin", "list"][..]),
     ] {
         let out = crate::cli::run(&hostile.url(login), Some(&hostile.ctx), args);
         let stderr = String::from_utf8_lossy(&out.stderr);
