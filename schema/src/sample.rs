@@ -372,8 +372,9 @@ async fn weigh(
     }
     let ids: Vec<Uuid> = spelled.iter().map(|s| s.1).collect();
     let assets = if ids.is_empty() { HashSet::new() } else { crate::census::assets_among(&mut *conn, &ids).await? };
-    let keys: Vec<String> = named.iter().map(|n| n.1.clone()).collect::<HashSet<_>>().into_iter().collect();
-    let keyed = if keys.is_empty() { HashMap::new() } else { not_adopted_keys(&mut *conn, &keys).await? };
+    let keys: Vec<&str> = named.iter().map(|n| n.1.as_str()).collect::<HashSet<_>>().into_iter().collect();
+    let keyed =
+        if keys.is_empty() { HashMap::new() } else { crate::census::not_adopted_keys(&mut *conn, &keys).await? };
 
     let mut found: Vec<Vec<(Uuid, Oid, String)>> = vec![Vec::new(); chunk.len()];
     for (index, id, rel, at) in spelled {
@@ -412,24 +413,6 @@ async fn weigh(
         }));
     }
     Ok((findings, problems, dirty))
-}
-
-/// Which of `keys` are the storage keys of assets the key scan did not adopt, with their ids (asset rows that share
-/// bytes share a key, and each is named).
-async fn not_adopted_keys(conn: &mut PgConnection, keys: &[String]) -> Result<HashMap<String, Vec<Uuid>>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"SELECT a.storage_key AS "storage_key!", a.id FROM assets a
-            WHERE a.storage_key = ANY ($1)
-              AND NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)"#,
-        keys
-    )
-    .fetch_all(conn)
-    .await?;
-    let mut keyed: HashMap<String, Vec<Uuid>> = HashMap::new();
-    for row in rows {
-        keyed.entry(row.storage_key).or_default().push(row.id);
-    }
-    Ok(keyed)
 }
 
 #[cfg(test)]

@@ -72,6 +72,27 @@ pub(crate) async fn assets_among(
     Ok(found.into_iter().collect())
 }
 
+/// Which of `keys` are the storage keys of assets the key scan did not adopt, with their ids (asset rows that share
+/// bytes share a key, and each is named): the sample's question and the census's, one statement for both.
+pub(crate) async fn not_adopted_keys(
+    conn: &mut PgConnection,
+    keys: &[&str],
+) -> Result<std::collections::HashMap<String, Vec<Uuid>>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT a.storage_key AS "storage_key!", a.id FROM assets a
+            WHERE a.storage_key = ANY ($1)
+              AND NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)"#,
+        keys as &[&str]
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut keyed: std::collections::HashMap<String, Vec<Uuid>> = std::collections::HashMap::new();
+    for row in rows {
+        keyed.entry(row.storage_key).or_default().push(row.id);
+    }
+    Ok(keyed)
+}
+
 /// An asset id found where no source is: the asset, the table holding the row (a partition's own), the column, and
 /// the row's `ctid`.
 pub(crate) struct Finding {

@@ -239,17 +239,7 @@ async fn keys_named(
     asked.sort_unstable();
     asked.dedup();
     // Every asset of each key: assets that share bytes share their key, and a text naming it names them all.
-    let mut keys: std::collections::HashMap<String, Vec<Uuid>> = std::collections::HashMap::new();
-    let found = sqlx::query!(
-        "SELECT a.storage_key, a.id FROM assets a
-          WHERE a.storage_key = ANY ($1) AND NOT EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id)",
-        &asked as &[&str]
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    for key in found {
-        keys.entry(key.storage_key).or_default().push(key.id);
-    }
+    let keys = super::not_adopted_keys(&mut *conn, &asked).await?;
     let named = texts.iter().filter_map(|(k, row, text)| Some((*k, keys.get(*text)?, *row)));
     Ok(named.flat_map(|(k, ids, row)| ids.iter().map(move |id| (k, *id, row))).collect())
 }
