@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use lifecycle::costs::{self, Holdings, Ledger};
-use platform::money::{Prices, gb};
+use ledger::holdings::{self, Holdings, Ledger};
+use ledger::prices::{Prices, gb};
 use serde_json::{Value, json};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -17,8 +17,8 @@ pub(crate) fn prices() -> anyhow::Result<Prices> {
 
 /// The ledger of `workspace`, or of every workspace, with the window the newest pass read.
 pub(crate) async fn ledger(conn: &mut PgConnection, workspace: Option<Uuid>) -> anyhow::Result<Ledger> {
-    let window = costs::window(&mut *conn).await?;
-    Ok(costs::ledger(conn, workspace, window).await?)
+    let window = ledger::window::window(&mut *conn).await?;
+    Ok(holdings::ledger(conn, workspace, window).await?)
 }
 
 /// Workspaces a person is shown, most wasteful first; `--json` has every one.
@@ -66,7 +66,7 @@ pub(crate) async fn effect(
 ) -> anyhow::Result<(String, Value, Vec<String>)> {
     let mut text = String::new();
     let mut attention = Vec::new();
-    let newest = reconcile::drift::newest(&mut *conn, bucket).await?;
+    let newest = ledger::drift::newest(&mut *conn, bucket).await?;
     match &newest {
         None => {
             let _ = writeln!(
@@ -78,7 +78,7 @@ pub(crate) async fn effect(
         Some(m) => {
             let by_type: std::collections::BTreeMap<String, u64> =
                 serde_json::from_value(m.reported_by_type.clone()).unwrap_or_default();
-            let reported = reconcile::drift::Reported {
+            let reported = ledger::drift::Reported {
                 metric_day: m.metric_day,
                 bytes: m.reported_bytes.max(0).unsigned_abs(),
                 objects: m.reported_objects.map(|o| o.max(0).unsigned_abs()),
@@ -105,7 +105,7 @@ pub(crate) async fn effect(
             }
             let today = chrono::Utc::now().date_naive();
             let age = (today - m.metric_day).num_days();
-            if !reconcile::drift::recent(m.metric_day, today) {
+            if !ledger::drift::recent(m.metric_day, today) {
                 let line = format!(
                     "the newest comparison of S3's figures with the rows is for {}, {age} days ago: the sweep has \
                      not compared since (S3's storage metrics not published, or its CloudWatch permission gone)",
@@ -120,77 +120,56 @@ pub(crate) async fn effect(
         }
     }
     // The newest pass that read its effect; and whether a newer one failed to.
-    let last = sqlx::query!(
-        r#"SELECT id, money, effect AS "effect!" FROM sweep_runs WHERE effect ? 'due_bytes'
-            ORDER BY started_at DESC LIMIT 1"#
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    let failed = sqlx::query!(
-        r#"SELECT id, coalesce(effect->>'error', '') AS "error!" FROM sweep_runs WHERE effect IS NOT NULL
-            ORDER BY started_at DESC LIMIT 1"#
-    )
-    .fetch_optional(&mut *conn)
-    .await?
-    .filter(|f| !f.error.is_empty());
-    if let Some(f) = &failed {
-        let line = format!("pass {} could not read its effect, so its alarms saw no figure: {}", f.id, f.error);
+    let (last, failed) = ledger::freed::newest(&mut *conn).await?;
+    if let Some((id, error)) = &failed {
+        let line = format!("pass {id} could not read its effect, so its alarms saw no figure: {error}");
         let _ = writeln!(text, "  ! {line}");
         attention.push(line);
     }
-    let effect = last.as_ref().map(|l| l.effect.clone()).unwrap_or(Value::Null);
+    let effect = last.as_ref().map(|l| l.stored.clone()).unwrap_or(Value::Null);
     if let Some(last) = &last {
-        let e = &last.effect;
-        let oldest = e["oldest_overdue"]["seconds"].as_u64();
-        let _ = writeln!(
-            text,
-            "effect (pass {}): {} asset(s) due, {} B; oldest overdue {}; {} settlement(s) since the pass before; due \
-             bytes grew with nothing settled over {} pass(es)",
-            last.id,
-            e["due_assets"],
-            e["due_bytes"],
-            oldest.map_or("none".to_owned(), |s| format!(
-                "{:.1} h ({})",
-                s as f64 / 3600.0,
-                e["oldest_overdue"]["asset_id"]
-            )),
-            e["settled_since_previous"],
-            e["growing_unsettled_passes"],
-        );
-        if let Some(n) = e["lapsed"]["assets"].as_u64().filter(|n| *n > 0) {
-            let line = format!(
-                "{n} claim(s) lapsed with no settlement: their messages went out and in the whole lease the consumer \
-                 recorded nothing (oldest lease end {}, for example asset {})",
-                e["lapsed"]["oldest_lease_end"], e["lapsed"]["example"]
+        if let Some(e) = &last.effect {
+            let oldest = e
+                .oldest_overdue
+                .as_ref()
+                .map_or("none".to_owned(), |o| format!("{:.1} h ({})", o.seconds as f64 / 3600.0, o.asset_id));
+            let _ = writeln!(
+                text,
+                "effect (pass {}): {} asset(s) due, {} B; oldest overdue {oldest}; {} settlement(s) since the pass \
+                 before; due bytes grew with nothing settled over {} pass(es)",
+                last.id, e.due_assets, e.due_bytes, e.settled_since_previous, e.growing_unsettled_passes,
             );
-            let _ = writeln!(text, "  ! {line}");
-            attention
-                .push(format!("{line}: is the consumer running? (its errors, the queue's age, the dead-letter queue)"));
+            if e.lapsed.assets > 0 {
+                let line = format!(
+                    "{} claim(s) lapsed with no settlement: their messages went out and in the whole lease the \
+                     consumer recorded nothing (oldest lease end {}, for example asset {})",
+                    e.lapsed.assets,
+                    e.lapsed.oldest_lease_end.map_or("-".to_owned(), |t| t.to_rfc3339()),
+                    e.lapsed.example.map_or("-".to_owned(), |id| id.to_string()),
+                );
+                let _ = writeln!(text, "  ! {line}");
+                attention.push(format!(
+                    "{line}: is the consumer running? (its errors, the queue's age, the dead-letter queue)"
+                ));
+            }
         }
         if let Some(money) = &last.money {
             let _ = writeln!(
                 text,
                 "money: freed this pass {} B, {} once their versions expire; still waiting {} B, {}",
-                money["freed"]["bytes"],
-                dollars(&money["freed"]["money"]),
-                money["waiting"]["bytes"],
-                dollars(&money["waiting"]["money"]),
+                money.freed.total.bytes, money.freed.total.money, money.waiting.bytes, money.waiting.money,
             );
         }
     }
     Ok((text, json!({ "drift": newest, "effect": effect }), attention))
 }
 
-/// A serialized `Monthly` for a person.
-pub(crate) fn dollars(money: &Value) -> String {
-    money["usd_per_month"].as_str().map_or("-".to_owned(), |d| format!("${d}/month"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lifecycle::costs::{Figure, Window};
-    use platform::money::GB;
+    use ledger::Window;
+    use ledger::figure::Figure;
+    use ledger::prices::GB;
 
     #[test]
     fn the_ledger_lists_the_most_wasteful_workspace_first_and_adds_them_up() {

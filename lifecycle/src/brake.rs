@@ -215,6 +215,34 @@ pub async fn approvals(pool: &PgPool, workspaces: &[Uuid]) -> Result<HashMap<Wor
     Ok(rows.into_iter().map(|a| (a.workspace_id, a)).collect())
 }
 
+/// An approval in force, as `status` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct InForce {
+    /// The workspace it releases.
+    pub workspace_id: Uuid,
+    /// Who approved.
+    pub approved_by: String,
+    /// Why, as they wrote it.
+    pub reason: String,
+    /// When it ends, as the database prints it.
+    pub expires_at: String,
+    /// The due assets it was granted on.
+    pub due_assets: i64,
+    /// Their bytes.
+    pub due_bytes: i64,
+}
+
+/// Every unexpired approval, the one ending first first.
+pub async fn in_force(conn: &mut sqlx::PgConnection) -> Result<Vec<InForce>, sqlx::Error> {
+    sqlx::query_as!(
+        InForce,
+        r#"SELECT workspace_id, approved_by, reason, expires_at::text AS "expires_at!", due_assets, due_bytes
+             FROM brake_approvals WHERE expires_at > now() ORDER BY expires_at"#
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// Why the brake trips for `due`, or `None` when the workspace may proceed.
 pub fn verdict(due: &WorkspaceDue, limits: &BrakeSettings) -> Option<String> {
     // A first adoption rests on what the census and the key sources say names the files, nothing the application

@@ -9,7 +9,6 @@
 pub mod adopted;
 pub mod assets;
 pub mod brake;
-pub mod costs;
 pub mod discovery;
 pub mod holds;
 pub mod judgement;
@@ -19,6 +18,7 @@ pub mod restore;
 pub mod rules;
 pub mod runs;
 pub mod settle;
+pub mod standing;
 
 pub use message::CleanupMessage;
 pub use rules::*;

@@ -207,6 +207,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
     definition!("schema/sql/census.sql"),
     definition!("schema/sql/key_sources.sql"),
     definition!("lifecycle/sql/lifecycle.sql"),
+    definition!("ledger/sql/money.sql"),
     definition!("records/sql/retention.sql"),
     definition!("records/sql/quota.sql"),
     definition!("platform/sql/contract.sql"),

@@ -16,7 +16,6 @@ pub mod ids;
 pub mod keys;
 pub mod location;
 pub mod metrics;
-pub mod money;
 pub mod objects;
 pub mod queues;
 pub mod secrets;

@@ -19,7 +19,6 @@
 
 pub mod adopt;
 pub mod advance;
-pub mod drift;
 pub mod ingest;
 pub mod inventory;
 pub mod once;

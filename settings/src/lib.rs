@@ -46,7 +46,7 @@ pub struct Settings {
     pub approval_tolerance: platform::approval::Tolerance,
     /// What stored bytes cost (`STORAGE_PRICES` over S3's US East prices) and the class the sweeper's own figures
     /// are priced at (`STORAGE_CLASS`).
-    pub prices: platform::money::Prices,
+    pub prices: ledger::prices::Prices,
     /// How far, in percent of the larger side, the bytes the bucket reports may differ from what the sweeper
     /// believes it holds before the drift alarm fires (`DRIFT_ALARM_PERCENT`).
     pub drift_alarm_percent: u32,
@@ -355,7 +355,7 @@ impl Settings {
     }
 
     /// The price table alone (`STORAGE_PRICES`, `STORAGE_CLASS`, both optional), for the commands that show money.
-    pub fn prices_from_env() -> Result<platform::money::Prices, SettingsError> {
+    pub fn prices_from_env() -> Result<ledger::prices::Prices, SettingsError> {
         let mut reader = Reader { lookup: &process_env, problems: Vec::new() };
         let prices = reader.prices();
         if reader.problems.is_empty() { Ok(prices) } else { Err(SettingsError { problems: reader.problems }) }
@@ -775,17 +775,17 @@ impl Reader<'_> {
         platform::approval::Tolerance(self.parsed("APPROVAL_TOLERANCE_PERCENT", 10, 0..=1_000u32))
     }
 
-    fn prices(&mut self) -> platform::money::Prices {
-        let class = self.get("STORAGE_CLASS").unwrap_or_else(|| platform::money::DEFAULT_CLASS.to_owned());
-        match platform::money::Prices::parse(&self.get("STORAGE_PRICES").unwrap_or_default(), &class) {
+    fn prices(&mut self) -> ledger::prices::Prices {
+        let class = self.get("STORAGE_CLASS").unwrap_or_else(|| ledger::prices::DEFAULT_CLASS.to_owned());
+        match ledger::prices::Prices::parse(&self.get("STORAGE_PRICES").unwrap_or_default(), &class) {
             Ok(prices) => prices,
-            Err(e @ platform::money::PriceError::UnknownClass { .. }) => {
+            Err(e @ ledger::prices::PriceError::UnknownClass { .. }) => {
                 self.invalid("STORAGE_CLASS", e.to_string());
-                platform::money::Prices::default()
+                ledger::prices::Prices::default()
             }
             Err(e) => {
                 self.invalid("STORAGE_PRICES", e.to_string());
-                platform::money::Prices::default()
+                ledger::prices::Prices::default()
             }
         }
     }
@@ -872,7 +872,7 @@ mod tests {
         assert_eq!(s.approval_tolerance, platform::approval::Tolerance(10));
         assert_eq!(s.schema_verdict_max_age, hours(1));
         assert_eq!(s.unindexed_sources, UnindexedSources::Refuse);
-        assert_eq!(s.prices, platform::money::Prices::default());
+        assert_eq!(s.prices, ledger::prices::Prices::default());
         assert_eq!(s.drift_alarm_percent, 20);
     }
 

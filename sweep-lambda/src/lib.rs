@@ -11,7 +11,6 @@
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
 
-pub mod effect;
 pub mod enqueue;
 pub mod lock;
 pub mod record;
@@ -159,7 +158,7 @@ impl Sweeper {
                 info!(because = %window.describe(), "deletes and purges wait for a window to end");
             }
             // Before this pass claims them again: claims an earlier pass made whose lease ran out unsettled.
-            let lapsed = effect::lapsed(lock.conn()).await;
+            let lapsed = lifecycle::runs::effect::lapsed(lock.conn()).await;
             let checked = self.checked_pass(&mut lock, report, budget_end).await;
             // Also after a refusal: an overdue asset grows older while nothing is claimed.
             self.account(lock.conn(), report, lapsed).await;
@@ -176,16 +175,16 @@ impl Sweeper {
         &self,
         conn: &mut sqlx::PgConnection,
         report: &mut SweepReport,
-        lapsed: Result<effect::Lapsed, sqlx::Error>,
+        lapsed: Result<lifecycle::runs::Lapsed, sqlx::Error>,
     ) {
-        let window = match report.bucket.as_ref().and_then(lifecycle::costs::Window::of) {
+        let window = match report.bucket.as_ref().and_then(ledger::Window::of) {
             Some(window) => Ok(window),
-            None => lifecycle::costs::window(&mut *conn).await,
+            None => ledger::window::window(&mut *conn).await,
         };
         let result = async {
             let window = window?;
-            report.effect = Some(effect::effect(&mut *conn, report.run_id, lapsed?).await?);
-            report.money = Some(effect::money(&mut *conn, report.run_id, window, &self.settings.prices).await?);
+            report.effect = Some(lifecycle::runs::effect::effect(&mut *conn, report.run_id, lapsed?).await?);
+            report.money = Some(ledger::freed::money(&mut *conn, report.run_id, window, &self.settings.prices).await?);
             report.drift = Some(self.drift(&mut *conn, report, window).await?);
             Ok::<_, sqlx::Error>(())
         }
@@ -202,9 +201,9 @@ impl Sweeper {
         &self,
         conn: &mut sqlx::PgConnection,
         report: &SweepReport,
-        window: lifecycle::costs::Window,
+        window: ledger::Window,
     ) -> Result<record::DriftSeen, sqlx::Error> {
-        use reconcile::drift;
+        use ledger::drift;
         let bucket = &self.settings.asset_bucket;
         let today = chrono::Utc::now().date_naive();
         let newest = drift::newest(&mut *conn, bucket).await?;

@@ -133,10 +133,10 @@ pub struct SweepReport {
     pub stalled: Option<Vec<lifecycle::runs::Held>>,
     /// The money freed since the previous pass and still waiting.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub money: Option<crate::effect::Money>,
+    pub money: Option<ledger::freed::Money>,
     /// What the effect alarms read.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub effect: Option<crate::effect::Effect>,
+    pub effect: Option<lifecycle::runs::Effect>,
     /// The bucket's size as S3 reports it against the rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<DriftSeen>,
@@ -154,7 +154,7 @@ pub struct DriftSeen {
     /// What the pass did about S3's figures, for a person.
     pub read: String,
     /// The newest comparison recorded.
-    pub newest: Option<reconcile::drift::Measurement>,
+    pub newest: Option<ledger::drift::Measurement>,
 }
 
 impl SweepReport {
@@ -418,8 +418,7 @@ pub fn metrics_line(report: &SweepReport) -> String {
     }
     // From a comparison of the last few days only: S3 publishes daily, and an old verdict must not page, nor clear,
     // for ever when the comparisons stopped (status says how old the newest is).
-    let recent =
-        |m: &&reconcile::drift::Measurement| reconcile::drift::recent(m.metric_day, chrono::Utc::now().date_naive());
+    let recent = |m: &&ledger::drift::Measurement| ledger::drift::recent(m.metric_day, chrono::Utc::now().date_naive());
     if let Some(newest) = report.drift.as_ref().and_then(|d| d.newest.as_ref()).filter(recent) {
         counts.push(("BucketDriftPercent", whole_percent(newest.drift_percent)));
         counts.push(("BucketDrifted", u64::from(newest.drifted())));
@@ -484,5 +483,56 @@ mod tests {
         report.bucket = Some(BucketCheck::of("assets", Ok(enabled)));
         let line: Value = serde_json::from_str(&metrics_line(&report)).expect("json");
         assert_eq!((line["BucketUnprotected"].clone(), line["NoncurrentExpiryMissing"].clone()), (json!(0), json!(1)));
+    }
+
+    #[test]
+    fn what_the_readers_read_back_of_a_run_row_is_what_the_pass_wrote() {
+        use ledger::freed::Money;
+        use lifecycle::runs::{Claims, Effect, Lapsed};
+        use serde::Deserialize;
+        let workspace = Uuid::from_u128(7);
+        let mut report = SweepReport::new(Uuid::nil());
+        let counts = WorkspaceCounts {
+            claimed: 3,
+            enqueued: 2,
+            released: 1,
+            braked: Some("120 of 120 assets due".to_owned()),
+            ..WorkspaceCounts::default()
+        };
+        report.per_workspace.insert(WorkspaceId(workspace), counts);
+        let claims = Claims::of(&report.per_workspace_json());
+        assert_eq!(
+            claims.get(&workspace),
+            Some(&Claims { claimed: 3, enqueued: 2, released: 1, braked: Some("120 of 120 assets due".to_owned()) }),
+            "status and report read per_workspace through Claims"
+        );
+
+        let prices = ledger::Prices::default();
+        let mut money = Money { class: prices.class.clone(), ..Money::default() };
+        money.waiting = ledger::Priced::of(1000 * ledger::GB, &prices);
+        money.waiting_per_workspace.insert(workspace, money.waiting);
+        money.freed.total = ledger::Priced::of(100 * ledger::GB, &prices);
+        let read = Money::deserialize(serde_json::to_value(&money).expect("json")).expect("money reads back");
+        assert_eq!(
+            (
+                read.waiting.bytes,
+                read.waiting.money.cents(),
+                read.waiting_per_workspace.get(&workspace).map(|p| p.bytes)
+            ),
+            (1000 * ledger::GB, 2300, Some(1000 * ledger::GB))
+        );
+        assert_eq!((read.freed.total.bytes, read.freed.total.money.cents()), (100 * ledger::GB, 230));
+
+        report.effect = Some(Effect {
+            due_assets: 4,
+            due_bytes: 40,
+            lapsed: Lapsed { assets: 1, ..Lapsed::default() },
+            ..Effect::default()
+        });
+        report.effect_error = Some("the money could not be read".to_owned());
+        let stored = effect_json(&report).expect("an effect");
+        // The keys `ledger::freed::newest` filters the rows on.
+        assert!(stored.get("due_bytes").is_some() && stored["error"] == "the money could not be read", "{stored}");
+        assert_eq!(Effect::deserialize(&stored).ok(), report.effect, "status reads the effect through Effect");
     }
 }

@@ -8,7 +8,8 @@ use aws_sdk_cloudwatch::primitives::DateTime as AwsTime;
 use aws_sdk_cloudwatch::types::{Dimension, DimensionFilter, Metric, MetricDataQuery, MetricStat};
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use platform::aws::AwsFailure;
-use reconcile::drift::Reported;
+
+use ledger::drift::Reported;
 
 const NAMESPACE: &str = "AWS/S3";
 const SIZE: &str = "BucketSizeBytes";

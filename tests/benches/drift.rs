@@ -5,12 +5,12 @@
 //! usage totals counted; 100 000 deletes and purges over the last 90 days; a reconciliation's findings.
 //!
 //! Printed, each the best of several runs:
-//! - the comparison as the sweep makes it (`reconcile::drift::believed` then `compare`): from the folded
+//! - the comparison as the sweep makes it (`ledger::drift::believed` then `compare`): from the folded
 //!   per-workspace totals, the settlements within the window (by their time index) and the newest findings;
 //! - baseline one, the believed side by scanning the rows (`sum(byte_size)` over `stored_objects`);
 //! - baseline two, the reported side from an inventory report instead of S3's storage metrics: 1 000 000 keys of
 //!   gzipped CSV decoded and their sizes added up;
-//! - the pass's money (`lifecycle::costs::waste`, every workspace) and the CLI's ledger (`lifecycle::costs::ledger`,
+//! - the pass's money (`ledger::holdings::waste`, every workspace) and the CLI's ledger (`ledger::holdings::ledger`,
 //!   which reads the asset rows);
 //!
 //! with the ratios to the comparison, and each extrapolated to 1 000 000 000 objects: a scan grows with the rows, the
@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use integration_tests::reports::{Format, Row};
 use integration_tests::{TestContext, TestDatabase};
-use lifecycle::costs::{self, Window};
-use reconcile::drift::{self, Reported};
+use ledger::Window;
+use ledger::drift::{self, Reported};
+use ledger::holdings;
 use sqlx::{AssertSqlSafe, PgPool};
 
 const BILLION: f64 = 1e9;
@@ -202,23 +203,22 @@ async fn main() {
 
     let (waste, _) = best(3, || {
         let pool = pool.clone();
-        async move { costs::waste(&mut pool.acquire().await.expect("a connection"), window).await.expect("waste") }
+        async move { holdings::waste(&mut pool.acquire().await.expect("a connection"), window).await.expect("waste") }
     })
     .await;
-    let (ledger, _) =
-        best(3, || {
-            let pool = pool.clone();
-            async move {
-                costs::ledger(&mut pool.acquire().await.expect("a connection"), None, window).await.expect("ledger")
-            }
-        })
-        .await;
+    let (ledger, _) = best(3, || {
+        let pool = pool.clone();
+        async move {
+            holdings::ledger(&mut pool.acquire().await.expect("a connection"), None, window).await.expect("ledger")
+        }
+    })
+    .await;
     // One workspace counted exactly from its rows (`usage <workspace>`, `explain`).
     let one = uuid::Uuid::parse_str("00000000-0000-4000-8000-000000000007").expect("a workspace");
     let (exact, _) = best(3, || {
         let pool = pool.clone();
         async move {
-            costs::ledger(&mut pool.acquire().await.expect("a connection"), Some(one), window).await.expect("ledger")
+            holdings::ledger(&mut pool.acquire().await.expect("a connection"), Some(one), window).await.expect("ledger")
         }
     })
     .await;

@@ -267,8 +267,8 @@ pub(crate) async fn publish_storage_metrics(
 /// What the rows account for as the sweep compares them, for the day `day`.
 pub(crate) async fn believed(ctx: &TestContext, day: chrono::NaiveDate) -> u64 {
     let mut conn = ctx.pool().acquire().await.expect("a connection");
-    let window = lifecycle::costs::window(&mut conn).await.expect("the window");
-    reconcile::drift::believed(&mut conn, window, day).await.expect("believed").0.bytes()
+    let window = ledger::window::window(&mut conn).await.expect("the window");
+    ledger::drift::believed(&mut conn, window, day).await.expect("believed").0.bytes()
 }
 
 #[tokio::test]
@@ -329,7 +329,8 @@ async fn a_bucket_s3_bills_at_its_known_size_raises_nothing_and_one_twenty_times
 /// Every workspace's ledger as `status` and `plan` read it, from the totals a pass folds (`workspace_usage`), and
 /// each workspace's from its own rows: held, waiting and retired bytes, and retired objects.
 async fn both_ledgers(pool: &sqlx::PgPool, workspaces: &[Uuid]) -> Vec<(Uuid, [(u64, u64); 2])> {
-    use lifecycle::costs::{Holdings, Window, ledger};
+    use ledger::Window;
+    use ledger::holdings::{Holdings, ledger};
     let mut conn = pool.acquire().await.expect("a connection");
     let seen = |h: &Holdings| [(0, h.held.bytes), (0, h.waiting.bytes), (h.retired.objects, h.retired.bytes)];
     let totals = ledger(&mut conn, None, Window::Days(30)).await.expect("the ledger from the totals");
@@ -423,4 +424,80 @@ async fn the_retired_objects_folded_into_the_totals_agree_with_the_rows_through_
         .await
         .expect("the sweep's fold");
     assert_eq!(retired(&both_ledgers(pool, &[a, b]).await), [(1, 512), (0, 0)]);
+}
+
+/// S3's expiry rule for a noncurrent version is written twice, once in SQL (`asset_sweeper_version_expires`, which
+/// the costs and the drift count versions by) and once in Rust (`ledger::window::expiry_day`, which `explain` and a
+/// pass's money say the day by): the two give the same day for every time of day, at and around midnight, at the
+/// ends of months and years, for any window, in any session time zone.
+#[tokio::test]
+async fn the_version_expiry_rule_is_the_same_in_sql_and_in_rust() {
+    use chrono::{Duration as Span, TimeZone, Utc};
+    let db = integration_tests::TestDatabase::new().await;
+    let mut conn = db.pool.acquire().await.expect("a connection");
+    // A session far from UTC: the rule is UTC's whatever the session's zone.
+    sqlx::query("SET TIME ZONE 'Pacific/Kiritimati'").execute(&mut *conn).await.expect("time zone");
+    let mut times = Vec::new();
+    for (y, m, d) in [(2026, 12, 3), (2026, 12, 31), (2027, 2, 28), (2028, 2, 29), (2026, 3, 29)] {
+        let midnight = Utc.with_ymd_and_hms(y, m, d, 0, 0, 0).single().expect("a day");
+        for offset in [Span::zero(), Span::microseconds(1), Span::hours(13), Span::days(1) - Span::microseconds(1)] {
+            times.push(midnight + offset);
+        }
+    }
+    for days in [0_i32, 1, 30, 365] {
+        let (sql, rust): (Vec<_>, Vec<_>) = {
+            let mut sql = Vec::new();
+            for at in &times {
+                let day: chrono::NaiveDate = sqlx::query_scalar("SELECT asset_sweeper_version_expires($1, $2)")
+                    .bind(at)
+                    .bind(days)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .expect("the SQL rule");
+                sql.push(day);
+            }
+            (sql, times.iter().map(|at| ledger::window::expiry_day(days.unsigned_abs(), *at)).collect())
+        };
+        let rust: Vec<_> = rust.into_iter().map(|d: Option<chrono::NaiveDate>| d.expect("a day")).collect();
+        assert_eq!(sql, rust, "{days} day(s), at {times:?}");
+    }
+    // A statement with no rule (kept for ever) gets no day.
+    let never: Option<chrono::NaiveDate> = sqlx::query_scalar("SELECT asset_sweeper_version_expires(now(), NULL)")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("the SQL rule");
+    assert_eq!(never, None);
+}
+
+/// The keys no row knows are priced from what a comparison recorded: reconciliation writes its findings through its
+/// own type, the ledger reads the part it prices through `ledger::found`. A field renamed on either side fails here.
+#[test]
+fn the_ledger_reads_back_the_keys_a_comparison_found_and_adopted() {
+    use ledger::found::{Findings, Found};
+    let workspace = Uuid::from_u128(3);
+    let written = reconcile::Findings {
+        unknown: vec![reconcile::Unknown {
+            prefix: "uploads/".to_owned(),
+            workspace_id: workspace,
+            keys: 5,
+            bytes: 50,
+            young: 1,
+            sample: vec!["uploads/a".to_owned()],
+        }],
+        adopted: vec![reconcile::adopt::Adopted {
+            prefix: "uploads/".to_owned(),
+            workspace_id: workspace,
+            keys: 2,
+            bytes: 20,
+        }],
+        ..reconcile::Findings::default()
+    };
+    let read = Findings::of(&serde_json::to_value(&written).expect("json"));
+    assert_eq!(
+        (read.unknown, read.adopted),
+        (
+            vec![Found { workspace_id: workspace, keys: 5, bytes: 50 }],
+            vec![Found { workspace_id: workspace, keys: 2, bytes: 20 }]
+        )
+    );
 }

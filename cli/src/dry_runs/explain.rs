@@ -77,7 +77,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
 
     let prices = crate::money::prices()?;
-    let window = lifecycle::costs::window(&mut *pool.acquire().await?).await?;
+    let window = ledger::window::window(&mut *pool.acquire().await?).await?;
     let mut money_json = json!({ "class": prices.class, "noncurrent_window": window });
     let mut text = String::new();
     let mut kept_by = Vec::new();
@@ -206,7 +206,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let mut versions = Vec::new();
     for d in decisions.iter().filter(|d| d.bytes_freed > 0) {
         let cost = prices.monthly(d.bytes_freed.unsigned_abs());
-        let until = match lifecycle::costs::stops_billing(window, d.at) {
+        let until = match window.stops_billing(d.at) {
             Some(day) => format!("until {day}, when the bucket's rule expires the version"),
             None => format!("for as long as the version is kept: {}", window.describe()),
         };

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use ::reconcile::Findings;
 use ::reconcile::once::{Limits, Source, reconcile};
 use anyhow::Context;
-use platform::money::Prices;
+use ledger::prices::Prices;
 use serde_json::json;
 use uuid::Uuid;
 

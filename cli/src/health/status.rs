@@ -7,10 +7,8 @@
 use platform::step::Step;
 use std::fmt::Write as _;
 
-use lifecycle::runs::{Reason, RunOutcome};
-use platform::audit::AuditAction;
+use lifecycle::runs::RunOutcome;
 use schema::{self, SchemaCheckError};
-use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -32,131 +30,19 @@ pub(crate) struct Args {
 /// How far back the settle rate is measured for the backlog's estimate.
 const RATE_WINDOW_SECS: f64 = 900.0;
 
-#[derive(Serialize)]
-struct Run {
-    id: Uuid,
-    started_at: String,
-    outcome: RunOutcome,
-    claimed: i32,
-    enqueued: i32,
-    released: i32,
-    duration_ms: Option<i64>,
-    error: Option<String>,
-    reason: Option<Value>,
-    per_workspace: Value,
-}
-
-#[derive(Serialize)]
-struct Failed {
-    id: Uuid,
-    workspace_id: Uuid,
-    failed_at: Option<String>,
-    last_error: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Backlog {
-    workspace_id: Uuid,
-    due: i64,
-    oldest_due_seconds: f64,
-}
-
-#[derive(Serialize)]
-struct Freed {
-    action: AuditAction,
-    assets: i64,
-    bytes: i64,
-}
-
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let (settings, pool, sdk) = connect::everything().await?;
-    let runs = sqlx::query_as!(
-        Run,
-        r#"SELECT id, started_at::text AS "started_at!", outcome AS "outcome: RunOutcome", claimed, enqueued, released,
-                  duration_ms, error, reason, per_workspace
-             FROM sweep_runs ORDER BY started_at DESC LIMIT $1"#,
-        args.runs.max(1),
-    )
-    .fetch_all(&pool)
-    .await?;
-    let last_good = sqlx::query!(
-        r#"SELECT finished_at::text AS "finished_at!", outcome AS "outcome: RunOutcome",
-                  extract(epoch FROM now() - finished_at)::float8 AS "age!"
-             FROM sweep_runs
-            WHERE outcome = ANY ($1) AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1"#,
-        RunOutcome::GOOD as &[RunOutcome],
-    )
-    .fetch_optional(&pool)
-    .await?
-    .map(|r| (r.finished_at, r.outcome, r.age));
-    let backlog_now = sqlx::query!(
-        r#"SELECT count(*) AS "due!", extract(epoch FROM now() - min(a.due_at))::float8 AS oldest_due FROM assets a
-            WHERE asset_sweeper_claimable(a)"#
-    )
-    .fetch_one(&pool)
-    .await?;
-    let (due, oldest_due) = (backlog_now.due, backlog_now.oldest_due);
-    let backlog = sqlx::query_as!(
-        Backlog,
-        r#"SELECT a.workspace_id, count(*) AS "due!",
-                  extract(epoch FROM now() - min(a.due_at))::float8 AS "oldest_due_seconds!"
-             FROM assets a WHERE asset_sweeper_claimable(a)
-            GROUP BY a.workspace_id ORDER BY count(*) DESC, min(a.due_at) LIMIT 5"#
-    )
-    .fetch_all(&pool)
-    .await?;
-    // A lease is taken on a due row and ended by whatever moves it on, so the leased rows are among the due ones:
-    // read from their index, not by a scan of every asset.
-    let leased = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "leased!" FROM assets a WHERE asset_sweeper_due(a) AND a.leased_until > now()"#
-    )
-    .fetch_one(&pool)
-    .await?;
+    let mut conn = pool.acquire().await?;
+    let runs = lifecycle::runs::standing::recent(&mut conn, args.runs).await?;
+    let last_good = lifecycle::runs::standing::last_good(&mut conn).await?;
+    let lifecycle::standing::Backlog { due, oldest_due_seconds: oldest_due, leased, largest: backlog } =
+        lifecycle::standing::backlog(&mut conn).await?;
     // What the consumers settled lately, for how long the backlog will take.
-    let settled_lately = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "settled!" FROM settlement_events
-            WHERE occurred_at > now() - make_interval(secs => $1) AND action = ANY ($2)"#,
-        RATE_WINDOW_SECS,
-        &[
-            AuditAction::Keep,
-            AuditAction::Retire,
-            AuditAction::Delete,
-            AuditAction::Purge,
-            AuditAction::Defer,
-            AuditAction::Noop
-        ] as &[AuditAction],
-    )
-    .fetch_one(&pool)
-    .await?;
-    let failed_count = sqlx::query_scalar!(r#"SELECT count(*) AS "failed!" FROM assets WHERE state = 'failed'"#)
-        .fetch_one(&pool)
-        .await?;
-    let failed = sqlx::query_as!(
-        Failed,
-        "SELECT id, workspace_id, failed_at::text AS failed_at, last_error FROM assets WHERE state = 'failed'
-          ORDER BY failed_at DESC NULLS LAST LIMIT 10"
-    )
-    .fetch_all(&pool)
-    .await?;
-    let approvals = sqlx::query!(
-        r#"SELECT workspace_id, approved_by, reason, expires_at::text AS "expires_at!", due_assets, due_bytes
-             FROM brake_approvals WHERE expires_at > now() ORDER BY expires_at"#
-    )
-    .fetch_all(&pool)
-    .await?;
-    let freed = sqlx::query_as!(
-        Freed,
-        r#"SELECT action AS "action: AuditAction", count(*) AS "assets!",
-                  coalesce(sum(CASE WHEN action = $1 THEN coalesce((asset_row->>'byte_size')::bigint, 0)
-                                    ELSE bytes_freed END), 0)::bigint AS "bytes!"
-             FROM settlement_events
-            WHERE occurred_at > now() - interval '1 day' AND action = ANY ($2)
-            GROUP BY action ORDER BY action"#,
-        AuditAction::Retire as AuditAction,
-        &[AuditAction::Retire, AuditAction::Delete, AuditAction::Purge] as &[AuditAction],
-    )
-    .fetch_all(&pool)
-    .await?;
+    let settled_lately = lifecycle::standing::settled_within(&mut conn, RATE_WINDOW_SECS).await?;
+    let (failed_count, failed) = lifecycle::standing::failed(&mut conn).await?;
+    let approvals = lifecycle::brake::in_force(&mut conn).await?;
+    let freed = ledger::freed::last_day(&mut conn).await?;
+    drop(conn);
     let (schema, census_too_slow) = match crate::connect::check(&pool, (&settings).into()).await {
         Ok(map) => {
             let slow = map.unproven.iter().find_map(|u| u.strip_prefix(schema::census::TOO_SLOW)).map(str::to_owned);
@@ -201,9 +87,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let expected = args.expect_within.as_secs_f64();
     match &last_good {
         None => attention.push("no pass has ever finished well".to_owned()),
-        Some((_, _, age)) if *age > expected => attention.push(format!(
+        Some(good) if good.age_seconds > expected => attention.push(format!(
             "no good pass for {} (expected within {})",
-            humantime::format_duration(std::time::Duration::try_from_secs_f64(age.trunc()).unwrap_or_default()),
+            humantime::format_duration(
+                std::time::Duration::try_from_secs_f64(good.age_seconds.trunc()).unwrap_or_default()
+            ),
             args.expect_within
         )),
         Some(_) => {}
@@ -214,12 +102,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         && last.outcome.needs_attention()
     {
         // A stalled pass says what held it, step by step.
-        let held: Vec<String> = Reason::of(last.reason.as_ref())
-            .stalled
-            .unwrap_or_default()
-            .iter()
-            .map(|h| format!("{}: {}", h.step, h.by))
-            .collect();
+        let held: Vec<String> =
+            last.reason().stalled.unwrap_or_default().iter().map(|h| format!("{}: {}", h.step, h.by)).collect();
         match held.is_empty() {
             true => attention.push(format!("the last pass was {} ({})", last.outcome, last.id)),
             false => attention.push(format!("the last pass was {} ({}): {}", last.outcome, last.id, held.join("; "))),
@@ -301,23 +185,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     attention.extend(logs.sources.iter().filter_map(|source| source.needs_person(now)));
     // The bucket as the newest pass that read it found it (`reason.bucket`): deletes and purges wait while its
     // versioning is not Enabled, and only a person can turn it back on.
-    let bucket = runs.iter().find_map(|r| Reason::of(r.reason.as_ref()).bucket.map(|b| (r, b)));
+    let bucket = runs.iter().find_map(|r| r.reason().bucket.map(|b| (r, b)));
     if let Some((run, checked)) = &bucket
         && let Some(why) = &checked.held_because
     {
         attention.push(format!("deletes and purges are held: {why} (pass {})", run.id));
     }
-    let braked: Vec<(String, String)> = last_finished
-        .and_then(|r| r.per_workspace.as_object())
-        .map(|ws| {
-            ws.iter()
-                .filter_map(|(id, counts)| counts["braked"].as_str().map(|why| (id.clone(), why.to_owned())))
-                .collect()
-        })
+    let braked: Vec<(Uuid, String)> = last_finished
+        .map(|r| r.workspaces().into_iter().filter_map(|(id, claims)| Some((id, claims.braked?))).collect())
         .unwrap_or_default();
 
     // What is wrong with how it runs, not with what it does: said, but nothing waits for a person because of it.
-    let superuser = last_finished.and_then(|r| Reason::of(r.reason.as_ref()).superuser);
+    let superuser = last_finished.and_then(|r| r.reason().superuser);
     let mut warnings: Vec<String> = superuser
         .iter()
         .map(|role| {
@@ -358,8 +237,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         let _ = writeln!(text, "  ~ {warning}");
     }
     match &last_good {
-        Some((at, outcome, age)) => {
-            let _ = writeln!(text, "last good pass: {at} ({outcome}), {:.0} min ago", age / 60.0);
+        Some(good) => {
+            let _ = writeln!(
+                text,
+                "last good pass: {} ({}), {:.0} min ago",
+                good.finished_at,
+                good.outcome,
+                good.age_seconds / 60.0
+            );
         }
         None => text.push_str("last good pass: never\n"),
     }
@@ -664,7 +549,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
 
     let json = json!({
         "needs_attention": attention,
-        "last_good_pass": last_good.as_ref().map(|(at, outcome, age)| json!({ "finished_at": at, "outcome": outcome, "age_seconds": age })),
+        "last_good_pass": last_good.as_ref().map(|g| json!({ "finished_at": g.finished_at, "outcome": g.outcome, "age_seconds": g.age_seconds })),
         "runs": runs,
         "backlog": {
             "due": due, "oldest_due_seconds": oldest_due, "top_workspaces": backlog,

@@ -1,12 +1,17 @@
 //! Sweep passes as their run rows record them (`sweep_runs`), read by the sweep that writes them and by the
-//! operator's `status`. What anything reads back of a row's JSON is a type here ([`Reason`], [`BucketCheck`]): the
+//! operator's `status`. What anything reads back of a row's JSON is a type here ([`Reason`], [`BucketCheck`], [`Effect`]; the money is
+//! the ledger's `Money`): the
 //! sweep writes it through the type, and the costs and the CLI read it through the same one.
 
 mod bucket;
+pub mod effect;
 mod reason;
+pub mod standing;
 
 pub use bucket::{BucketCheck, Destruction};
+pub use effect::{Effect, Lapsed, Overdue};
 pub use reason::{Held, Reason};
+pub use standing::{Claims, Pass};
 
 use platform::text_enum;
 

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use platform::money::gb;
+use ledger::prices::gb;
 use uuid::Uuid;
 
-use super::Report;
+use ledger::report::Report;
 
 const COLOURS: &[&str] = &["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
 const ACTIONS: &[(&str, &str)] = &[
@@ -287,11 +287,12 @@ fn axes(svg: &mut String) {
 #[cfg(test)]
 mod tests {
     use chrono::{TimeZone, Utc};
-    use lifecycle::costs::Window;
-    use platform::money::{GB, Prices};
+    use ledger::Window;
+    use ledger::prices::{GB, Prices};
 
-    use super::super::{Day, Figure, Point, Priced, Workspace};
     use super::*;
+    use ledger::Priced;
+    use ledger::report::{Day, Point, Tally, Workspace};
 
     #[test]
     fn the_page_holds_its_figures_escapes_what_it_quotes_and_fetches_nothing() {
@@ -306,7 +307,7 @@ mod tests {
             braked_passes: 2,
             ..Workspace::default()
         };
-        workspace.settled.insert("retire".to_owned(), Figure { count: 3, bytes: GB });
+        workspace.settled.insert("retire".to_owned(), Tally { count: 3, bytes: GB });
         let report = Report {
             since: at(0),
             until: at(12),

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Bytes in one billed GB.
 pub const GB: u64 = 1 << 30;
@@ -111,6 +111,34 @@ impl Serialize for Monthly {
         map.serialize_entry("usd_per_month", &format!("{}.{:02}", cents / 100, cents % 100))?;
         map.serialize_entry("cents_per_month", &cents)?;
         map.end()
+    }
+}
+
+/// Read back from what [`Serialize`] wrote (a run row's money): its whole cents, the precision the JSON keeps.
+impl<'de> Deserialize<'de> for Monthly {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Written {
+            cents_per_month: u64,
+        }
+        let written = Written::deserialize(deserializer)?;
+        Ok(Monthly(written.cents_per_month.saturating_mul(10_000)))
+    }
+}
+
+/// Bytes and what they cost a month.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Priced {
+    /// Bytes.
+    pub bytes: u64,
+    /// Their cost a month, at the price table's class.
+    pub money: Monthly,
+}
+
+impl Priced {
+    /// `bytes` priced at `prices`' class.
+    pub fn of(bytes: u64, prices: &Prices) -> Self {
+        Priced { bytes, money: prices.monthly(bytes) }
     }
 }
 
@@ -292,5 +320,9 @@ mod tests {
             serde_json::json!({"usd_per_month": "23.00", "cents_per_month": 2300})
         );
         assert_eq!(gb(3 * GB / 2), "1.50 GB");
+        let read: Priced =
+            serde_json::from_value(serde_json::to_value(Priced::of(1000 * GB, &Prices::default())).expect("json"))
+                .expect("read back");
+        assert_eq!((read.bytes, read.money.cents()), (1000 * GB, 2300), "a run row's money reads back to the cent");
     }
 }

@@ -8,9 +8,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::figure::{Figure, figure};
+use crate::prices::{self, Monthly, Prices};
+use crate::window::Window;
 use chrono::{Days, NaiveDate};
-use lifecycle::costs::Window;
-use platform::money::{self, Monthly, Prices};
 use serde::Serialize;
 use sqlx::PgConnection;
 
@@ -34,7 +35,7 @@ impl Reported {
         let mut total = Monthly::default();
         let mut unpriced = Vec::new();
         for (storage_type, bytes) in &self.by_type {
-            match money::class_of_storage_type(storage_type).and_then(|class| prices.monthly_in(class, *bytes)) {
+            match prices::class_of_storage_type(storage_type).and_then(|class| prices.monthly_in(class, *bytes)) {
                 Some(cost) => total = total.saturating_add(cost),
                 None => unpriced.push(storage_type.clone()),
             }
@@ -43,24 +44,15 @@ impl Reported {
     }
 }
 
-/// Bytes and objects of one part of what the rows account for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Part {
-    /// Objects (or versions).
-    pub objects: u64,
-    /// Their bytes.
-    pub bytes: u64,
-}
-
 /// What the sweeper believes the bucket holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Believed {
     /// Current objects the rows know (each workspace's stored bytes, as of the last fold).
-    pub current: Part,
+    pub current: Figure,
     /// Versions deletes and purges left, within the bucket's window.
-    pub noncurrent: Part,
+    pub noncurrent: Figure,
     /// Keys no row knew at the newest reconciliation (less those it adopted).
-    pub unknown: Part,
+    pub unknown: Figure,
 }
 
 impl Believed {
@@ -73,10 +65,6 @@ impl Believed {
     pub fn objects(&self) -> u64 {
         self.current.objects.saturating_add(self.noncurrent.objects).saturating_add(self.unknown.objects)
     }
-}
-
-fn part(objects: i64, bytes: i64) -> Part {
-    Part { objects: objects.max(0).unsigned_abs(), bytes: bytes.max(0).unsigned_abs() }
 }
 
 /// What the rows account for on `day`, with the bucket's noncurrent-version `window`; and of it, the bytes freed
@@ -92,18 +80,11 @@ pub async fn believed(conn: &mut PgConnection, window: Window, day: NaiveDate) -
     )
     .fetch_one(&mut *conn)
     .await?;
-    let days = match window {
-        Window::Days(days) => Some(days),
-        Window::Forever | Window::Unknown => None,
-    };
-    // A version stops being billed at S3's expiry (`Window::expires`): its days added, up to the next midnight UTC.
-    // Dates are UTC's whatever the session's time zone.
+    // A version stops being billed at S3's expiry (`asset_sweeper_version_expires`, ledger/sql/money.sql).
     let versions = sqlx::query!(
         r#"WITH freed AS (
                SELECT bytes_freed,
-                      CASE WHEN $1::integer IS NULL THEN NULL
-                           ELSE (date_trunc('day', (occurred_at AT TIME ZONE 'UTC') + make_interval(days => $1))
-                                 + interval '1 day')::date END AS expires
+                      asset_sweeper_version_expires(occurred_at, $1::integer) AS expires
                  FROM settlement_events
                 WHERE action IN ('delete', 'purge') AND bytes_freed > 0
                   -- Older ones expired before the day less 32 (read by the settlements' time index).
@@ -114,19 +95,15 @@ pub async fn believed(conn: &mut PgConnection, window: Window, day: NaiveDate) -
                   coalesce(sum(bytes_freed) FILTER (WHERE expires <= $2::date - 2 AND expires > $2::date - 32), 0)::bigint
                       AS "expired!"
              FROM freed"#,
-        days,
+        window.days(),
         day,
     )
     .fetch_one(&mut *conn)
     .await?;
-    let unknown =
-        lifecycle::costs::unknown(&mut *conn, None).await?.into_iter().fold(Part::default(), |sum, (_, f)| Part {
-            objects: sum.objects.saturating_add(f.objects),
-            bytes: sum.bytes.saturating_add(f.bytes),
-        });
+    let unknown = crate::holdings::unknown(&mut *conn, None).await?.into_iter().map(|(_, f)| f).sum();
     let believed = Believed {
-        current: part(current.objects, current.bytes),
-        noncurrent: part(versions.objects, versions.bytes),
+        current: figure(current.objects, current.bytes),
+        noncurrent: figure(versions.objects, versions.bytes),
         unknown,
     };
     Ok((believed, versions.expired.max(0).unsigned_abs()))
@@ -334,9 +311,9 @@ mod tests {
 
     fn believed(current: u64, noncurrent: u64) -> Believed {
         Believed {
-            current: Part { objects: 1, bytes: current },
-            noncurrent: Part { objects: 1, bytes: noncurrent },
-            unknown: Part::default(),
+            current: Figure { objects: 1, bytes: current },
+            noncurrent: Figure { objects: 1, bytes: noncurrent },
+            unknown: Figure::default(),
         }
     }
 
@@ -371,8 +348,8 @@ mod tests {
 
     #[test]
     fn the_billed_side_is_priced_per_storage_type_and_an_unknown_type_is_named() {
-        let mut r = reported(money::GB * 100);
-        r.by_type.insert("GlacierStorage".to_owned(), money::GB * 1000);
+        let mut r = reported(prices::GB * 100);
+        r.by_type.insert("GlacierStorage".to_owned(), prices::GB * 1000);
         r.by_type.insert("FutureStorage".to_owned(), 5);
         let (billed, unpriced) = r.billed(&Prices::default());
         assert_eq!((billed.cents(), unpriced), (230 + 360, vec!["FutureStorage".to_owned()]));

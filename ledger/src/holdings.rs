@@ -4,85 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Duration, DurationRound, NaiveDate, Utc};
-use platform::money::{Monthly, Prices};
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::runs::{BucketCheck, Reason};
-
-/// How long the bucket keeps what a delete leaves behind, as the newest pass that read the bucket found it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kept", content = "days")]
-pub enum Window {
-    /// A lifecycle rule expires noncurrent versions this many days after they became noncurrent.
-    Days(i32),
-    /// No rule expires them: they are kept, and paid for, for ever.
-    Forever,
-    /// No pass has read the bucket yet: every version a delete left is counted, as if kept for ever.
-    Unknown,
-}
-
-impl Window {
-    /// How long noncurrent versions are kept, as a pass read the bucket; `None` when it could not read it.
-    pub fn of(bucket: &BucketCheck) -> Option<Window> {
-        bucket.versioning.as_ref()?;
-        Some(match &bucket.noncurrent_expiry {
-            Some(expiry) => Window::Days(expiry.days),
-            None => Window::Forever,
-        })
-    }
-
-    /// When the version a delete made noncurrent at `at` is expired for good, by S3's rule: the window's days added
-    /// to that time, rounded up to the next midnight UTC. `None` when it never is.
-    pub fn expires(self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let Window::Days(days) = self else { return None };
-        let end = at + Duration::days(i64::from(days));
-        let midnight = end.duration_trunc(Duration::days(1)).ok()?;
-        Some(midnight + Duration::days(1))
-    }
-
-    /// For a person: "30 days", "for ever (no lifecycle rule expires them)".
-    pub fn describe(self) -> String {
-        match self {
-            Window::Days(days) => format!("{days} days"),
-            Window::Forever => "for ever (no lifecycle rule expires noncurrent versions)".to_owned(),
-            Window::Unknown => "for ever, as far as is known (no pass has read the bucket's lifecycle yet)".to_owned(),
-        }
-    }
-}
-
-/// The window the newest pass that read the bucket recorded (`reason.bucket` of its run).
-pub async fn window(conn: &mut PgConnection) -> Result<Window, sqlx::Error> {
-    // The names in the filter are `Reason`'s and `BucketCheck`'s, which their test holds to what rows store.
-    let reason = sqlx::query_scalar!(
-        r#"SELECT reason AS "reason!" FROM sweep_runs
-            WHERE reason->'bucket'->'versioning' IS NOT NULL AND reason->'bucket'->>'versioning' IS NOT NULL
-            ORDER BY started_at DESC LIMIT 1"#
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    // Read as the sweep wrote it: a bucket the newest such row recorded otherwise says no more than no pass at all.
-    let bucket = Reason::of(reason.as_ref()).bucket;
-    Ok(bucket.as_ref().and_then(Window::of).unwrap_or(Window::Unknown))
-}
-
-/// Objects and their bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Figure {
-    /// How many objects (or versions).
-    pub objects: u64,
-    /// Their bytes.
-    pub bytes: u64,
-}
-
-impl Figure {
-    fn add(&mut self, objects: i64, bytes: i64) {
-        self.objects = self.objects.saturating_add(objects.max(0).unsigned_abs());
-        self.bytes = self.bytes.saturating_add(bytes.max(0).unsigned_abs());
-    }
-}
+use crate::figure::{Figure, figure};
+use crate::prices::{Monthly, Prices};
+use crate::window::Window;
 
 /// One workspace's bytes by what the sweeper knows of them. An object two of its rows share counts once, in the
 /// first of held, waiting, retired its rows are in.
@@ -187,11 +115,7 @@ pub async fn noncurrent(
     workspace: Option<Uuid>,
     window: Window,
 ) -> Result<Vec<(Uuid, Figure)>, sqlx::Error> {
-    let days = match window {
-        Window::Days(days) => Some(days),
-        Window::Forever | Window::Unknown => None,
-    };
-    // S3's rule, as `Window::expires`: the days added, rounded up to the next midnight UTC.
+    // Only those a day or two either side of the window need the rule; the time index finds them.
     let rows = sqlx::query!(
         r#"SELECT workspace_id AS "workspace_id!", count(*) AS "objects!",
                   coalesce(sum(bytes_freed), 0)::bigint AS "bytes!"
@@ -200,11 +124,10 @@ pub async fn noncurrent(
               AND ($1::uuid IS NULL OR workspace_id = $1)
               AND ($2::integer IS NULL
                    OR (occurred_at > now() - make_interval(days => $2 + 2)
-                       AND date_trunc('day', (occurred_at AT TIME ZONE 'UTC') + make_interval(days => $2))
-                           + interval '1 day' > (now() AT TIME ZONE 'UTC')))
+                       AND asset_sweeper_version_expires(occurred_at, $2) > (now() AT TIME ZONE 'UTC')))
             GROUP BY 1"#,
         workspace,
-        days,
+        window.days(),
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -214,31 +137,8 @@ pub async fn noncurrent(
 /// The keys no row knew at the newest reconciliation, less those it adopted, per workspace (of `workspace` alone,
 /// when given).
 pub async fn unknown(conn: &mut PgConnection, workspace: Option<Uuid>) -> Result<Vec<(Uuid, Figure)>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"WITH newest AS (
-               SELECT findings FROM reconcile_listings WHERE compared_at IS NOT NULL
-                ORDER BY compared_at DESC, id DESC LIMIT 1),
-           -- Findings as the comparison records them; an entry without its figures is passed over, not a failure.
-           found AS (
-               SELECT (u->>'workspace_id')::uuid AS workspace_id, (u->>'keys')::bigint AS keys,
-                      (u->>'bytes')::bigint AS bytes
-                 FROM newest, jsonb_array_elements(CASE jsonb_typeof(findings->'unknown')
-                                                     WHEN 'array' THEN findings->'unknown' ELSE '[]' END) u
-                WHERE u ? 'workspace_id' AND u ? 'keys' AND u ? 'bytes'
-               UNION ALL
-               SELECT (a->>'workspace_id')::uuid, -(a->>'keys')::bigint, -(a->>'bytes')::bigint
-                 FROM newest, jsonb_array_elements(CASE jsonb_typeof(findings->'adopted')
-                                                     WHEN 'array' THEN findings->'adopted' ELSE '[]' END) a
-                WHERE a ? 'workspace_id' AND a ? 'keys' AND a ? 'bytes')
-           SELECT workspace_id AS "workspace_id!", greatest(sum(keys), 0)::bigint AS "objects!",
-                  greatest(sum(bytes), 0)::bigint AS "bytes!"
-             FROM found WHERE $1::uuid IS NULL OR workspace_id = $1
-            GROUP BY 1 HAVING sum(keys) > 0"#,
-        workspace,
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(rows.into_iter().map(|r| (r.workspace_id, figure(r.objects, r.bytes))).collect())
+    let left = crate::found::newest(conn).await?.left_unknown();
+    Ok(left.into_iter().filter(|(ws, _)| workspace.is_none_or(|w| w == *ws)).collect())
 }
 
 /// Every workspace's waste in bytes, from the totals the sweep keeps rather than the asset rows, so a pass can
@@ -259,12 +159,6 @@ pub async fn waste(conn: &mut PgConnection, window: Window) -> Result<BTreeMap<U
     }
     waste.retain(|_, bytes| *bytes > 0);
     Ok(waste)
-}
-
-fn figure(objects: i64, bytes: i64) -> Figure {
-    let mut f = Figure::default();
-    f.add(objects, bytes);
-    f
 }
 
 /// What one workspace's holdings cost a month.
@@ -302,10 +196,7 @@ impl Holdings {
     }
 
     fn plus(&self, other: &Holdings) -> Holdings {
-        let add = |a: Figure, b: Figure| Figure {
-            objects: a.objects.saturating_add(b.objects),
-            bytes: a.bytes.saturating_add(b.bytes),
-        };
+        let add = Figure::plus;
         Holdings {
             held: add(self.held, other.held),
             waiting: add(self.waiting, other.waiting),
@@ -322,7 +213,7 @@ impl Holdings {
         format!(
             "waste {} ({}); {}; {}; {}; {}; {}",
             c.waste,
-            platform::money::gb(self.waste_bytes()),
+            crate::prices::gb(self.waste_bytes()),
             part("held", self.held, c.held),
             part("released and waiting", self.waiting, c.waiting),
             part("retired (restorable)", self.retired, c.retired),
@@ -351,28 +242,10 @@ impl Ledger {
     }
 }
 
-/// The day a version made noncurrent at `at` stops being billed, for a person and for grouping.
-pub fn stops_billing(window: Window, at: DateTime<Utc>) -> Option<NaiveDate> {
-    window.expires(at).map(|t| t.date_naive())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
-    use platform::money::GB;
-
-    #[test]
-    fn a_noncurrent_version_expires_its_days_after_and_at_the_next_midnight_utc() {
-        let at = Utc.with_ymd_and_hms(2026, 12, 3, 18, 30, 0).single().expect("time");
-        assert_eq!(
-            Window::Days(30).expires(at),
-            Utc.with_ymd_and_hms(2027, 1, 3, 0, 0, 0).single(),
-            "Dec 3 18:30 + 30 days = Jan 2 18:30, rounded up to Jan 3 00:00"
-        );
-        assert_eq!(Window::Forever.expires(at), None);
-        assert_eq!(stops_billing(Window::Days(1), at), NaiveDate::from_ymd_opt(2026, 12, 5));
-    }
+    use crate::prices::GB;
 
     #[test]
     fn waste_is_everything_but_what_is_held_priced_at_the_class() {
