@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, bail};
 use platform::step::Step;
-use records::{Rule, pass_day};
+use records::rule::Weight;
+use records::{Recorded, Rule, RuleStop, pass_day};
 use serde_json::{Value, json};
 use settings::Settings;
 use sqlx::PgPool;
@@ -23,68 +24,74 @@ pub(crate) async fn last_pass(pool: &PgPool) -> anyhow::Result<(String, Value, V
         let _ = writeln!(text, "retention rules: {rules} declared; no pass has applied them yet");
         return Ok((text, json!({ "rules": rules, "last_pass": null }), attention));
     };
-    let records = last.records.unwrap_or(Value::Null);
-    if let Some(error) = records["error"].as_str() {
-        attention.push(format!("the records step could not run in the last pass: {error}"));
-        let _ = writeln!(text, "retention rules: {rules} declared; the last pass could not apply them: {error}");
-        return Ok((text, json!({ "rules": rules, "last_pass": records }), attention));
-    }
+    let recorded = last.recorded();
+    let records = last.records.clone().unwrap_or(Value::Null);
+    let progress = match recorded {
+        Some(Recorded::Failed { error }) => {
+            attention.push(format!("the records step could not run in the last pass: {error}"));
+            let _ = writeln!(text, "retention rules: {rules} declared; the last pass could not apply them: {error}");
+            return Ok((text, json!({ "rules": rules, "last_pass": records }), attention));
+        }
+        Some(Recorded::Ran(progress)) => Some(progress),
+        None => None,
+    };
     let _ = writeln!(
         text,
         "retention rules: {rules} declared; the pass of {} (day {} in {}) deleted {} record(s)",
-        last.started_at.unwrap_or_default(),
-        records["day"].as_str().unwrap_or("-"),
-        records["time_zone"].as_str().unwrap_or("-"),
-        records["deleted"]
+        last.started_at.clone().unwrap_or_default(),
+        progress.as_ref().map_or("-".to_owned(), |p| p.day.to_string()),
+        progress.as_ref().map_or("-", |p| p.time_zone.as_str()),
+        progress.as_ref().map_or("null".to_owned(), |p| p.deleted.to_string()),
     );
-    for rule in records["rules"].as_array().into_iter().flatten() {
-        let (id, table, stopped) = (&rule["rule_id"], rule["table"].as_str().unwrap_or("-"), &rule["stopped"]);
-        let detail = match stopped.as_str() {
-            Some("failed") => {
-                let error = rule["error"].as_str().unwrap_or("-");
+    for rule in progress.iter().flat_map(|p| &p.rules) {
+        let (id, table) = (rule.rule_id, rule.table.as_str());
+        let expired = |w: Option<Weight>| {
+            w.map_or(("null".to_owned(), "null".to_owned()), |w| (w.expired.to_string(), w.table_rows.to_string()))
+        };
+        let detail = match (rule.stopped, &rule.outgrown) {
+            (RuleStop::Failed, _) => {
+                let error = rule.error.as_deref().unwrap_or("-");
                 attention.push(format!(
                     "retention rule {id} on {table} failed after deleting {} record(s): {error}",
-                    rule["deleted"]
+                    rule.deleted
                 ));
                 format!("FAILED: {error}")
             }
-            Some("held") if rule["outgrown"].is_object() => {
+            (RuleStop::Held, Some(outgrown)) => {
                 // Counted only past what the approval covers: "at least".
-                let (approved, now) = (&rule["outgrown"]["approved"], &rule["outgrown"]["now"]);
+                let (approved, now) = (outgrown.approved, outgrown.now);
                 attention.push(format!(
                     "retention rule {id} on {table} is held by the brake again: its approval was granted on {approved} \
                      record(s) and it would now delete at least {now}, beyond the {}% tolerance (read `asset-sweeper \
                      plan`, then asset-sweeper approve --rule {id})",
-                    rule["outgrown"]["tolerance_percent"]
+                    outgrown.tolerance_percent
                 ));
                 format!("HELD by the brake again: at least {now} record(s) against the {approved} approved")
             }
-            Some("held") => {
-                let weight = &rule["weight"];
+            (RuleStop::Held, None) => {
+                let (expired, table_rows) = expired(rule.weight);
                 attention.push(format!(
-                    "retention rule {id} on {table} is held by the brake: it would delete {} of {} record(s) \
-                     (asset-sweeper approve --rule {id})",
-                    weight["expired"], weight["table_rows"]
+                    "retention rule {id} on {table} is held by the brake: it would delete {expired} of {table_rows} \
+                     record(s) (asset-sweeper approve --rule {id})"
                 ));
-                format!("HELD by the brake: more than {} of {} record(s)", weight["threshold"], weight["table_rows"])
+                let threshold = rule.weight.map_or("null".to_owned(), |w| w.threshold.to_string());
+                format!("HELD by the brake: more than {threshold} of {table_rows} record(s)")
             }
-            Some("waiting") => format!(
-                "WAITING, new or changed, until {}: it will then delete {} of {} record(s)",
-                rule["waits_until"].as_str().unwrap_or("-"),
-                rule["weight"]["expired"],
-                rule["weight"]["table_rows"]
-            ),
-            Some("finished") => "finished".to_owned(),
-            Some("time_share") => "not finished: the step's time ran out (continues next pass)".to_owned(),
-            _ => "not reached: the step's time ran out first".to_owned(),
+            (RuleStop::Waiting, _) => {
+                let (expired, table_rows) = expired(rule.weight);
+                format!(
+                    "WAITING, new or changed, until {}: it will then delete {expired} of {table_rows} record(s)",
+                    rule.waits_until.map_or("-".to_owned(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+                )
+            }
+            (RuleStop::Finished, _) => "finished".to_owned(),
+            (RuleStop::TimeShare, _) => "not finished: the step's time ran out (continues next pass)".to_owned(),
+            (RuleStop::NotReached | RuleStop::Running, _) => "not reached: the step's time ran out first".to_owned(),
         };
         let _ = writeln!(
             text,
             "  rule {id} {table}.{} older than {} (before {}): {} deleted, {detail}",
-            rule["column"].as_str().unwrap_or("-"),
-            rule["keep"].as_str().unwrap_or("-"),
-            rule["cutoff"].as_str().unwrap_or("-"),
-            rule["deleted"],
+            rule.column, rule.keep, rule.cutoff, rule.deleted,
         );
     }
     Ok((text, json!({ "rules": rules, "last_pass": records, "run_id": last.id }), attention))

@@ -80,17 +80,42 @@ impl Approval {
 
 /// Every workspace with due assets, the one whose oldest claimable asset is oldest first. Due counts include assets
 /// already claimed by an earlier pass: they are destruction in flight.
-pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Error> {
+pub async fn due_workspaces(conn: &mut sqlx::PgConnection) -> Result<Vec<WorkspaceDue>, sqlx::Error> {
+    due(conn, None).await
+}
+
+/// What `workspace` has due now against what it holds (nothing due, when nothing is): the plan an approval is
+/// granted on, counted by the statement the brake weighs every pass with.
+pub async fn due_of(conn: &mut sqlx::PgConnection, workspace: Uuid) -> Result<WorkspaceDue, sqlx::Error> {
+    Ok(due(conn, Some(workspace)).await?.pop().unwrap_or(WorkspaceDue {
+        workspace_id: WorkspaceId(workspace),
+        due_assets: 0,
+        due_bytes: 0,
+        live_assets: 0,
+        live_bytes: 0,
+        adopted_due: 0,
+        adopted_removed_before: false,
+    }))
+}
+
+/// The one statement of what is due: every workspace with due assets, or `only` that one (with nothing due, when
+/// nothing is), against what each holds.
+async fn due(conn: &mut sqlx::PgConnection, only: Option<Uuid>) -> Result<Vec<WorkspaceDue>, sqlx::Error> {
     sqlx::query_as!(
         WorkspaceDue,
         r#"WITH due AS (
              SELECT a.workspace_id, count(*) AS due_assets, sum(a.byte_size)::bigint AS due_bytes,
                     min(a.due_at) FILTER (WHERE asset_sweeper_claimable(a)) AS oldest
                FROM assets a
-              WHERE asset_sweeper_due(a)
+              WHERE asset_sweeper_due(a) AND ($1::uuid IS NULL OR a.workspace_id = $1)
               GROUP BY a.workspace_id
+             UNION ALL
+             -- The one workspace asked about, when it has nothing due: its holdings still count.
+             SELECT $1, 0, 0, NULL
+              WHERE $1::uuid IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM assets a WHERE asset_sweeper_due(a) AND a.workspace_id = $1)
          )
-         SELECT d.workspace_id AS "workspace_id: WorkspaceId", d.due_assets AS "due_assets!",
+         SELECT d.workspace_id AS "workspace_id!: WorkspaceId", d.due_assets AS "due_assets!",
                 d.due_bytes AS "due_bytes!", l.live_assets AS "live_assets!", l.live_bytes AS "live_bytes!",
                 f.adopted_due AS "adopted_due!", f.adopted_removed_before AS "adopted_removed_before!"
            FROM due d
@@ -100,25 +125,9 @@ pub async fn due_workspaces(pool: &PgPool) -> Result<Vec<WorkspaceDue>, sqlx::Er
           ) l
           CROSS JOIN LATERAL asset_sweeper_adoption_of(d.workspace_id) f
           ORDER BY d.oldest NULLS LAST, d.workspace_id"#,
+        only,
     )
-    .fetch_all(pool)
-    .await
-}
-
-/// What `workspace` has due now against what it holds: the plan an approval is granted on.
-pub async fn due_of(conn: &mut sqlx::PgConnection, workspace: Uuid) -> Result<WorkspaceDue, sqlx::Error> {
-    sqlx::query_as!(
-        WorkspaceDue,
-        r#"SELECT $1::uuid AS "workspace_id!: WorkspaceId",
-                  count(*) FILTER (WHERE asset_sweeper_due(a)) AS "due_assets!",
-                  coalesce(sum(a.byte_size) FILTER (WHERE asset_sweeper_due(a)), 0)::bigint AS "due_bytes!",
-                  count(*) AS "live_assets!", coalesce(sum(a.byte_size), 0)::bigint AS "live_bytes!",
-                  (SELECT adopted_due FROM asset_sweeper_adoption_of($1)) AS "adopted_due!",
-                  (SELECT adopted_removed_before FROM asset_sweeper_adoption_of($1)) AS "adopted_removed_before!"
-             FROM assets a WHERE a.workspace_id = $1"#,
-        workspace,
-    )
-    .fetch_one(conn)
+    .fetch_all(conn)
     .await
 }
 
@@ -318,7 +327,7 @@ impl Weighed {
 /// Every workspace with due assets, oldest first, each with the brake's verdict and its approval (one that covers
 /// the plan within `tolerance`): the one home of who may proceed, for the sweep and for `plan`.
 pub async fn weigh(pool: &PgPool, limits: &BrakeSettings, tolerance: Tolerance) -> Result<Vec<Weighed>, sqlx::Error> {
-    let due = due_workspaces(pool).await?;
+    let due = due_workspaces(&mut *pool.acquire().await?).await?;
     let ids: Vec<Uuid> = due.iter().map(|d| d.workspace_id.0).collect();
     let mut approved = approvals(pool, &ids).await?;
     Ok(due

@@ -77,7 +77,8 @@ pub async fn judge(
     claim: Option<Claimed>,
 ) -> Result<Judged, sqlx::Error> {
     // Both rows locked in one statement: the object row is what a concurrent upload of the same bytes needs.
-    let Some(facts) = rules::read(&mut *conn, asset, terms.grace, terms.abandon_after, claim.is_some()).await? else {
+    let Some(facts) = crate::facts::read(&mut *conn, asset, terms.grace, terms.abandon_after, claim.is_some()).await?
+    else {
         return Ok(Judged::Gone);
     };
     if let Some(claim) = claim {
@@ -100,7 +101,9 @@ pub async fn judge(
         None => (decision, None),
     };
     let sharers = match decision {
-        Decision::Delete | Decision::Purge => Some(rules::sharers(&mut *conn, &facts.storage_key, asset).await?),
+        Decision::Delete | Decision::Purge => {
+            Some(crate::facts::sharers(&mut *conn, &facts.storage_key, asset, false).await?)
+        }
         _ => None,
     };
     Ok(Judged::Judged(Box::new(Judgement { facts, found, decision, hold, sharers, seen })))

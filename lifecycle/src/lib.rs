@@ -10,6 +10,7 @@ pub mod adopted;
 pub mod assets;
 pub mod brake;
 pub mod discovery;
+pub mod facts;
 pub mod holds;
 pub mod judgement;
 pub mod message;

@@ -1,14 +1,12 @@
-//! The lifecycle's rules: an asset's states, and what settlement decides from the facts about one asset. The
-//! settle acts on the decision inside its transaction, with the rows locked; the operator's `plan` and `explain`
-//! show it without acting.
+//! The lifecycle's rules: an asset's states, and what settlement decides from the facts about one asset, as pure
+//! functions of them (the facts are read by `crate::facts`). The settle acts on the decision inside its
+//! transaction, with the rows locked; the operator's `plan` and `explain` show it without acting.
 
 use std::time::Duration;
 
 use serde_json::Value;
-use sqlx::PgConnection;
 use uuid::Uuid;
 
-use platform::AssetId;
 use platform::audit::AuditAction;
 use platform::text_enum;
 
@@ -68,45 +66,6 @@ pub struct Facts {
     pub purge_after: Option<chrono::DateTime<chrono::Utc>>,
     /// The whole asset row, for the audit record (what `undelete` rebuilds a row from).
     pub row_json: Value,
-}
-
-/// Reads the facts about `asset`; with `lock`, locks its row and its stored object's row for the transaction
-/// (the object row is what a concurrent upload of the same bytes needs).
-pub async fn read(
-    conn: &mut PgConnection,
-    asset: AssetId,
-    grace: Duration,
-    abandon_after: Duration,
-    lock: bool,
-) -> Result<Option<Facts>, sqlx::Error> {
-    // One text for both: the lock is the only difference, so the locked read and the plan's cannot drift apart.
-    macro_rules! select_facts {
-        ($ending:tt) => {
-            sqlx::query_as!(
-                Facts,
-                r#"SELECT a.workspace_id, a.storage_key, a.byte_size, a.state AS "state: AssetState", a.lease_token,
-                          asset_sweeper_due(a) AS "due!",
-                          asset_sweeper_grace_ends(a, o, $2 * interval '1 second') > now() AS "within_grace!",
-                          asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
-                          a.created_at + $3 * interval '1 second' <= now() AS "abandoned!",
-                          a.purge_after IS NOT NULL AND a.purge_after <= now() AS "purge_due!",
-                          asset_sweeper_tried(a) AS "tried!",
-                          a.retired_at = a.purge_after IS TRUE AS "retired_abandoned!",
-                          EXISTS (SELECT 1 FROM adopted_assets d WHERE d.asset_id = a.id) AS "adopted!",
-                          a.retired_at, a.purge_after,
-                          to_jsonb(a) AS "row_json!"
-                     FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key
-                    WHERE a.id = $1"#
-                    + $ending,
-                asset.0,
-                grace.as_secs_f64(),
-                abandon_after.as_secs_f64()
-            )
-            .fetch_optional(conn)
-            .await
-        };
-    }
-    if lock { select_facts!(" FOR UPDATE OF a, o") } else { select_facts!("") }
 }
 
 /// Why a decision waits.
@@ -276,17 +235,6 @@ impl Decision {
             Decision::Retire => AuditAction::Retire,
         }
     }
-}
-
-/// How many other asset rows share `asset`'s stored object.
-pub async fn sharers(conn: &mut PgConnection, storage_key: &str, asset: AssetId) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT count(*) AS "sharers!" FROM assets WHERE storage_key = $1 AND id <> $2"#,
-        storage_key,
-        asset.0
-    )
-    .fetch_one(conn)
-    .await
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// How far, in percent, a plan may grow over the approved one and still be covered (`APPROVAL_TOLERANCE_PERCENT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,6 +35,27 @@ pub struct Outgrown {
     pub now: u64,
     /// The tolerance it is beyond, in percent.
     pub tolerance_percent: u32,
+}
+
+/// The figures an approval is granted on: what [`Outgrown::what`] can name.
+pub const FIGURES: [&str; 4] = ["assets", "bytes", "records", "keys"];
+
+/// Read back from a run record: `what` must be one of [`FIGURES`].
+impl<'de> Deserialize<'de> for Outgrown {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Written {
+            what: String,
+            approved: u64,
+            now: u64,
+            tolerance_percent: u32,
+        }
+        let w = Written::deserialize(deserializer)?;
+        let what = FIGURES.into_iter().find(|f| *f == w.what).ok_or_else(|| {
+            serde::de::Error::custom(format!("{:?} is not a figure an approval is granted on ({FIGURES:?})", w.what))
+        })?;
+        Ok(Outgrown { what, approved: w.approved, now: w.now, tolerance_percent: w.tolerance_percent })
+    }
 }
 
 impl fmt::Display for Outgrown {
@@ -84,7 +105,14 @@ mod tests {
     #[test]
     fn the_first_figure_beyond_its_approval_is_the_one_named() {
         let grown = first_outgrown(Tolerance(10), &[("assets", 100, 105), ("bytes", 1_000, 5_000)]);
-        assert_eq!(grown.map(|g| g.what), Some("bytes"));
+        assert_eq!(grown.clone().map(|g| g.what), Some("bytes"));
+        let read: Outgrown = serde_json::from_value(serde_json::to_value(&grown).expect("json")).expect("read back");
+        assert_eq!(Some(read), grown);
+        assert!(
+            serde_json::from_value::<Outgrown>(serde_json::json!({"what": "cats", "approved": 1, "now": 2,
+            "tolerance_percent": 5}))
+            .is_err()
+        );
         assert_eq!(first_outgrown(Tolerance(10), &[("assets", 100, 105)]), None);
     }
 }

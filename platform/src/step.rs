@@ -18,6 +18,25 @@ pub struct Share {
     pub deadline: Instant,
 }
 
+/// A step as it runs in one pass: its own terms (the step's struct) and its share of the pass, handed down to the
+/// functions that do its work.
+#[derive(Debug)]
+pub struct Paced<'a, S> {
+    /// The step, with its terms.
+    pub step: &'a S,
+    /// Its share of the pass.
+    pub share: Share,
+}
+
+// Derived `Clone`/`Copy` would ask the same of `S`, which a reference does not need.
+impl<S> Clone for Paced<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Paced<'_, S> {}
+
 impl Share {
     /// `percent` of what is left, from now, of a pass that ends at `deadline`.
     pub fn of(percent: u32, deadline: Instant) -> Share {

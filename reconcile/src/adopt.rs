@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -29,7 +29,7 @@ use platform::keys::KeyLayout;
 use platform::{AssetId, WorkspaceId};
 
 /// Keys adopted from one prefix into one workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Adopted {
     /// The managed prefix.
     pub prefix: String,
@@ -42,7 +42,7 @@ pub struct Adopted {
 }
 
 /// An approved prefix whose adoptable keys jumped: its approval is withdrawn until a person approves again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Withdrawn {
     /// The managed prefix.
     pub prefix: String,
@@ -56,6 +56,18 @@ pub struct Withdrawn {
     pub keys: i64,
     /// The tolerance it jumped beyond, in percent.
     pub tolerance_percent: u32,
+}
+
+/// A withdrawal as `reconcile_prefixes.withdrawn` records it: the listing that found the jump, when, and the figures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WithdrawnRecord {
+    /// The listing whose report found the jump.
+    pub listing: i64,
+    /// When, as the database wrote it.
+    pub at: String,
+    /// The figures.
+    #[serde(flatten)]
+    pub withdrawn: Withdrawn,
 }
 
 /// How one comparison adopts.

@@ -15,7 +15,7 @@ use platform::approval::Tolerance;
 use platform::aws::AwsFailure;
 use platform::keys::KeyLayout;
 use platform::location::InventoryLocation;
-use platform::step::{Share, Step};
+use platform::step::{Paced, Share, Step};
 use platform::text_enum;
 
 text_enum! {
@@ -81,29 +81,6 @@ pub struct Compared {
     pub withdrawn: Vec<super::adopt::Withdrawn>,
 }
 
-/// Everything one pass's reconciliation needs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Pace<'a> {
-    /// Which keys are ours.
-    pub layout: &'a KeyLayout,
-    /// Where the inventory reports land.
-    pub inventory: &'a InventoryLocation,
-    /// The asset bucket.
-    pub bucket: &'a str,
-    /// The grace period, for the count of young keys.
-    pub grace: Duration,
-    /// The most assets confirmed gone per comparison.
-    pub confirm: usize,
-    /// The most keys adopted per comparison.
-    pub adopt_max: u32,
-    /// How far a prefix's adoptable keys may grow over its approval and the previous report.
-    pub tolerance: Tolerance,
-    /// No new file is started after this.
-    pub until: Instant,
-    /// The pass's own deadline: no statement runs past it.
-    pub deadline: Instant,
-}
-
 /// Advances reconciliation within `pace`: resumes the unfinished report, or starts on the newest one at the
 /// inventory location if it is new; reads files while time is left; compares when all are in. An unfinished report
 /// a newer one has superseded is given up: whatever kept it from finishing (its files expired under the inventory
@@ -111,9 +88,9 @@ pub(crate) struct Pace<'a> {
 pub(crate) async fn advance(
     pool: &PgPool,
     s3: &aws_sdk_s3::Client,
-    pace: Pace<'_>,
+    pace: Paced<'_, Reconciliation<'_>>,
 ) -> Result<Progress, ReconcileError> {
-    let newest = newest_manifest(s3, pace.inventory).await?;
+    let newest = newest_manifest(s3, pace.step.inventory).await?;
     let mut unfinished = sqlx::query!(
         r#"SELECT id, location, taken_at, files_done,
                   keys_read > 0 AND NOT EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = l.id) AS "emptied!"
@@ -140,7 +117,7 @@ pub(crate) async fn advance(
     }
     let (report, listing, mut files_done) = match unfinished {
         Some(row) => {
-            let report = Report::open(s3, &row.location, pace.bucket).await?;
+            let report = Report::open(s3, &row.location, pace.step.bucket).await?;
             let mut done = row.files_done;
             // reconcile_keys is unlogged: a crash of the database empties it, and the report is read again.
             if row.emptied {
@@ -164,7 +141,7 @@ pub(crate) async fn advance(
             if seen {
                 return Ok(nothing_new(Some(manifest), abandoned));
             }
-            let report = Report::open(s3, &manifest, pace.bucket).await?;
+            let report = Report::open(s3, &manifest, pace.step.bucket).await?;
             let files = report.manifest.files.len();
             let mut conn = pool.acquire().await?;
             let listing = super::open(&mut conn, ListingSource::Inventory, &manifest, report.taken_at(), files).await?;
@@ -184,14 +161,14 @@ pub(crate) async fn advance(
         abandoned,
     };
     while files_done < files_total {
-        if Instant::now() >= pace.until {
+        if Instant::now() >= pace.share.until {
             progress.files_done = u32::try_from(files_done).unwrap_or(0);
             return Ok(progress);
         }
         let mut tx = pool.begin().await?;
-        allow_until(&mut tx, pace.deadline).await?;
+        allow_until(&mut tx, pace.share.deadline).await?;
         let file = usize::try_from(files_done).unwrap_or(usize::MAX);
-        let ingested = report.ingest_file(&mut tx, listing.id, pace.layout, file).await?;
+        let ingested = report.ingest_file(&mut tx, listing.id, pace.step.layout, file).await?;
         sqlx::query!(
             "UPDATE reconcile_listings SET files_done = files_done + 1, keys_read = keys_read + $2 WHERE id = $1",
             listing.id,
@@ -207,14 +184,16 @@ pub(crate) async fn advance(
     }
     progress.files_done = u32::try_from(files_done).unwrap_or(0);
     // Every file is in; the comparison takes the next pass's share if this one is spent.
-    if Instant::now() >= pace.until {
+    if Instant::now() >= pace.share.until {
         return Ok(progress);
     }
     let mut tx = pool.begin().await?;
-    allow_until(&mut tx, pace.deadline).await?;
-    let mut findings = super::compare(&mut tx, s3, pace.bucket, pace.layout, listing, pace.grace, pace.confirm).await?;
-    let terms = Terms { grace: pace.grace, max: pace.adopt_max, tolerance: pace.tolerance };
-    super::adopt::adopt(&mut tx, listing, pace.layout, &mut findings, terms).await?;
+    allow_until(&mut tx, pace.share.deadline).await?;
+    let mut findings =
+        super::compare(&mut tx, s3, pace.step.bucket, pace.step.layout, listing, pace.step.grace, pace.step.confirm)
+            .await?;
+    let terms = Terms { grace: pace.step.grace, max: pace.step.adopt_max, tolerance: pace.step.tolerance };
+    super::adopt::adopt(&mut tx, listing, pace.step.layout, &mut findings, terms).await?;
     let newly_lost = super::record(&mut tx, listing, &findings).await?;
     tx.commit().await?;
     let (unknown_keys, unknown_bytes) = findings.unknown_totals();
@@ -317,17 +296,7 @@ impl Step for Reconciliation<'_> {
     const ON_FAILURE: &'static str = "reconciliation failed: the next pass resumes it";
 
     async fn advance(&self, pool: &PgPool, share: Share) -> Result<Progress, ReconcileError> {
-        let pace = Pace {
-            layout: self.layout,
-            inventory: self.inventory,
-            bucket: self.bucket,
-            grace: self.grace,
-            confirm: self.confirm,
-            adopt_max: self.adopt_max,
-            tolerance: self.tolerance,
-            until: share.until,
-            deadline: share.deadline,
-        };
+        let pace = Paced { step: self, share };
         advance(pool, self.s3, pace).await
     }
 

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -120,7 +120,8 @@ pub async fn open(
 }
 
 /// Bytes in the bucket no row knows, of one prefix and workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Unknown {
     /// The managed prefix.
     pub prefix: String,
@@ -137,7 +138,7 @@ pub struct Unknown {
 }
 
 /// Keys in a managed prefix that break the key pattern: another writer shares the prefix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OffPattern {
     /// The managed prefix.
     pub prefix: String,
@@ -150,7 +151,7 @@ pub struct OffPattern {
 }
 
 /// An asset whose bytes the listing does not hold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Missing {
     /// The asset.
     pub asset_id: Uuid,
@@ -165,7 +166,7 @@ pub struct Missing {
 }
 
 /// An asset whose bytes the bucket itself confirms are gone.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lost {
     /// What the listing showed.
     #[serde(flatten)]
@@ -175,7 +176,8 @@ pub struct Lost {
 }
 
 /// What one comparison found.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Findings {
     /// Keys the listing holds inside the managed prefixes, and their bytes.
     pub keys: i64,
@@ -218,6 +220,68 @@ impl Findings {
     pub fn adopted_totals(&self) -> (i64, i64) {
         self.adopted.iter().fold((0, 0), |(k, b), a| (k + a.keys, b + a.bytes))
     }
+
+    /// The keys no row knows under `prefix`, every workspace's: what an approval of the prefix is granted on.
+    pub fn under(&self, prefix: &str) -> UnderPrefix {
+        let here: Vec<&Unknown> = self.unknown.iter().filter(|u| u.prefix == prefix).collect();
+        let mut sample: Vec<String> = here.iter().flat_map(|u| u.sample.iter().cloned()).collect();
+        sample.sort();
+        sample.truncate(10);
+        UnderPrefix {
+            adoptable: here.iter().map(|u| u.keys - u.young).sum(),
+            young: here.iter().map(|u| u.young).sum(),
+            bytes: here.iter().map(|u| u.bytes).sum(),
+            sample,
+        }
+    }
+}
+
+/// The keys no row knows under one prefix, as a comparison recorded them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnderPrefix {
+    /// Older than the grace period: what an approval lets be adopted.
+    pub adoptable: i64,
+    /// Younger.
+    pub young: i64,
+    /// The bytes of all of them.
+    pub bytes: i64,
+    /// The first ten keys, in key order.
+    pub sample: Vec<String>,
+}
+
+/// The newest compared listing, its findings read back through [`Findings`] (a row this build cannot read counts
+/// as one that found nothing).
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Its row in `reconcile_listings`.
+    pub id: i64,
+    /// How it read the bucket.
+    pub source: ListingSource,
+    /// When the bucket was as it read it, as the database prints it.
+    pub taken_at: String,
+    /// When it was compared, as the database prints it.
+    pub compared_at: String,
+    /// What it found.
+    pub findings: Findings,
+}
+
+/// The newest compared listing, if any was compared.
+pub async fn newest_recorded(conn: &mut PgConnection) -> Result<Option<Recorded>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT id, source AS "source: ListingSource", taken_at::text AS "taken_at!",
+                  compared_at::text AS "compared_at!", findings
+             FROM reconcile_listings WHERE compared_at IS NOT NULL
+            ORDER BY compared_at DESC, id DESC LIMIT 1"#
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| Recorded {
+        id: r.id,
+        source: r.source,
+        taken_at: r.taken_at,
+        compared_at: r.compared_at,
+        findings: r.findings.as_ref().and_then(|f| Findings::deserialize(f).ok()).unwrap_or_default(),
+    }))
 }
 
 /// Keys listed per group in the findings.
@@ -464,43 +528,35 @@ pub struct Standing {
     /// Assets a person restored or undeleted, which discovery passes over.
     pub kept_by_person: i64,
     /// Prefixes whose approval a jump in their adoptable keys withdrew, not approved since: what the withdrawal
-    /// recorded (`adopt::Withdrawn`, with the listing and when).
-    pub withdrawn: Vec<serde_json::Value>,
+    /// recorded.
+    pub withdrawn: Vec<adopt::WithdrawnRecord>,
 }
 
 /// What records named of the keys no row knew, as the newest compared listing found it (`schema::naming`), if it
 /// held any.
 pub async fn newest_naming(conn: &mut PgConnection) -> Result<Option<schema::naming::Naming>, sqlx::Error> {
-    let naming = sqlx::query_scalar!(
-        r#"SELECT findings->'naming' AS naming FROM reconcile_listings
-            WHERE compared_at IS NOT NULL ORDER BY compared_at DESC, id DESC LIMIT 1"#
-    )
-    .fetch_optional(conn)
-    .await?
-    .flatten();
-    Ok(naming.and_then(|n| serde_json::from_value(n).ok()))
+    Ok(newest_recorded(conn).await?.and_then(|r| r.findings.naming))
 }
 
 /// Where reconciliation stands now.
 pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> {
-    let last = sqlx::query_as!(
-        LastListing,
-        r#"SELECT id, source AS "source: ListingSource", taken_at::text AS "taken_at!",
-                  compared_at::text AS "compared_at!",
-                  coalesce((SELECT sum((u->>'keys')::bigint) FROM jsonb_array_elements(findings->'unknown') u), 0)::bigint
-                      AS "unknown_keys!",
-                  coalesce((SELECT sum((u->>'bytes')::bigint) FROM jsonb_array_elements(findings->'unknown') u), 0)::bigint
-                      AS "unknown_bytes!",
-                  ARRAY(SELECT o->>'prefix' FROM jsonb_array_elements(findings->'off_pattern') o) AS "shared_prefixes!",
-                  ARRAY(SELECT p FROM jsonb_array_elements_text(coalesce(findings->'awaiting_approval', '[]')) p
-                         WHERE NOT EXISTS (SELECT 1 FROM reconcile_prefixes r
-                                            WHERE r.prefix = p AND r.approved_until > now()))
-                      AS "awaiting_approval!"
-             FROM reconcile_listings WHERE compared_at IS NOT NULL
-            ORDER BY compared_at DESC, id DESC LIMIT 1"#
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
+    let approved: Vec<String> =
+        sqlx::query_scalar!("SELECT prefix FROM reconcile_prefixes WHERE approved_until > now()")
+            .fetch_all(&mut *conn)
+            .await?;
+    let last = newest_recorded(&mut *conn).await?.map(|r| {
+        let (unknown_keys, unknown_bytes) = r.findings.unknown_totals();
+        LastListing {
+            id: r.id,
+            source: r.source,
+            taken_at: r.taken_at,
+            compared_at: r.compared_at,
+            unknown_keys,
+            unknown_bytes,
+            shared_prefixes: r.findings.off_pattern.iter().map(|o| o.prefix.clone()).collect(),
+            awaiting_approval: r.findings.awaiting_approval.into_iter().filter(|p| !approved.contains(p)).collect(),
+        }
+    });
     let lost = sqlx::query!(
         r#"SELECT l.asset_id, l.storage_key, count(*) OVER () AS "total!"
              FROM lost_assets l JOIN assets a ON a.id = l.asset_id AND a.storage_key = l.storage_key
@@ -527,6 +583,7 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
         removed_named: adopted.removed_named,
         removed_sample: adopted.removed_sample,
         kept_by_person: adopted.kept_by_person,
-        withdrawn,
+        // Read as the withdrawal wrote it; a record this build cannot read is passed over.
+        withdrawn: withdrawn.iter().filter_map(|w| adopt::WithdrawnRecord::deserialize(w).ok()).collect(),
     })
 }

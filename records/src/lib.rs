@@ -18,31 +18,16 @@ use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;
 use platform::approval::{Outgrown, Tolerance, count};
-use platform::step::{self, Share};
-use serde::Serialize;
+use platform::step::{self, Paced, Share};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sqlx::{Connection, PgPool};
 use uuid::Uuid;
 
 pub use rule::{Rule, Weight, pass_day};
 
-/// How the step runs in a pass.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Pace<'a> {
-    /// The application's time zone (a Postgres time zone name): which day a pass belongs to.
-    pub time_zone: &'a str,
-    /// No batch starts that could not end before this.
-    pub until: Instant,
-    /// A rule that would delete more than this share of its table, in percent, waits for an approval.
-    pub brake_share_percent: u32,
-    /// A new or changed rule deletes nothing until this long after it was declared or changed.
-    pub new_rule_delay: Duration,
-    /// How far what a rule would delete may grow over what its approval was granted on.
-    pub approval_tolerance: Tolerance,
-}
-
 /// Why a rule stopped in a pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleStop {
     /// No expired record is left (those another transaction held were skipped).
@@ -63,7 +48,7 @@ pub enum RuleStop {
 }
 
 /// One rule's part in a pass: the run record's `records.rules[]`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuleRun {
     /// `retention_rules.id`.
     pub rule_id: i64,
@@ -104,7 +89,7 @@ pub struct RuleRun {
 }
 
 /// What the records step did in one pass: the run record's `records`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Progress {
     /// The pass's own day, in `time_zone`.
     pub day: NaiveDate,
@@ -141,21 +126,25 @@ pub enum RecordsError {
 
 /// Runs every rule of `run_id`'s pass within `pace`, recording each batch's count in the run row in the batch's
 /// own transaction, so the record and the deletions never disagree.
-pub(crate) async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Result<Progress, RecordsError> {
+pub(crate) async fn advance(
+    pool: &PgPool,
+    run_id: Uuid,
+    pace: Paced<'_, Records<'_>>,
+) -> Result<Progress, RecordsError> {
     fail::fail_point!("records::advance", |_| Err(RecordsError::Database(sqlx::Error::Protocol(
         "injected: the records step failed".into()
     ))));
     let mut conn = pool.acquire().await?;
-    let day = match pass_day(&mut conn, pace.time_zone, Some(run_id)).await {
+    let day = match pass_day(&mut conn, pace.step.time_zone, Some(run_id)).await {
         Ok(day) => day,
         // invalid_parameter_value: Postgres's "time zone … not recognized".
         Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("22023") => {
-            return Err(RecordsError::TimeZone(pace.time_zone.to_owned()));
+            return Err(RecordsError::TimeZone(pace.step.time_zone.to_owned()));
         }
         Err(e) => return Err(e.into()),
     };
-    let rules = Rule::all(&mut conn, day, pace.new_rule_delay).await?;
-    let progress = Progress { day, time_zone: pace.time_zone.to_owned(), deleted: 0, rules: Vec::new() };
+    let rules = Rule::all(&mut conn, day, pace.step.new_rule_delay).await?;
+    let progress = Progress { day, time_zone: pace.step.time_zone.to_owned(), deleted: 0, rules: Vec::new() };
     let mut step = Step { run_id, pace, progress, longest: Duration::ZERO };
     let mut out_of_time = false;
     for rule in rules {
@@ -176,7 +165,7 @@ pub(crate) async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Resu
             outgrown: None,
             waits_until: rule.waits_until,
         };
-        if !out_of_time && Instant::now() + step.longest >= pace.until {
+        if !out_of_time && Instant::now() + step.longest >= pace.share.until {
             out_of_time = true;
         }
         if !out_of_time {
@@ -198,7 +187,7 @@ pub(crate) async fn advance(pool: &PgPool, run_id: Uuid, pace: Pace<'_>) -> Resu
 /// The step under way: its pass, its pace, what it did so far, and its longest batch (what it keeps in reserve).
 struct Step<'a> {
     run_id: Uuid,
-    pace: Pace<'a>,
+    pace: Paced<'a, Records<'a>>,
     progress: Progress,
     longest: Duration,
 }
@@ -223,7 +212,8 @@ impl Step<'_> {
                 if weight.braked() {
                     match (&rule.approved_by, rule.approved_rows) {
                         (Some(by), Some(approved)) => {
-                            run.outgrown = pace.approval_tolerance.outgrown("records", count(approved), weight.expired);
+                            run.outgrown =
+                                pace.step.approval_tolerance.outgrown("records", count(approved), weight.expired);
                             if run.outgrown.is_some() {
                                 return RuleStop::Held;
                             }
@@ -245,7 +235,7 @@ impl Step<'_> {
         run.stopped = RuleStop::Running;
         loop {
             let now = Instant::now();
-            if now + self.longest >= pace.until {
+            if now + self.longest >= pace.share.until {
                 return RuleStop::TimeShare;
             }
             let started = now;
@@ -278,7 +268,7 @@ impl Step<'_> {
         let mut tx = conn.begin().await?;
         // Never past the step's share: a batch that would run over is cancelled and rolled back whole.
         within_share(&mut tx, pace).await?;
-        let deleted = rule.delete_batch(&mut tx, pace.time_zone).await?;
+        let deleted = rule.delete_batch(&mut tx, pace.step.time_zone).await?;
         fail::fail_point!("records::batch");
         let mut this = run.clone();
         this.deleted += deleted;
@@ -305,18 +295,22 @@ fn message(e: &sqlx::Error) -> String {
 }
 
 /// Sets the transaction's statement timeout to what is left of the step's share, so no statement runs past it.
-async fn within_share(tx: &mut sqlx::PgConnection, pace: Pace<'_>) -> Result<(), sqlx::Error> {
-    platform::db::statements_until(tx, pace.until, Duration::from_millis(100)).await
+async fn within_share(tx: &mut sqlx::PgConnection, pace: Paced<'_, Records<'_>>) -> Result<(), sqlx::Error> {
+    platform::db::statements_until(tx, pace.share.until, Duration::from_millis(100)).await
 }
 
 /// The brake's weighing, read only and within the step's share: its count may scan much of a large table.
-async fn weigh(conn: &mut sqlx::PgConnection, rule: &Rule, pace: Pace<'_>) -> Result<Weight, sqlx::Error> {
+async fn weigh(
+    conn: &mut sqlx::PgConnection,
+    rule: &Rule,
+    pace: Paced<'_, Records<'_>>,
+) -> Result<Weight, sqlx::Error> {
     let mut tx = conn.begin().await?;
     sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
     within_share(&mut tx, pace).await?;
     // Counted past what an approval covers, so a rule that outgrew its approval is seen to.
-    let covered = rule.approved_rows.map_or(0, |n| pace.approval_tolerance.ceiling(count(n)));
-    let weight = rule.weigh(&mut tx, pace.time_zone, pace.brake_share_percent, Some(covered)).await?;
+    let covered = rule.approved_rows.map_or(0, |n| pace.step.approval_tolerance.ceiling(count(n)));
+    let weight = rule.weigh(&mut tx, pace.step.time_zone, pace.step.brake_share_percent, Some(covered)).await?;
     tx.commit().await?;
     Ok(weight)
 }
@@ -367,6 +361,26 @@ pub struct LastPass {
     pub records: Option<serde_json::Value>,
 }
 
+/// A pass's `sweep_runs.records` read back as the sweep wrote it: the step's progress, or why it could not run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Recorded {
+    /// The step could not run.
+    Failed {
+        /// Why.
+        error: String,
+    },
+    /// What it did.
+    Ran(Progress),
+}
+
+impl LastPass {
+    /// Its records step, read through [`Recorded`]; `None` when there is none, or this build cannot read it.
+    pub fn recorded(&self) -> Option<Recorded> {
+        Recorded::deserialize(self.records.as_ref()?).ok()
+    }
+}
+
 /// Reads the records step's standing.
 pub async fn standing(conn: &mut sqlx::PgConnection) -> Result<Standing, sqlx::Error> {
     let last = sqlx::query_as!(
@@ -388,13 +402,7 @@ impl step::Step for Records<'_> {
     const ON_FAILURE: &'static str = "the records step could not run: expired records wait for the next pass";
 
     async fn advance(&self, pool: &PgPool, share: Share) -> Result<Progress, RecordsError> {
-        let pace = Pace {
-            time_zone: self.time_zone,
-            until: share.until,
-            brake_share_percent: self.brake_share_percent,
-            new_rule_delay: self.new_rule_delay,
-            approval_tolerance: self.approval_tolerance,
-        };
+        let pace = Paced { step: self, share };
         advance(pool, self.run_id, pace).await
     }
 

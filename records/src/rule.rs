@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{NaiveDate, NaiveDateTime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{AssertSqlSafe, PgConnection};
 
 /// Records one batch deletes at most: the application's writer waits for no more than this between batches.
@@ -48,7 +48,7 @@ struct Resolved {
 }
 
 /// What a rule would delete at a cutoff, against the size of its table: what the brake and `plan` read.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Weight {
     /// Expired records (counted up to the brake's threshold plus one when `exact` is false).
     pub expired: u64,

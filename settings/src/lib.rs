@@ -3,7 +3,6 @@
 //! Every missing or invalid variable is collected, so an operator fixes a deployment in one round instead of
 //! one variable per failed cold start. Secret values never reach an error message or a log line.
 
-use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -12,6 +11,14 @@ use platform::db::DatabaseSettings;
 use platform::location::InventoryLocation;
 use schema::UnindexedSources;
 use sqlx::postgres::PgConnectOptions;
+
+mod problems;
+mod reader;
+mod standby;
+
+pub use problems::{LoadError, Problem, SettingsError};
+use reader::{Reader, days, hours, secs};
+use standby::standby_options;
 
 /// Everything the functions are configured with: docs/operating.md, "Configuration", lists every setting.
 #[derive(Debug, Clone)]
@@ -217,76 +224,6 @@ pub struct SweepSettings {
     pub queue_ceiling: u64,
 }
 
-/// One thing wrong with the environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
-    /// A required variable is not set.
-    Missing {
-        /// The variable.
-        name: &'static str,
-    },
-    /// A variable is set to something unusable.
-    Invalid {
-        /// The variable.
-        name: &'static str,
-        /// What is wrong with its value.
-        reason: String,
-    },
-}
-
-impl Problem {
-    /// The variable this problem is about.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Problem::Missing { name } | Problem::Invalid { name, .. } => name,
-        }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Problem::Missing { name: "DATABASE_URL" } => {
-                f.write_str("DATABASE_URL is not set (nor DATABASE_SECRET_ARN)")
-            }
-            Problem::Missing { name } => write!(f, "{name} is not set"),
-            Problem::Invalid { name, reason } => write!(f, "{name} {reason}"),
-        }
-    }
-}
-
-/// Why settings could not be loaded in AWS: the environment, or the database secret.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The environment.
-    #[error(transparent)]
-    Settings(#[from] SettingsError),
-    /// The database secret.
-    #[error(transparent)]
-    Secret(#[from] platform::secrets::SecretError),
-}
-
-/// All problems found in one reading of the environment.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct SettingsError {
-    /// Every problem, in the order the variables are read.
-    pub problems: Vec<Problem>,
-}
-
-impl fmt::Display for SettingsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.problems.len();
-        write!(f, "invalid configuration ({n} problem{}): ", if n == 1 { "" } else { "s" })?;
-        for (i, problem) in self.problems.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{problem}")?;
-        }
-        Ok(())
-    }
-}
-
 impl Settings {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, SettingsError> {
@@ -333,32 +270,35 @@ impl Settings {
     pub fn schema_check_from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<schema::CheckOptions, SettingsError> {
-        let mut reader = Reader { lookup: &lookup, problems: Vec::new() };
-        let options = reader.schema_check();
-        if reader.problems.is_empty() { Ok(options) } else { Err(SettingsError { problems: reader.problems }) }
+        Self::only(&lookup, |r| r.schema_check())
     }
 
     /// The quiet period after a schema change alone (`SCHEMA_QUIET_PERIOD`, optional), for a command that needs
     /// nothing else of the functions' (`asset-sweeper hold list`).
     pub fn schema_quiet_period_from_env() -> Result<Duration, SettingsError> {
-        let mut reader = Reader { lookup: &process_env, problems: Vec::new() };
-        let quiet = reader.schema_quiet_period();
-        if reader.problems.is_empty() { Ok(quiet) } else { Err(SettingsError { problems: reader.problems }) }
+        Self::only(&process_env, |r| r.schema_quiet_period())
     }
 
     /// The approval tolerance alone (`APPROVAL_TOLERANCE_PERCENT`, optional), for `asset-sweeper approve`, which
     /// says what a plan may grow to before the approval it records stops covering it.
     pub fn approval_tolerance_from_env() -> Result<platform::approval::Tolerance, SettingsError> {
-        let mut reader = Reader { lookup: &process_env, problems: Vec::new() };
-        let tolerance = reader.approval_tolerance();
-        if reader.problems.is_empty() { Ok(tolerance) } else { Err(SettingsError { problems: reader.problems }) }
+        Self::only(&process_env, |r| r.approval_tolerance())
     }
 
     /// The price table alone (`STORAGE_PRICES`, `STORAGE_CLASS`, both optional), for the commands that show money.
-    pub fn prices_from_env() -> Result<ledger::prices::Prices, SettingsError> {
-        let mut reader = Reader { lookup: &process_env, problems: Vec::new() };
-        let prices = reader.prices();
-        if reader.problems.is_empty() { Ok(prices) } else { Err(SettingsError { problems: reader.problems }) }
+    pub fn prices_from_env() -> Result<ledger::Prices, SettingsError> {
+        Self::only(&process_env, |r| r.prices())
+    }
+
+    /// One group of settings alone, read by `read` through `lookup`, for a command that needs nothing else: every
+    /// problem of that group reported together, as [`Settings::from_lookup`] reports all of them.
+    fn only<T>(
+        lookup: &dyn Fn(&str) -> Option<String>,
+        read: impl FnOnce(&mut Reader<'_>) -> T,
+    ) -> Result<T, SettingsError> {
+        let mut reader = Reader { lookup, problems: Vec::new() };
+        let value = read(&mut reader);
+        if reader.problems.is_empty() { Ok(value) } else { Err(SettingsError { problems: reader.problems }) }
     }
 
     /// [`Settings::load`] through `lookup`.
@@ -578,264 +518,6 @@ impl Settings {
 /// One variable of the process environment (non-UTF-8 bytes replaced, so validation can name them).
 fn process_env(name: &str) -> Option<String> {
     std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
-}
-
-/// What `CENSUS_DATABASE_URL` says of the census's standby: its host and port, and whatever else it names. A physical
-/// standby has the primary's logins, so the user, password and database it leaves out are the sweep's own (from
-/// `DATABASE_URL` or the secret): `postgres://replica.internal:5432` needs no second secret.
-struct Standby {
-    host: String,
-    port: Option<u16>,
-    username: Option<String>,
-    password: Option<String>,
-    database: Option<String>,
-    ssl_mode: Option<sqlx::postgres::PgSslMode>,
-    ssl_root_cert: Option<String>,
-}
-
-impl Standby {
-    /// The primary's `options` pointed at the standby.
-    fn over(self, options: PgConnectOptions) -> PgConnectOptions {
-        let mut options = options.host(&self.host);
-        if let Some(port) = self.port {
-            options = options.port(port);
-        }
-        if let Some(username) = &self.username {
-            options = options.username(username);
-        }
-        if let Some(password) = &self.password {
-            options = options.password(password);
-        }
-        if let Some(database) = &self.database {
-            options = options.database(database);
-        }
-        if let Some(mode) = self.ssl_mode {
-            options = options.ssl_mode(mode);
-        }
-        if let Some(cert) = &self.ssl_root_cert {
-            options = options.ssl_root_cert(cert);
-        }
-        options
-    }
-}
-
-/// `url` read as [`Standby`], or why not (never quoting it: it may hold a password).
-fn standby_options(url: &str) -> Result<Standby, String> {
-    let invalid = || "is not a valid postgres:// connection URL".to_owned();
-    let parsed = url::Url::parse(url).map_err(|_| invalid())?;
-    if !matches!(parsed.scheme(), "postgres" | "postgresql") {
-        return Err(invalid());
-    }
-    let host = parsed.host_str().filter(|h| !h.is_empty()).ok_or_else(invalid)?.to_owned();
-    let decoded = |part: &str| percent_encoding::percent_decode_str(part).decode_utf8_lossy().into_owned();
-    let database = parsed.path().trim_start_matches('/');
-    let mut standby = Standby {
-        host,
-        port: parsed.port(),
-        username: Some(parsed.username()).filter(|u| !u.is_empty()).map(decoded),
-        password: parsed.password().map(decoded),
-        database: Some(database).filter(|d| !d.is_empty()).map(decoded),
-        ssl_mode: None,
-        ssl_root_cert: None,
-    };
-    for (name, value) in parsed.query_pairs() {
-        match name.as_ref() {
-            "sslmode" => {
-                standby.ssl_mode = Some(value.parse().map_err(|_| format!("has an unknown sslmode {value:?}"))?);
-            }
-            "sslrootcert" => standby.ssl_root_cert = Some(value.into_owned()),
-            other => {
-                return Err(format!(
-                    "has the parameter {other:?}; it may name only sslmode and sslrootcert (the rest of the census's \
-                     connection is the sweep's own)"
-                ));
-            }
-        }
-    }
-    Ok(standby)
-}
-
-struct Reader<'a> {
-    lookup: &'a dyn Fn(&str) -> Option<String>,
-    problems: Vec<Problem>,
-}
-
-impl Reader<'_> {
-    fn logs(&mut self) -> LogSettings {
-        use platform::location::{AccessLogLayout, LogLocation};
-        let location = |reader: &mut Self, name: &'static str| {
-            reader.get(name).and_then(|text| match LogLocation::parse(&text) {
-                Ok(location) => Some(location),
-                Err(reason) => {
-                    reader.invalid(name, reason);
-                    None
-                }
-            })
-        };
-        let access = location(self, "ACCESS_LOGS");
-        let cloudfront = location(self, "CLOUDFRONT_LOGS");
-        let access_layout = match self.get("ACCESS_LOGS_LAYOUT").as_deref() {
-            None | Some("simple") => AccessLogLayout::Simple,
-            Some("partitioned") => AccessLogLayout::Partitioned,
-            Some(other) => {
-                self.invalid("ACCESS_LOGS_LAYOUT", format!("must be simple or partitioned, got {other:?}"));
-                AccessLogLayout::Simple
-            }
-        };
-        if access_layout == AccessLogLayout::Partitioned && access.as_ref().is_some_and(|l| !l.prefix.ends_with('/')) {
-            self.invalid(
-                "ACCESS_LOGS",
-                "with ACCESS_LOGS_LAYOUT=partitioned, names the folder of the bucket's logs, ending in \
-                 /ACCOUNT/REGION/BUCKET/",
-            );
-        }
-        let origin_path = self.get("CLOUDFRONT_ORIGIN_PATH").unwrap_or_default();
-        if !origin_path.is_empty() && cloudfront.is_none() {
-            self.invalid("CLOUDFRONT_ORIGIN_PATH", "is set without CLOUDFRONT_LOGS");
-        }
-        let ignore_requesters = self
-            .get("LOGS_IGNORE_REQUESTERS")
-            .map(|list| list.split(',').map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned).collect())
-            .unwrap_or_default();
-        LogSettings {
-            access,
-            access_layout,
-            cloudfront,
-            origin_path: origin_path.trim_matches('/').to_owned(),
-            ignore_requesters,
-            delivery_lag: self.duration_between("LOGS_DELIVERY_LAG", hours(24), secs(0)..=days(7)),
-            time_share_percent: self.parsed("LOGS_TIME_SHARE_PERCENT", 15, 1..=90u32),
-            max_objects: self.parsed("LOGS_MAX_OBJECTS_PER_PASS", 2_000, 1..=1_000_000u32),
-        }
-    }
-}
-
-impl Reader<'_> {
-    /// A set, non-blank value; blank counts as unset (a template parameter left empty).
-    fn get(&self, name: &str) -> Option<String> {
-        (self.lookup)(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
-    }
-
-    fn invalid(&mut self, name: &'static str, reason: impl Into<String>) {
-        self.problems.push(Problem::Invalid { name, reason: reason.into() });
-    }
-
-    fn required(&mut self, name: &'static str) -> Option<String> {
-        let value = self.get(name);
-        if value.is_none() {
-            self.problems.push(Problem::Missing { name });
-        }
-        value
-    }
-
-    fn parsed<T>(&mut self, name: &'static str, default: T, range: std::ops::RangeInclusive<T>) -> T
-    where
-        T: FromStr + PartialOrd + fmt::Display + Copy,
-    {
-        let Some(raw) = self.get(name) else { return default };
-        match raw.parse::<T>() {
-            Ok(v) if range.contains(&v) => v,
-            _ => {
-                self.invalid(
-                    name,
-                    format!("must be a whole number from {} to {}, got {raw:?}", range.start(), range.end()),
-                );
-                default
-            }
-        }
-    }
-
-    /// What the schema check is configured with: the functions' and any command that checks the schema.
-    fn schema_check(&mut self) -> schema::CheckOptions {
-        let sample_rows = self.parsed("SCHEMA_SAMPLE_ROWS", 100, 1..=100_000u32);
-        let unindexed = match self.get("UNINDEXED_SOURCES").map(|v| v.to_ascii_lowercase()).as_deref() {
-            None | Some("refuse") => UnindexedSources::Refuse,
-            Some("warn") => UnindexedSources::Warn,
-            Some(other) => {
-                self.invalid("UNINDEXED_SOURCES", format!("must be refuse or warn, got {other:?}"));
-                UnindexedSources::Refuse
-            }
-        };
-        schema::CheckOptions { sample_rows, unindexed, managed_prefixes: None, census_pace: None }
-    }
-
-    fn flag(&mut self, name: &'static str, default: bool) -> bool {
-        let Some(raw) = self.get(name) else { return default };
-        match raw.to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" => true,
-            "false" | "0" | "no" => false,
-            _ => {
-                self.invalid(name, format!("must be true or false, got {raw:?}"));
-                default
-            }
-        }
-    }
-
-    fn approval_tolerance(&mut self) -> platform::approval::Tolerance {
-        platform::approval::Tolerance(self.parsed("APPROVAL_TOLERANCE_PERCENT", 10, 0..=1_000u32))
-    }
-
-    fn prices(&mut self) -> ledger::prices::Prices {
-        let class = self.get("STORAGE_CLASS").unwrap_or_else(|| ledger::prices::DEFAULT_CLASS.to_owned());
-        match ledger::prices::Prices::parse(&self.get("STORAGE_PRICES").unwrap_or_default(), &class) {
-            Ok(prices) => prices,
-            Err(e @ ledger::prices::PriceError::UnknownClass { .. }) => {
-                self.invalid("STORAGE_CLASS", e.to_string());
-                ledger::prices::Prices::default()
-            }
-            Err(e) => {
-                self.invalid("STORAGE_PRICES", e.to_string());
-                ledger::prices::Prices::default()
-            }
-        }
-    }
-
-    fn schema_quiet_period(&mut self) -> Duration {
-        self.duration_between("SCHEMA_QUIET_PERIOD", hours(6), secs(0)..=days(7))
-    }
-
-    /// A duration such as `30d`, `24h` or `90s`, no shorter than `min`.
-    fn duration(&mut self, name: &'static str, default: Duration, min: Duration) -> Duration {
-        self.duration_between(name, default, min..=Duration::MAX)
-    }
-
-    fn duration_between(
-        &mut self,
-        name: &'static str,
-        default: Duration,
-        range: std::ops::RangeInclusive<Duration>,
-    ) -> Duration {
-        let Some(raw) = self.get(name) else { return default };
-        match humantime::parse_duration(&raw) {
-            Ok(v) if range.contains(&v) => v,
-            Ok(_) if *range.end() == Duration::MAX => {
-                let min = humantime::format_duration(*range.start());
-                self.invalid(name, format!("must be at least {min}, got {raw:?}"));
-                default
-            }
-            Ok(_) => {
-                let (min, max) = (humantime::format_duration(*range.start()), humantime::format_duration(*range.end()));
-                self.invalid(name, format!("must be from {min} to {max}, got {raw:?}"));
-                default
-            }
-            Err(_) => {
-                self.invalid(name, format!("must be a duration such as 30d, 24h or 90s, got {raw:?}"));
-                default
-            }
-        }
-    }
-}
-
-const fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
-
-const fn hours(n: u64) -> Duration {
-    Duration::from_secs(n * 3600)
-}
-
-const fn days(n: u64) -> Duration {
-    hours(n * 24)
 }
 
 #[cfg(test)]

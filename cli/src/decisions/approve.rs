@@ -181,54 +181,37 @@ async fn prefix_approval(prefix: &str, approval: PrefixApproval<'_>) -> anyhow::
     let mut tx = pool.begin().await?;
     // What the newest recorded reconciliation found there: what the approval lets be adopted, and what a later
     // report is measured against.
-    let found = sqlx::query!(
-        r#"SELECT l.id, l.compared_at::text AS "compared_at!",
-                  coalesce(sum((u->>'keys')::bigint - (u->>'young')::bigint), 0)::bigint AS "adoptable!",
-                  coalesce(sum((u->>'young')::bigint), 0)::bigint AS "young!",
-                  coalesce(sum((u->>'bytes')::bigint), 0)::bigint AS "bytes!",
-                  ARRAY(SELECT k FROM jsonb_array_elements(l.findings->'unknown') s,
-                                      jsonb_array_elements_text(s->'sample') k
-                         WHERE s->>'prefix' = $1 ORDER BY k LIMIT 10) AS "sample!",
-                  l.findings->'naming' AS naming
-             FROM reconcile_listings l
-             LEFT JOIN LATERAL jsonb_array_elements(l.findings->'unknown') u ON u->>'prefix' = $1
-            WHERE l.id = (SELECT id FROM reconcile_listings WHERE compared_at IS NOT NULL
-                           ORDER BY compared_at DESC, id DESC LIMIT 1)
-            GROUP BY l.id"#,
-        stored,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(found) = found else {
+    let Some(recorded) = reconcile::newest_recorded(&mut tx).await? else {
         bail!(
             "no recorded reconciliation has reported on {prefix:?}, so there is nothing an approval could be bound \
              to: run `asset-sweeper reconcile` (it adopts nothing under a prefix nobody approved), read what it \
              found, then approve"
         );
     };
+    let found = recorded.findings.under(stored);
     let tolerance = settings.approval_tolerance;
     let mut plan = format!(
         "prefix {prefix:?}: the reconciliation recorded {} found {} key(s) no row knows written before the grace \
          period, {} bytes with {} younger key(s)",
-        found.compared_at, found.adoptable, found.bytes, found.young
+        recorded.compared_at, found.adoptable, found.bytes, found.young
     );
     for key in &found.sample {
         let _ = write!(plan, "\n  {key}");
     }
     // What records name of them: the approval is read, and refused, on these figures (no approval is blind).
-    let naming: Option<schema::naming::Naming> = found.naming.clone().and_then(|n| serde_json::from_value(n).ok());
-    let figures = naming.as_ref().and_then(|n| n.prefix(stored)).cloned();
-    if let Some(naming) = &naming {
+    let naming = recorded.findings.naming.as_ref();
+    let figures = naming.and_then(|n| n.prefix(stored)).cloned();
+    if let Some(naming) = naming {
         let this = schema::naming::Naming {
             prefixes: figures.iter().cloned().collect(),
             suggestions: naming.suggestions.iter().filter(|s| s.prefix == stored).cloned().collect(),
-            ..naming.clone()
+            ..(*naming).clone()
         };
         for line in this.lines() {
             let _ = write!(plan, "\n{line}");
         }
     }
-    let refusal = naming.as_ref().and_then(|n| n.refusal(stored));
+    let refusal = naming.and_then(|n| n.refusal(stored));
     let covers = format!(
         "as long as no report finds more than {} such key(s) there, or more than that over the report before it \
          (APPROVAL_TOLERANCE_PERCENT {})",
@@ -239,7 +222,7 @@ async fn prefix_approval(prefix: &str, approval: PrefixApproval<'_>) -> anyhow::
         "prefix": stored,
         "approved_by": by,
         "reason": reason,
-        "listing_id": found.id,
+        "listing_id": recorded.id,
         "unknown_keys": found.adoptable,
         "young_keys": found.young,
         "unknown_bytes": found.bytes,

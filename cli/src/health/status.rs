@@ -133,21 +133,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     for prefix in reconciliation.last.iter().flat_map(|l| &l.shared_prefixes) {
         attention.push(format!("prefix {prefix:?} is shared with another writer (the last reconciliation)"));
     }
-    for w in &reconciliation.withdrawn {
-        let previous = w["previous_keys"].as_i64().map_or(String::new(), |n| format!(" and {n} in the report before"));
+    for w in reconciliation.withdrawn.iter().map(|r| &r.withdrawn) {
+        let previous = w.previous_keys.map_or(String::new(), |n| format!(" and {n} in the report before"));
         attention.push(format!(
-            "prefix {} had its approval withdrawn: a report found {} adoptable key(s) there against the {} approved \
+            "prefix {:?} had its approval withdrawn: a report found {} adoptable key(s) there against the {} approved \
              (by {}){previous}, beyond the {}% tolerance; nothing is adopted there until a person reads the report \
              (asset-sweeper reconcile --dry-run) and approves again (asset-sweeper approve --prefix)",
-            w["prefix"],
-            w["keys"],
-            w["approved_keys"],
-            w["approved_by"].as_str().unwrap_or("-"),
-            w["tolerance_percent"]
+            w.prefix, w.keys, w.approved_keys, w.approved_by, w.tolerance_percent
         ));
     }
     for prefix in reconciliation.last.iter().flat_map(|l| &l.awaiting_approval) {
-        if reconciliation.withdrawn.iter().any(|w| w["prefix"].as_str() == Some(prefix.as_str())) {
+        if reconciliation.withdrawn.iter().any(|w| w.withdrawn.prefix == *prefix) {
             continue;
         }
         attention.push(format!(

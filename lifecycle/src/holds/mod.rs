@@ -306,17 +306,7 @@ pub async fn hold(
     .await?;
     // Bytes another asset row shares are not removed: the adopted row alone goes, as for any sharer. The sharers are
     // locked, so none can go before the settle counts them again and removes the row only.
-    let shared = if !lock {
-        crate::rules::sharers(&mut *conn, storage_key, asset).await?
-    } else {
-        sqlx::query_scalar!(
-        r#"SELECT count(*) AS "shared!" FROM (SELECT 1 FROM assets WHERE storage_key = $2 AND id <> $1 FOR KEY SHARE) s"#,
-        asset.0,
-        storage_key,
-    )
-    .fetch_one(conn)
-    .await?
-    };
+    let shared = crate::facts::sharers(&mut *conn, storage_key, asset, lock).await?;
     if shared > 0 {
         return Ok(None);
     }
