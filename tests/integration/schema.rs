@@ -93,7 +93,7 @@ async fn definition_files_apply_once_again_only_when_changed_and_the_audit_check
     let db = TestDatabase::unmigrated().await;
     let first = migrate(&db.pool).await.expect("first run");
     assert_eq!(first.migrations, migrator::migrator().iter().count());
-    assert_eq!(first.definitions.len(), 10, "every definition file applies on a fresh database: {first:?}");
+    assert_eq!(first.definitions.len(), 11, "every definition file applies on a fresh database: {first:?}");
     let again = migrate(&db.pool).await.expect("second run");
     assert_eq!((again.migrations, again.definitions.len()), (0, 0), "nothing changed: {again:?}");
 
