@@ -27,7 +27,7 @@ pub(crate) async fn checked_read_only(
     settings: &Settings,
 ) -> anyhow::Result<(Transaction<'static, Postgres>, Result<ReferenceMap, SchemaRefusal>)> {
     let mut tx = pool.begin().await?;
-    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+    platform::db::read_only(&mut tx).await?;
     let map = match schema::check(&mut tx, settings.into()).await {
         Ok(map) => Ok(map),
         Err(SchemaCheckError::Refused(refusal)) => Err(refusal),
@@ -40,7 +40,7 @@ pub(crate) async fn checked_read_only(
 /// records nothing (the findings its sample sees are the sweep's to write, and an operator's role may not).
 pub(crate) async fn check(pool: &PgPool, options: schema::CheckOptions) -> Result<ReferenceMap, SchemaCheckError> {
     let mut tx = pool.begin().await?;
-    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+    platform::db::read_only(&mut tx).await?;
     let checked = schema::check(&mut tx, options).await;
     tx.rollback().await?;
     checked

@@ -103,7 +103,7 @@ pub(crate) async fn preview(pool: &PgPool, settings: &Settings) -> anyhow::Resul
     let tolerance = settings.approval_tolerance;
     let records = &settings.records;
     let mut conn = pool.begin().await?;
-    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *conn).await?;
+    platform::db::read_only(&mut conn).await?;
     let day = pass_day(&mut conn, &records.time_zone, None)
         .await
         .with_context(|| format!("RECORDS_TIME_ZONE {:?} is not a time zone Postgres knows", records.time_zone))?;

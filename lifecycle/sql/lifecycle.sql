@@ -95,6 +95,12 @@ CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_grace_ends(a asset_sweepe
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN greatest(asset_sweeper.asset_sweeper_row_grace_ends(a, grace), o.updated_at + grace);
 
+-- What a redrive resets a failed asset to: `retired` when it had been retired (its purge still ahead of it), else
+-- `released`. The reset writes with it and the CLI's dry run shows it, so the two cannot say different things.
+CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_redriven_state(a asset_sweeper_private.assets) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN CASE WHEN a.retired_at IS NOT NULL THEN 'retired' ELSE 'released' END;
+
 -- Due: its time has come and it is not waiting for an operator. Claimed or not: the brake counts claims in flight.
 CREATE OR REPLACE FUNCTION asset_sweeper.asset_sweeper_due(a asset_sweeper_private.assets) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE

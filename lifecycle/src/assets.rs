@@ -274,12 +274,36 @@ pub struct Reset {
     pub row: Value,
 }
 
+/// The state `asset` is in, if it has a row.
+pub async fn state_of(executor: impl sqlx::PgExecutor<'_>, asset: Uuid) -> Result<Option<AssetState>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT state AS "state: AssetState" FROM assets WHERE id = $1"#, asset)
+        .fetch_optional(executor)
+        .await
+}
+
+/// What [`redrive`] would do to each of `ids` that has a row: its workspace, its state now, and the state a redrive
+/// resets it to (`asset_sweeper_redriven_state`, the function the reset itself writes with).
+pub async fn redrive_preview(
+    executor: impl sqlx::PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<Vec<(Uuid, Uuid, AssetState, AssetState)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT a.id, a.workspace_id, a.state AS "state: AssetState",
+                  asset_sweeper_redriven_state(a) AS "reset_to!: AssetState"
+             FROM assets a WHERE a.id = ANY ($1)"#,
+        ids,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.workspace_id, r.state, r.reset_to)).collect())
+}
+
 /// Resets the `failed` assets among `ids` so they settle again: due now, attempts and lease cleared.
 pub async fn redrive(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Reset>, sqlx::Error> {
     sqlx::query_as!(
         Reset,
         r#"UPDATE assets
-              SET state = CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END,
+              SET state = asset_sweeper_redriven_state(assets),
                   failed_at = NULL, attempts = 0, due_at = now(), lease_token = NULL, leased_until = NULL
             WHERE id = ANY ($1) AND state = 'failed'
            RETURNING id AS "id: AssetId", workspace_id AS "workspace_id: WorkspaceId", storage_key,

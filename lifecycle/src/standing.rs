@@ -1,7 +1,9 @@
-//! The assets as `status` shows them: what is due and how fast it drains, what failed, and the brake's approvals in
-//! force. Reads only.
+//! The assets as the operator's commands show them: what is due and how fast it drains, what failed (`status`), one
+//! asset's row (`explain`), the next claimable ones (`plan`). Reads only.
 
 use platform::audit::AuditAction;
+
+use crate::AssetState;
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -102,4 +104,70 @@ pub async fn failed(conn: &mut PgConnection) -> Result<(i64, Vec<Failed>), sqlx:
     .fetch_all(&mut *conn)
     .await?;
     Ok((count, newest))
+}
+
+/// One asset's row as `explain` shows it, with the times the database computes.
+#[derive(Debug, Clone)]
+pub struct AssetRow {
+    /// Its workspace.
+    pub workspace_id: Uuid,
+    /// Its stored object.
+    pub storage_key: String,
+    /// Its size.
+    pub byte_size: i64,
+    /// Its state.
+    pub state: AssetState,
+    /// When it is due, as the database prints it.
+    pub due_at: Option<String>,
+    /// Whether it is due now.
+    pub due_now: bool,
+    /// When its grace period ends, as the database prints it.
+    pub grace_ends: String,
+    /// Until when a claim holds it.
+    pub leased_until: Option<String>,
+    /// Deliveries its message failed.
+    pub attempts: i32,
+    /// The last error.
+    pub last_error: Option<String>,
+    /// When its purge is due.
+    pub purge_after: Option<String>,
+    /// Who keeps it by their word (a restore or undelete).
+    pub kept_by: Option<String>,
+    /// Since when.
+    pub kept_since: Option<String>,
+}
+
+/// The row of `asset`, with its grace period's end at `grace`.
+pub async fn asset(
+    conn: &mut PgConnection,
+    asset: Uuid,
+    grace: std::time::Duration,
+) -> Result<Option<AssetRow>, sqlx::Error> {
+    sqlx::query_as!(
+        AssetRow,
+        r#"SELECT a.workspace_id, a.storage_key, a.byte_size, a.state AS "state: AssetState", a.due_at::text AS due_at,
+                  asset_sweeper_due(a) AS "due_now!",
+                  asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
+                  a.leased_until::text AS leased_until, a.attempts, a.last_error, a.purge_after::text AS purge_after,
+                  a.kept_by, a.kept_since::text AS kept_since
+             FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key WHERE a.id = $1"#,
+        asset,
+        grace.as_secs_f64(),
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The next `limit` claimable assets, oldest due first, outside the workspaces `held`: what `plan` judges.
+pub async fn claimable(conn: &mut PgConnection, held: &[Uuid], limit: i64) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT a.id, a.workspace_id FROM assets a
+          WHERE asset_sweeper_claimable(a) AND a.workspace_id <> ALL ($1)
+          ORDER BY a.due_at, a.id LIMIT $2",
+        held,
+        limit,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.workspace_id)).collect())
 }

@@ -160,6 +160,96 @@ pub async fn write_all(executor: impl PgExecutor<'_>, events: &[Event<'_>]) -> R
     Ok(())
 }
 
+/// One recorded decision about an asset, as `explain` shows its history.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// When, as the database prints it.
+    pub occurred_at: String,
+    /// When.
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// What was done.
+    pub action: AuditAction,
+    /// The pass that sent it, if one did.
+    pub sweep_run_id: Option<Uuid>,
+    /// The message it came in, if it did.
+    pub message_id: Option<String>,
+    /// Why, as the decision recorded it.
+    pub evidence: Value,
+    /// Bytes a delete or purge freed.
+    pub bytes_freed: i64,
+    /// The build that decided.
+    pub code_version: String,
+}
+
+/// Every decision recorded about `asset`, oldest first.
+pub async fn history(executor: impl PgExecutor<'_>, asset: Uuid) -> Result<Vec<Recorded>, sqlx::Error> {
+    sqlx::query_as!(
+        Recorded,
+        r#"SELECT occurred_at::text AS "occurred_at!", occurred_at AS at, action AS "action: AuditAction", sweep_run_id, message_id,
+                  evidence, bytes_freed, code_version
+             FROM settlement_events WHERE asset_id = $1 ORDER BY occurred_at, id"#,
+        asset,
+    )
+    .fetch_all(executor)
+    .await
+}
+
+/// The newest delete or purge on record: what `undelete` brings back.
+#[derive(Debug, Clone)]
+pub struct Removal {
+    /// Its audit row.
+    pub event_id: i64,
+    /// The asset.
+    pub asset_id: Uuid,
+    /// Delete or purge.
+    pub action: AuditAction,
+    /// When, as the database prints it.
+    pub occurred_at: String,
+    /// The asset's row as it was removed.
+    pub asset_row: Option<Value>,
+}
+
+/// The newest delete or purge of the asset `id`, or else (no id given) of the asset stored at `key`.
+pub async fn last_removal(
+    executor: impl PgExecutor<'_>,
+    id: Option<Uuid>,
+    key: &str,
+) -> Result<Option<Removal>, sqlx::Error> {
+    sqlx::query_as!(
+        Removal,
+        r#"SELECT id AS event_id, asset_id, action AS "action: AuditAction", occurred_at::text AS "occurred_at!",
+                  asset_row
+             FROM settlement_events
+            WHERE action = ANY ($3) AND (asset_id = $1 OR ($1 IS NULL AND storage_key = $2))
+            ORDER BY id DESC LIMIT 1"#,
+        id,
+        key,
+        &[AuditAction::Delete, AuditAction::Purge] as &[AuditAction],
+    )
+    .fetch_optional(executor)
+    .await
+}
+
+/// Each asset the pass `run` recorded one of `actions` for, once, in the order the pass acted.
+pub async fn assets_of_run(
+    executor: impl PgExecutor<'_>,
+    run: Uuid,
+    actions: &[AuditAction],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT asset_id AS "asset_id!" FROM (
+               SELECT asset_id, min(id) AS first FROM settlement_events
+                WHERE sweep_run_id = $1 AND action = ANY ($2)
+                GROUP BY asset_id
+           ) acted
+           ORDER BY first"#,
+        run,
+        actions as &[AuditAction],
+    )
+    .fetch_all(executor)
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,6 +64,22 @@ pub async fn statements_until(
     Ok(())
 }
 
+/// Makes the caller's transaction read-only: the dry runs and the checks the operator's commands make change nothing,
+/// whatever the role they run as may write.
+pub async fn read_only(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query!("SET TRANSACTION READ ONLY").execute(tx).await?;
+    Ok(())
+}
+
+/// Lets the statements of the caller's transaction run for `limit`, whatever the session's own timeout: a dry run
+/// of a whole reconciliation reads a whole report.
+pub async fn statements_for(tx: &mut sqlx::PgConnection, limit: Duration) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT set_config('statement_timeout', $1, true)", format!("{}ms", limit.as_millis()))
+        .fetch_one(tx)
+        .await?;
+    Ok(())
+}
+
 /// Begins a transaction whose writes are the sweeper's own, not the application's: the `updated_at` triggers
 /// leave the grace floor where it is (a failed mark or a redrive must not restart it; only application writes do).
 pub async fn begin_as_sweeper(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {

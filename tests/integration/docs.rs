@@ -509,6 +509,27 @@ fn the_settle_plan_and_explain_recheck_through_one_judgement() {
 }
 
 #[test]
+fn the_cli_runs_no_statement_of_its_own() {
+    // It presents: every read and write is a library's function, so a statement has one home and one test.
+    let found =
+        mentions(&["cli"], &["sqlx::query", "sqlx::raw_sql", "query_as", "query_scalar", ".fetch_", "copy_in_raw"]);
+    assert!(found.is_empty(), "the CLI runs statements of its own: {found:?}");
+}
+
+#[test]
+fn s3s_expiry_rule_is_written_once_in_sql_and_once_in_rust_both_in_the_ledger() {
+    let product = product();
+    let product: Vec<&str> = product.iter().map(String::as_str).collect();
+    let files =
+        |needles: &[&str]| -> BTreeSet<String> { mentions(&product, needles).into_iter().map(|(f, _)| f).collect() };
+    // The rule rounds up to a midnight UTC: `date_trunc('day', …)` in SQL, a date's days added in Rust.
+    assert_eq!(files(&["date_trunc('day'"]), BTreeSet::from(["ledger/sql/money.sql".to_owned()]));
+    let callers = files(&["asset_sweeper_version_expires("]);
+    assert!(callers.iter().all(|f| f.starts_with("ledger/")), "the rule is called outside the ledger: {callers:?}");
+    assert!(files(&["fn expiry_day("]).len() == 1, "the Rust rule is written once");
+}
+
+#[test]
 fn no_crate_of_the_product_but_settings_reads_the_environment() {
     let product = product();
     let readers: Vec<&str> = product.iter().map(String::as_str).filter(|m| *m != "settings").collect();

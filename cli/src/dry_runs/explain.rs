@@ -20,58 +20,11 @@ pub(crate) struct Args {
     asset: String,
 }
 
-struct Row {
-    workspace_id: Uuid,
-    storage_key: String,
-    byte_size: i64,
-    state: AssetState,
-    due_at: Option<String>,
-    due_now: bool,
-    grace_ends: String,
-    leased_until: Option<String>,
-    attempts: i32,
-    last_error: Option<String>,
-    purge_after: Option<String>,
-    kept_by: Option<String>,
-    kept_since: Option<String>,
-}
-
-struct Decision {
-    occurred_at: String,
-    at: chrono::DateTime<chrono::Utc>,
-    action: AuditAction,
-    sweep_run_id: Option<Uuid>,
-    message_id: Option<String>,
-    evidence: Value,
-    bytes_freed: i64,
-    code_version: String,
-}
-
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let id: Uuid = args.asset.parse().with_context(|| format!("{:?} is not an asset id (a uuid)", args.asset))?;
     let (settings, pool, sdk) = connect::everything().await?;
-    let row = sqlx::query_as!(
-        Row,
-        r#"SELECT a.workspace_id, a.storage_key, a.byte_size, a.state AS "state: AssetState", a.due_at::text AS due_at,
-                  asset_sweeper_due(a) AS "due_now!",
-                  asset_sweeper_grace_ends(a, o, $2 * interval '1 second')::text AS "grace_ends!",
-                  a.leased_until::text AS leased_until, a.attempts, a.last_error, a.purge_after::text AS purge_after,
-                  a.kept_by, a.kept_since::text AS kept_since
-             FROM assets a JOIN stored_objects o ON o.storage_key = a.storage_key WHERE a.id = $1"#,
-        id,
-        settings.grace.as_secs_f64(),
-    )
-    .fetch_optional(&pool)
-    .await?;
-    let decisions = sqlx::query_as!(
-        Decision,
-        r#"SELECT occurred_at::text AS "occurred_at!", occurred_at AS at, action AS "action: AuditAction", sweep_run_id, message_id,
-                  evidence, bytes_freed, code_version
-             FROM settlement_events WHERE asset_id = $1 ORDER BY occurred_at, id"#,
-        id,
-    )
-    .fetch_all(&pool)
-    .await?;
+    let row = lifecycle::standing::asset(&mut *pool.acquire().await?, id, settings.grace).await?;
+    let decisions = platform::audit::history(&pool, id).await?;
     if row.is_none() && decisions.is_empty() {
         bail!("asset {id} is unknown: no row and no recorded decision");
     }
@@ -142,7 +95,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                     }
                     // What a settle would decide now, from the judgement the settle itself acts on, read only.
                     let mut read = pool.begin().await?;
-                    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *read).await?;
+                    platform::db::read_only(&mut read).await?;
                     let terms = Terms {
                         grace: settings.grace,
                         abandon_after: settings.abandon_after,
@@ -259,7 +212,7 @@ fn due_reason(state: AssetState, abandon_after: std::time::Duration) -> String {
 }
 
 /// One line of what a decision rested on.
-fn summary(d: &Decision) -> String {
+fn summary(d: &platform::audit::Recorded) -> String {
     let e = &d.evidence;
     let mut parts = Vec::new();
     if let Some(source) = e["referenced_by"].as_str() {

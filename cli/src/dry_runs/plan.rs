@@ -52,22 +52,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     let held: Vec<(Uuid, String)> =
         weighed.into_iter().filter_map(|w| Some((w.due.workspace_id.0, w.held_because()?))).collect();
     let held_ids: Vec<Uuid> = held.iter().map(|(id, _)| *id).collect();
-    let candidates = sqlx::query!(
-        "SELECT a.id, a.workspace_id FROM assets a
-          WHERE asset_sweeper_claimable(a) AND a.workspace_id <> ALL ($1)
-          ORDER BY a.due_at, a.id LIMIT $2",
-        &held_ids,
-        i64::from(limit),
-    )
-    .fetch_all(&mut *tx)
-    .await?;
+    let candidates = lifecycle::standing::claimable(&mut tx, &held_ids, i64::from(limit)).await?;
 
     let mut assets = Vec::with_capacity(candidates.len());
     // By the action's name: the summary lists them alphabetically.
     let mut totals: BTreeMap<&str, (u64, i64)> = BTreeMap::new();
     let mut text = String::new();
-    for candidate in candidates {
-        let (id, workspace) = (candidate.id, candidate.workspace_id);
+    for (id, workspace) in candidates {
         let asset = AssetId(id);
         let terms = Terms {
             grace: settings.grace,

@@ -41,7 +41,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     // The comparison reads the application's tables without locking rows and takes seconds at a million keys:
     // more than the 30 s every session gets may be needed for a large bucket; lock_timeout still stops it behind
     // an application's lock.
-    sqlx::query!("SELECT set_config('statement_timeout', '15min', true)").fetch_one(&mut *tx).await?;
+    platform::db::statements_for(&mut tx, std::time::Duration::from_secs(15 * 60)).await?;
     let source = match &args.inventory {
         Some(location) => Source::Inventory(location),
         None => Source::List,

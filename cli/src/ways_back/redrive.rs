@@ -203,18 +203,12 @@ async fn batch(
     }
     let named: Vec<Uuid> = fresh.iter().filter_map(Dead::asset).collect();
     // The state each asset would be reset to is worked out here too, so a dry run can say it.
-    let rows: BTreeMap<Uuid, (Uuid, AssetState, AssetState)> = sqlx::query!(
-        r#"SELECT id, workspace_id, state AS "state: AssetState",
-                  CASE WHEN retired_at IS NOT NULL THEN 'retired' ELSE 'released' END AS "reset_to!: AssetState"
-             FROM assets WHERE id = ANY ($1)"#,
-        &named,
-    )
-    .fetch_all(pool)
-    .await
-    .context("cannot read the assets the dead-letter queue names")?
-    .into_iter()
-    .map(|r| (r.id, (r.workspace_id, r.state, r.reset_to)))
-    .collect();
+    let rows: BTreeMap<Uuid, (Uuid, AssetState, AssetState)> = lifecycle::assets::redrive_preview(pool, &named)
+        .await
+        .context("cannot read the assets the dead-letter queue names")?
+        .into_iter()
+        .map(|(id, workspace, state, reset_to)| (id, (workspace, state, reset_to)))
+        .collect();
 
     let mut failed = BTreeSet::new();
     let mut verdicts: Vec<Result<Uuid, String>> = Vec::new();

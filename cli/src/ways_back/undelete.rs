@@ -8,7 +8,7 @@ use lifecycle::assets::{self, Unremoved};
 use platform::audit::{AuditAction, Event};
 use platform::objects::{self, Found, Presence};
 use platform::{AssetId, WorkspaceId};
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -52,17 +52,9 @@ enum Answer {
 struct Undeleted {
     id: Uuid,
     key: String,
-    removal: Removal,
+    removal: platform::audit::Removal,
     /// The kept version the bytes came (or would come) back from, when they were hidden.
     version: Option<String>,
-}
-
-struct Removal {
-    event_id: i64,
-    asset_id: Uuid,
-    action: AuditAction,
-    occurred_at: String,
-    asset_row: Option<Value>,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
@@ -123,27 +115,12 @@ async fn undelete(
     ask: &Ask<'_>,
 ) -> anyhow::Result<Answer> {
     let by_id = target.parse::<Uuid>().ok();
-    let removal = sqlx::query_as!(
-        Removal,
-        r#"SELECT id AS event_id, asset_id, action AS "action: AuditAction", occurred_at::text AS "occurred_at!",
-                  asset_row
-             FROM settlement_events
-            WHERE action = ANY ($3) AND (asset_id = $1 OR ($1 IS NULL AND storage_key = $2))
-            ORDER BY id DESC LIMIT 1"#,
-        by_id,
-        target,
-        &[AuditAction::Delete, AuditAction::Purge] as &[AuditAction],
-    )
-    .fetch_optional(pool)
-    .await?;
+    let removal = platform::audit::last_removal(pool, by_id, target).await?;
     let Some(removal) = removal else {
         bail!("no deleted or purged asset {target} is on record");
     };
     let id = removal.asset_id;
-    if let Some(state) = sqlx::query_scalar!(r#"SELECT state AS "state: AssetState" FROM assets WHERE id = $1"#, id)
-        .fetch_optional(pool)
-        .await?
-    {
+    if let Some(state) = lifecycle::assets::state_of(pool, id).await? {
         return Ok(Answer::Exists { id, state });
     }
     let row =

@@ -19,24 +19,10 @@ pub(crate) fn run_id(text: &str) -> anyhow::Result<Uuid> {
 
 /// Each asset the pass recorded one of `actions` for, once, in the order the pass acted.
 pub(crate) async fn assets_of_run(pool: &PgPool, run: Uuid, actions: &[AuditAction]) -> anyhow::Result<Vec<Uuid>> {
-    let known = sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM sweep_runs WHERE id = $1) AS "known!""#, run)
-        .fetch_one(pool)
-        .await?;
-    if !known {
+    if !lifecycle::runs::standing::exists(&mut *pool.acquire().await?, run).await? {
         bail!("no sweep pass {run} is on record");
     }
-    let assets = sqlx::query_scalar!(
-        r#"SELECT asset_id AS "asset_id!" FROM (
-               SELECT asset_id, min(id) AS first FROM settlement_events
-                WHERE sweep_run_id = $1 AND action = ANY ($2)
-                GROUP BY asset_id
-           ) acted
-           ORDER BY first"#,
-        run,
-        actions as &[AuditAction],
-    )
-    .fetch_all(pool)
-    .await?;
+    let assets = platform::audit::assets_of_run(pool, run, actions).await?;
     Ok(assets)
 }
 

@@ -113,3 +113,10 @@ pub async fn last_good(conn: &mut PgConnection) -> Result<Option<LastGood>, sqlx
     .fetch_optional(conn)
     .await
 }
+
+/// Whether the pass `run` is on record.
+pub async fn exists(conn: &mut PgConnection, run: Uuid) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM sweep_runs WHERE id = $1) AS "known!""#, run)
+        .fetch_one(conn)
+        .await
+}
