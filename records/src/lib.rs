@@ -424,3 +424,41 @@ impl step::Step for Records<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_reads_back_the_records_step_the_pass_wrote_and_its_failure() {
+        let rule = RuleRun {
+            rule_id: 7,
+            table: "public.sessions".to_owned(),
+            column: "created_at".to_owned(),
+            keep: "30 days".to_owned(),
+            filter: None,
+            cutoff: "2026-11-06 00:00:00".to_owned(),
+            deleted: 40,
+            batches: 2,
+            finished: false,
+            stopped: RuleStop::Held,
+            error: None,
+            weight: Some(Weight { expired: 51, table_rows: 100, threshold: 25 }),
+            approved_by: None,
+            outgrown: platform::approval::Tolerance(10).outgrown("records", 40, 51),
+            waits_until: None,
+        };
+        let day = NaiveDate::from_ymd_opt(2026, 12, 6).expect("a day");
+        let progress = Progress { day, time_zone: "UTC".to_owned(), deleted: 40, rules: vec![rule] };
+        let last = |records| LastPass { id: Uuid::nil(), started_at: None, records: Some(records) };
+        let Some(Recorded::Ran(read)) = last(serde_json::to_value(&progress).expect("json")).recorded() else {
+            panic!("the progress a pass wrote does not read back");
+        };
+        let rule = &read.rules[0];
+        assert_eq!((read.day, read.deleted, rule.rule_id, rule.stopped), (day, 40, 7, RuleStop::Held));
+        assert_eq!(rule.outgrown.as_ref().map(|o| (o.what, o.approved, o.now)), Some(("records", 40, 51)));
+        assert_eq!(rule.weight.map(|w| w.threshold), Some(25));
+        let failed = last(json!({ "error": "no such time zone" })).recorded();
+        assert!(matches!(failed, Some(Recorded::Failed { error }) if error == "no such time zone"));
+    }
+}
