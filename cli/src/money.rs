@@ -127,6 +127,13 @@ pub(crate) async fn effect(
         attention.push(line);
     }
     let effect = last.as_ref().map(|l| l.stored.clone()).unwrap_or(Value::Null);
+    if let Some(last) = last.as_ref().filter(|l| l.effect.is_none()) {
+        // Written otherwise (another version): said, so lapsed claims are not passed over.
+        let line =
+            format!("the effect pass {} recorded cannot be read by this build: read it with `status --json`", last.id);
+        let _ = writeln!(text, "  ! {line}");
+        attention.push(line);
+    }
     if let Some(last) = &last {
         if let Some(e) = &last.effect {
             let oldest = e

@@ -33,7 +33,15 @@ pub(crate) async fn last_pass(pool: &PgPool) -> anyhow::Result<(String, Value, V
             return Ok((text, json!({ "rules": rules, "last_pass": records }), attention));
         }
         Some(Recorded::Ran(progress)) => Some(progress),
-        None => None,
+        None => {
+            // Written otherwise (another version): said, so a rule that failed or is held is not passed over.
+            attention.push(format!(
+                "the records step the last pass ({}) recorded cannot be read by this build: read it with \
+                 `status --json` (last_pass)",
+                last.id
+            ));
+            None
+        }
     };
     let _ = writeln!(
         text,

@@ -62,11 +62,12 @@ impl Findings {
 /// The findings of the newest comparison, if one ran.
 pub async fn newest(conn: &mut PgConnection) -> Result<Findings, sqlx::Error> {
     let findings = sqlx::query_scalar!(
-        r#"SELECT findings AS "findings!" FROM reconcile_listings WHERE compared_at IS NOT NULL AND findings IS NOT NULL
+        r#"SELECT findings FROM reconcile_listings WHERE compared_at IS NOT NULL
             ORDER BY compared_at DESC, id DESC LIMIT 1"#
     )
     .fetch_optional(conn)
-    .await?;
+    .await?
+    .flatten();
     Ok(findings.as_ref().map(Findings::of).unwrap_or_default())
 }
 

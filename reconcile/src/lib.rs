@@ -120,8 +120,7 @@ pub async fn open(
 }
 
 /// Bytes in the bucket no row knows, of one prefix and workspace.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unknown {
     /// The managed prefix.
     pub prefix: String,
@@ -134,6 +133,7 @@ pub struct Unknown {
     /// Of them, written within the grace period: an upload whose row may not have committed yet.
     pub young: i64,
     /// The first few keys, in key order.
+    #[serde(default)]
     pub sample: Vec<String>,
 }
 
@@ -184,10 +184,13 @@ pub struct Findings {
     /// Their bytes.
     pub bytes: i64,
     /// Bytes no row knows, per prefix and workspace.
+    #[serde(deserialize_with = "readable")]
     pub unknown: Vec<Unknown>,
     /// Managed prefixes another writer shares.
+    #[serde(deserialize_with = "readable")]
     pub off_pattern: Vec<OffPattern>,
     /// Assets the listing lacks, confirmed gone.
+    #[serde(deserialize_with = "readable")]
     pub lost: Vec<Lost>,
     /// Assets the listing lacks whose bytes the bucket does hold (written or restored since it was taken).
     pub present_after_all: u64,
@@ -197,17 +200,38 @@ pub struct Findings {
     /// Assets the listing lacks that were not confirmed (more than one run confirms).
     pub unconfirmed: u64,
     /// Keys adopted, per prefix and workspace.
+    #[serde(deserialize_with = "readable")]
     pub adopted: Vec<adopt::Adopted>,
     /// Prefixes holding keys no row knows (older than the grace period) that nothing is adopted from until an
     /// operator approves them.
+    #[serde(deserialize_with = "readable")]
     pub awaiting_approval: Vec<String>,
     /// Approved prefixes whose adoptable keys jumped beyond their approval and the previous report: withdrawn.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "readable")]
     pub withdrawn: Vec<adopt::Withdrawn>,
     /// What the application's records name of the keys no row knows, per prefix (by key source, by key, relative to
     /// a root, nothing): what an approval is read and refused on.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "readable_or_none")]
     pub naming: Option<schema::naming::Naming>,
+}
+
+/// A recorded list read back entry by entry: one this build cannot read (a row another version wrote) is passed
+/// over and the rest still count, as the statements that read the findings in SQL used to skip it. Every reader
+/// errs towards less: a key left out is one an approval is not granted on, and a report that finds it withdraws the
+/// approval.
+fn readable<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    deserializer: D,
+) -> Result<Vec<T>, D::Error> {
+    let entries = Option::<Vec<serde_json::Value>>::deserialize(deserializer).unwrap_or_default().unwrap_or_default();
+    Ok(entries.into_iter().filter_map(|e| serde_json::from_value(e).ok()).collect())
+}
+
+/// A recorded value read back, or none when this build cannot read it (as the naming was always read).
+fn readable_or_none<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(deserializer).unwrap_or_default();
+    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 impl Findings {
@@ -586,4 +610,26 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
         // Read as the withdrawal wrote it; a record this build cannot read is passed over.
         withdrawn: withdrawn.iter().filter_map(|w| adopt::WithdrawnRecord::deserialize(w).ok()).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn findings_read_back_entry_by_entry_and_an_entry_this_build_cannot_read_counts_for_nothing() {
+        let ws = Uuid::from_u128(9);
+        let read = Findings::deserialize(json!({
+            "unknown": [
+                {"prefix": "p/", "workspace_id": ws, "keys": 5, "bytes": 50, "young": 1, "sample": ["p/b", "p/a"]},
+                {"prefix": "p/", "workspace_id": ws, "keys": 500, "bytes": 5000},
+            ],
+            "awaiting_approval": ["p/", 7],
+            "naming": "not a naming",
+        }))
+        .expect("findings");
+        let sample = vec!["p/a".to_owned(), "p/b".to_owned()];
+        assert_eq!(read.under("p/"), UnderPrefix { adoptable: 4, young: 1, bytes: 50, sample });
+        assert_eq!((read.awaiting_approval, read.naming), (vec!["p/".to_owned()], None));
+    }
 }
