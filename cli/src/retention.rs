@@ -217,7 +217,8 @@ pub(crate) async fn approve(pool: &PgPool, settings: &Settings, approval: RuleAp
         });
     }
     let (rows, table_rows) = (i64::try_from(weight.expired)?, i64::try_from(weight.table_rows)?);
-    let grant = records::rule::RuleGrant { id, by, reason, hours, rows, table_rows };
+    let signed = platform::approval::Signed { by, reason, hours };
+    let grant = records::rule::RuleGrant { id, signed, rows, table_rows };
     let until = records::rule::approve(&mut tx, grant).await?;
     tx.commit().await?;
     json["expires_at"] = json!(until);

@@ -85,8 +85,8 @@ pub async fn believed(conn: &mut PgConnection, window: Window, day: NaiveDate) -
         r#"WITH freed AS (
                SELECT bytes_freed,
                       asset_sweeper_version_expires(occurred_at, $1::integer) AS expires
-                 FROM settlement_events
-                WHERE action IN ('delete', 'purge') AND bytes_freed > 0
+                 FROM settlement_events e
+                WHERE asset_sweeper_left_a_version(e)
                   -- Older ones expired before the day less 32 (read by the settlements' time index).
                   AND ($1::integer IS NULL OR occurred_at >= ($2::date - ($1 + 34)) AT TIME ZONE 'UTC'))
            SELECT count(*) FILTER (WHERE expires IS NULL OR expires > $2::date) AS "objects!",

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -26,17 +26,11 @@ pub struct Found {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct Findings {
     /// Keys no row knew, per prefix and workspace.
-    #[serde(default, deserialize_with = "readable")]
+    #[serde(default, deserialize_with = "platform::recorded::readable")]
     pub unknown: Vec<Found>,
     /// Keys adopted of them, per prefix and workspace.
-    #[serde(default, deserialize_with = "readable")]
+    #[serde(default, deserialize_with = "platform::recorded::readable")]
     pub adopted: Vec<Found>,
-}
-
-/// The entries this build can read; one it cannot (written otherwise) is passed over, not a failure.
-fn readable<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Found>, D::Error> {
-    let entries = Option::<Vec<Value>>::deserialize(deserializer).unwrap_or_default().unwrap_or_default();
-    Ok(entries.iter().filter_map(|e| Found::deserialize(e).ok()).collect())
 }
 
 impl Findings {

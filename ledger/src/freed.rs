@@ -60,8 +60,8 @@ pub async fn money(
     let rows = sqlx::query!(
         r#"SELECT workspace_id AS "workspace_id!", (occurred_at AT TIME ZONE 'UTC')::date AS "day!",
                   sum(bytes_freed)::bigint AS "bytes!"
-             FROM settlement_events
-            WHERE action IN ('delete', 'purge') AND bytes_freed > 0 AND workspace_id IS NOT NULL
+             FROM settlement_events e
+            WHERE asset_sweeper_left_a_version(e) AND workspace_id IS NOT NULL
               AND ($1::timestamptz IS NULL OR occurred_at >= $1)
               AND occurred_at < (SELECT started_at FROM sweep_runs WHERE id = $2)
             GROUP BY 1, 2"#,

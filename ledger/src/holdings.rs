@@ -119,8 +119,8 @@ pub async fn noncurrent(
     let rows = sqlx::query!(
         r#"SELECT workspace_id AS "workspace_id!", count(*) AS "objects!",
                   coalesce(sum(bytes_freed), 0)::bigint AS "bytes!"
-             FROM settlement_events
-            WHERE action IN ('delete', 'purge') AND bytes_freed > 0 AND workspace_id IS NOT NULL
+             FROM settlement_events e
+            WHERE asset_sweeper_left_a_version(e) AND workspace_id IS NOT NULL
               AND ($1::uuid IS NULL OR workspace_id = $1)
               AND ($2::integer IS NULL
                    OR (occurred_at > now() - make_interval(days => $2 + 2)

@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use platform::WorkspaceId;
-use platform::approval::{Outgrown, Tolerance, count, first_outgrown};
+use platform::approval::{Outgrown, Signed, Tolerance, count, first_outgrown};
 
 /// The blast-radius brake (invariant 11), applied per workspace to what is due against what it holds.
 #[derive(Debug, Clone)]
@@ -351,12 +351,8 @@ pub async fn weigh(pool: &PgPool, limits: &BrakeSettings, tolerance: Tolerance) 
 pub struct Grant<'a> {
     /// The workspace it releases.
     pub workspace: Uuid,
-    /// Who approves.
-    pub by: &'a str,
-    /// Why, as they wrote it.
-    pub reason: &'a str,
-    /// How long it lasts.
-    pub hours: u32,
+    /// Who, why, for how long.
+    pub signed: Signed<'a>,
     /// The workspace's due assets they read, and their bytes: a pass that finds more holds it again.
     pub due_assets: i64,
     /// Their bytes.
@@ -371,18 +367,18 @@ pub async fn approve(conn: &mut sqlx::PgConnection, grant: Grant<'_>) -> Result<
     let approval = sqlx::query!(
         r#"INSERT INTO brake_approvals (workspace_id, approved_by, reason, expires_at, due_assets, due_bytes, sample)
            VALUES ($1, $2, $3, now() + $4 * interval '1 hour', $5, $6, $7)
-           RETURNING id, to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "expires_at!""#,
+           RETURNING id, expires_at"#,
         grant.workspace,
-        grant.by,
-        grant.reason,
-        f64::from(grant.hours),
+        grant.signed.by,
+        grant.signed.reason,
+        grant.signed.hours(),
         grant.due_assets,
         grant.due_bytes,
         grant.sample,
     )
     .fetch_one(conn)
     .await?;
-    Ok((approval.id, approval.expires_at))
+    Ok((approval.id, platform::approval::stamp(approval.expires_at)))
 }
 
 #[cfg(test)]

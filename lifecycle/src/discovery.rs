@@ -151,7 +151,7 @@ pub async fn advance(pool: &PgPool, map: &ReferenceMap, budget: Budget, pass: Pa
         let started = Instant::now();
         // One read-only transaction: the batch and the question about it see the same snapshot.
         let mut read = conn.begin().await?;
-        sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *read).await?;
+        platform::db::read_only(&mut read).await?;
         batch::without_jit(&mut read).await?;
         let ids = batch(&mut read, cursor, limit, budget.grace).await?;
         let unreferenced = batch::unreferenced(&mut read, map, &ids).await?;

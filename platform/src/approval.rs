@@ -37,6 +37,30 @@ pub struct Outgrown {
     pub tolerance_percent: u32,
 }
 
+/// Who grants an approval, why, and for how long: what every approval (of a workspace, a prefix, a rule) records
+/// beside the figures it was granted on.
+#[derive(Debug, Clone, Copy)]
+pub struct Signed<'a> {
+    /// Who approves.
+    pub by: &'a str,
+    /// Why, as they wrote it.
+    pub reason: &'a str,
+    /// How long it lasts, from the database's now.
+    pub hours: u32,
+}
+
+impl Signed<'_> {
+    /// The hours as the statements that record an approval take them (`now() + $n * interval '1 hour'`).
+    pub fn hours(&self) -> f64 {
+        f64::from(self.hours)
+    }
+}
+
+/// When an approval ends, as every command and run record says it: RFC 3339 in UTC, to the second.
+pub fn stamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// The figures an approval is granted on: what [`Outgrown::what`] can name.
 pub const FIGURES: [&str; 4] = ["assets", "bytes", "records", "keys"];
 
@@ -114,5 +138,7 @@ mod tests {
             .is_err()
         );
         assert_eq!(first_outgrown(Tolerance(10), &[("assets", 100, 105)]), None);
+        let at = chrono::DateTime::parse_from_rfc3339("2026-12-06T13:05:09.999999+00:00").expect("a time");
+        assert_eq!(stamp(at.to_utc()), "2026-12-06T13:05:09Z", "to the second, as to_char wrote it");
     }
 }

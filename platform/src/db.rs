@@ -57,15 +57,11 @@ pub async fn statements_until(
     deadline: std::time::Instant,
     at_least: Duration,
 ) -> Result<(), sqlx::Error> {
-    let left = deadline.saturating_duration_since(std::time::Instant::now()).max(at_least);
-    sqlx::query!("SELECT set_config('statement_timeout', $1, true)", format!("{}ms", left.as_millis()))
-        .fetch_one(tx)
-        .await?;
-    Ok(())
+    statements_for(tx, deadline.saturating_duration_since(std::time::Instant::now()).max(at_least)).await
 }
 
-/// Makes the caller's transaction read-only: the dry runs and the checks the operator's commands make change nothing,
-/// whatever the role they run as may write.
+/// Makes the caller's transaction read-only: the dry runs, the checks the operator's commands make and the batches
+/// that only read change nothing, whatever the role they run as may write.
 pub async fn read_only(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!("SET TRANSACTION READ ONLY").execute(tx).await?;
     Ok(())

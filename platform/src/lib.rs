@@ -18,6 +18,7 @@ pub mod location;
 pub mod metrics;
 pub mod objects;
 pub mod queues;
+pub mod recorded;
 pub mod secrets;
 pub mod sql;
 pub mod step;

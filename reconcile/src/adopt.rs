@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use super::{Findings, Listing};
 use lifecycle::assets::{self, Adoption};
-use platform::approval::{Tolerance, count};
+use platform::approval::{Signed, Tolerance, count};
 use platform::audit::{AuditAction, Event};
 use platform::keys::KeyLayout;
 use platform::{AssetId, WorkspaceId};
@@ -236,12 +236,8 @@ pub struct PrefixGrant<'a> {
     pub prefix: &'a str,
     /// The layout the approval was read with ([`KeyLayout::signature`]).
     pub layout: String,
-    /// Who approves.
-    pub by: &'a str,
-    /// Why, as they wrote it.
-    pub reason: &'a str,
-    /// How long it lasts.
-    pub hours: u32,
+    /// Who, why, for how long.
+    pub signed: Signed<'a>,
     /// The adoptable keys the newest reconciliation found there, and their bytes: what the approval covers.
     pub keys: i64,
     /// Their bytes.
@@ -255,7 +251,7 @@ pub struct PrefixGrant<'a> {
 /// Records `grant` in `reconcile_prefixes` (a prefix met anew under another layout starts its grace again): when it
 /// expires (RFC 3339, UTC). In the caller's transaction, which read what the grant says was read.
 pub async fn approve_prefix(conn: &mut PgConnection, grant: PrefixGrant<'_>) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar!(
+    let until = sqlx::query_scalar!(
         r#"INSERT INTO reconcile_prefixes AS r (prefix, layout, approved_at, approved_by, reason, approved_until,
                                                 approved_keys, approved_bytes, withdrawn, approved_naming,
                                                 approved_despite_unnamed)
@@ -267,17 +263,18 @@ pub async fn approve_prefix(conn: &mut PgConnection, grant: PrefixGrant<'_>) -> 
                   approved_naming = EXCLUDED.approved_naming,
                   approved_despite_unnamed = EXCLUDED.approved_despite_unnamed,
                   first_seen_at = CASE WHEN r.layout = EXCLUDED.layout THEN r.first_seen_at ELSE now() END
-           RETURNING to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
+           RETURNING approved_until AS "until!""#,
         grant.prefix,
         grant.layout,
-        grant.by,
-        grant.reason,
-        f64::from(grant.hours),
+        grant.signed.by,
+        grant.signed.reason,
+        grant.signed.hours(),
         grant.keys,
         grant.bytes,
         grant.naming,
         grant.despite_unnamed,
     )
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok(platform::approval::stamp(until))
 }

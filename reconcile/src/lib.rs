@@ -184,13 +184,13 @@ pub struct Findings {
     /// Their bytes.
     pub bytes: i64,
     /// Bytes no row knows, per prefix and workspace.
-    #[serde(deserialize_with = "readable")]
+    #[serde(deserialize_with = "platform::recorded::readable")]
     pub unknown: Vec<Unknown>,
     /// Managed prefixes another writer shares.
-    #[serde(deserialize_with = "readable")]
+    #[serde(deserialize_with = "platform::recorded::readable")]
     pub off_pattern: Vec<OffPattern>,
     /// Assets the listing lacks, confirmed gone.
-    #[serde(deserialize_with = "readable")]
+    #[serde(deserialize_with = "platform::recorded::readable")]
     pub lost: Vec<Lost>,
     /// Assets the listing lacks whose bytes the bucket does hold (written or restored since it was taken).
     pub present_after_all: u64,
@@ -200,38 +200,19 @@ pub struct Findings {
     /// Assets the listing lacks that were not confirmed (more than one run confirms).
     pub unconfirmed: u64,
     /// Keys adopted, per prefix and workspace.
-    #[serde(deserialize_with = "readable")]
+    #[serde(deserialize_with = "platform::recorded::readable")]
     pub adopted: Vec<adopt::Adopted>,
     /// Prefixes holding keys no row knows (older than the grace period) that nothing is adopted from until an
     /// operator approves them.
-    #[serde(deserialize_with = "readable")]
+    #[serde(deserialize_with = "platform::recorded::readable")]
     pub awaiting_approval: Vec<String>,
     /// Approved prefixes whose adoptable keys jumped beyond their approval and the previous report: withdrawn.
-    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "readable")]
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "platform::recorded::readable")]
     pub withdrawn: Vec<adopt::Withdrawn>,
     /// What the application's records name of the keys no row knows, per prefix (by key source, by key, relative to
     /// a root, nothing): what an approval is read and refused on.
-    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "readable_or_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "platform::recorded::readable_or_none")]
     pub naming: Option<schema::naming::Naming>,
-}
-
-/// A recorded list read back entry by entry: one this build cannot read (a row another version wrote) is passed
-/// over and the rest still count, as the statements that read the findings in SQL used to skip it. Every reader
-/// errs towards less: a key left out is one an approval is not granted on, and a report that finds it withdraws the
-/// approval.
-fn readable<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
-    deserializer: D,
-) -> Result<Vec<T>, D::Error> {
-    let entries = Option::<Vec<serde_json::Value>>::deserialize(deserializer).unwrap_or_default().unwrap_or_default();
-    Ok(entries.into_iter().filter_map(|e| serde_json::from_value(e).ok()).collect())
-}
-
-/// A recorded value read back, or none when this build cannot read it (as the naming was always read).
-fn readable_or_none<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
-    deserializer: D,
-) -> Result<Option<T>, D::Error> {
-    let value = Option::<serde_json::Value>::deserialize(deserializer).unwrap_or_default();
-    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 impl Findings {
@@ -554,6 +535,10 @@ pub struct Standing {
     /// Prefixes whose approval a jump in their adoptable keys withdrew, not approved since: what the withdrawal
     /// recorded.
     pub withdrawn: Vec<adopt::WithdrawnRecord>,
+    /// What records named of the keys no row knew, as the newest compared listing found it (read with it; shown on
+    /// its own).
+    #[serde(skip)]
+    pub naming: Option<schema::naming::Naming>,
 }
 
 /// What records named of the keys no row knew, as the newest compared listing found it (`schema::naming`), if it
@@ -568,7 +553,9 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
         sqlx::query_scalar!("SELECT prefix FROM reconcile_prefixes WHERE approved_until > now()")
             .fetch_all(&mut *conn)
             .await?;
-    let last = newest_recorded(&mut *conn).await?.map(|r| {
+    let recorded = newest_recorded(&mut *conn).await?;
+    let naming = recorded.as_ref().and_then(|r| r.findings.naming.clone());
+    let last = recorded.map(|r| {
         let (unknown_keys, unknown_bytes) = r.findings.unknown_totals();
         LastListing {
             id: r.id,
@@ -609,6 +596,7 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
         kept_by_person: adopted.kept_by_person,
         // Read as the withdrawal wrote it; a record this build cannot read is passed over.
         withdrawn: withdrawn.iter().filter_map(|w| adopt::WithdrawnRecord::deserialize(w).ok()).collect(),
+        naming,
     })
 }
 

@@ -306,7 +306,7 @@ async fn weigh(
     pace: Paced<'_, Records<'_>>,
 ) -> Result<Weight, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    sqlx::query!("SET TRANSACTION READ ONLY").execute(&mut *tx).await?;
+    platform::db::read_only(&mut tx).await?;
     within_share(&mut tx, pace).await?;
     // Counted past what an approval covers, so a rule that outgrew its approval is seen to.
     let covered = rule.approved_rows.map_or(0, |n| pace.step.approval_tolerance.ceiling(count(n)));

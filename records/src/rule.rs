@@ -246,12 +246,8 @@ pub async fn pass_day(
 pub struct RuleGrant<'a> {
     /// The rule (`retention_rules.id`).
     pub id: i64,
-    /// Who approves.
-    pub by: &'a str,
-    /// Why, as they wrote it.
-    pub reason: &'a str,
-    /// How long it lasts.
-    pub hours: u32,
+    /// Who, why, for how long.
+    pub signed: platform::approval::Signed<'a>,
     /// The records the rule would delete now, as counted for them: a pass that finds more holds it again.
     pub rows: i64,
     /// The rows of the rule's table then.
@@ -261,21 +257,22 @@ pub struct RuleGrant<'a> {
 /// Records `grant` on its rule (the one writer of a rule's approval): when it expires (RFC 3339, UTC). In the
 /// caller's transaction, which counted what the grant says was counted.
 pub async fn approve(conn: &mut PgConnection, grant: RuleGrant<'_>) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar!(
+    let until = sqlx::query_scalar!(
         r#"UPDATE retention_rules
               SET approved_until = now() + $2 * interval '1 hour', approved_by = $3, approval_reason = $4,
                   approved_rows = $5, approved_table_rows = $6
             WHERE id = $1
-        RETURNING to_char(approved_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "until!""#,
+        RETURNING approved_until AS "until!""#,
         grant.id,
-        f64::from(grant.hours),
-        grant.by,
-        grant.reason,
+        grant.signed.hours(),
+        grant.signed.by,
+        grant.signed.reason,
         grant.rows,
         grant.table_rows,
     )
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok(platform::approval::stamp(until))
 }
 
 #[cfg(test)]

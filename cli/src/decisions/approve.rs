@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, bail};
 use lifecycle::brake;
+use platform::approval::Signed;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -132,9 +133,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
     }
     let grant = brake::Grant {
         workspace,
-        by,
-        reason,
-        hours: args.hours,
+        signed: Signed { by, reason, hours: args.hours },
         due_assets: due.due_assets,
         due_bytes: due.due_bytes,
         sample: json["sample"].clone(),
@@ -259,9 +258,7 @@ async fn prefix_approval(prefix: &str, approval: PrefixApproval<'_>) -> anyhow::
     let grant = reconcile::adopt::PrefixGrant {
         prefix: stored,
         layout: layout.signature(),
-        by,
-        reason,
-        hours,
+        signed: Signed { by, reason, hours },
         keys: found.adoptable,
         bytes: found.bytes,
         naming: json["naming"].clone(),

@@ -67,16 +67,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
     };
     // Each step of a pass, as it stands (reconciliation's includes adoption's).
-    let (census, discovery, reconciliation, naming, logs) = {
+    let (census, discovery, reconciliation, logs) = {
         let mut conn = pool.acquire().await?;
         (
             <schema::census::Census<'_> as Step>::standing(&mut conn).await?,
             <lifecycle::discovery::Discovery<'_> as Step>::standing(&mut conn).await?,
             <::reconcile::advance::Reconciliation<'_> as Step>::standing(&mut conn).await?,
-            ::reconcile::newest_naming(&mut conn).await?,
             <::reconcile::reads::ObservedUse<'_> as Step>::standing(&mut conn).await?,
         )
     };
+    // What records name of the keys no row knows: read with reconciliation's newest listing, not fetched again.
+    let naming = &reconciliation.naming;
     let (records_text, records, records_attention) = crate::retention::last_pass(&pool).await?;
     let sqs = platform::aws::sqs_client(&sdk);
     // A queue it cannot read is one line of the page, not the end of it: the database's half still shows.
