@@ -9,8 +9,10 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use super::adopt::Terms;
+use super::engine::pass::{self, OnEngine, Outside};
+use super::engine::{Engine, NoEngine};
 use super::read::Report;
-use super::{Listing, ListingSource, ReconcileError};
+use super::{Listed, Listing, ListingSource, ReconcileError};
 use platform::approval::Tolerance;
 use platform::aws::AwsFailure;
 use platform::keys::KeyLayout;
@@ -27,6 +29,8 @@ text_enum! {
         TimeShare = "time_share",
         /// The newest report at the location was compared already, or there is none yet.
         NoNewReport = "no_new_report",
+        /// The engine outside the database is still comparing; a later pass collects what it found.
+        EngineRunning = "engine_running",
     }
 }
 
@@ -53,6 +57,9 @@ pub struct Progress {
     /// An unfinished report given up in this pass because a newer one superseded it (its manifest's address).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub abandoned: Option<String>,
+    /// When an engine outside the database compares the report: how far it got, and what it scans and costs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<OnEngine>,
 }
 
 /// A comparison's figures, as the run record keeps them.
@@ -85,14 +92,14 @@ pub struct Compared {
 /// inventory location if it is new; reads files while time is left; compares when all are in. An unfinished report
 /// a newer one has superseded is given up: whatever kept it from finishing (its files expired under the inventory
 /// bucket's lifecycle, a row it cannot read), the newer report says the same and more.
-pub(crate) async fn advance(
+pub(crate) async fn advance<E: Engine>(
     pool: &PgPool,
     s3: &aws_sdk_s3::Client,
-    pace: Paced<'_, Reconciliation<'_>>,
+    pace: Paced<'_, Reconciliation<'_, E>>,
 ) -> Result<Progress, ReconcileError> {
     let newest = newest_manifest(s3, pace.step.inventory).await?;
     let mut unfinished = sqlx::query!(
-        r#"SELECT id, location, taken_at, files_done,
+        r#"SELECT id, location, taken_at, files_done, engine,
                   keys_read > 0 AND NOT EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = l.id) AS "emptied!"
              FROM reconcile_listings l
             WHERE source = 'inventory' AND compared_at IS NULL AND abandoned_at IS NULL
@@ -101,13 +108,22 @@ pub(crate) async fn advance(
     .fetch_optional(pool)
     .await?;
     let mut abandoned = None;
-    if let (Some(row), Some(newest)) = (&unfinished, &newest)
-        && *newest != row.location
-    {
+    let why = match (&unfinished, &newest) {
+        (Some(row), Some(newest)) if *newest != row.location => {
+            Some(format!("superseded by {newest} before it was finished"))
+        }
+        // Begun on an engine no longer configured: the next report is compared where the settings now say.
+        (Some(row), _) if row.engine.is_some() && pace.step.engine.is_none() => Some(format!(
+            "begun on {}, which is no longer configured (RECONCILE_ENGINE)",
+            row.engine.as_deref().unwrap_or_default()
+        )),
+        _ => None,
+    };
+    if let (Some(row), Some(why)) = (&unfinished, why) {
         sqlx::query!(
             "UPDATE reconcile_listings SET abandoned_at = now(), abandoned_why = $2 WHERE id = $1",
             row.id,
-            format!("superseded by {newest} before it was finished"),
+            why,
         )
         .execute(pool)
         .await?;
@@ -115,7 +131,8 @@ pub(crate) async fn advance(
         abandoned = Some(row.location.clone());
         unfinished = None;
     }
-    let (report, listing, mut files_done) = match unfinished {
+    let on_engine = unfinished.as_ref().is_some_and(|row| row.engine.is_some());
+    let (report, listing, mut files_done, on_engine) = match unfinished {
         Some(row) => {
             let report = Report::open(s3, &row.location, pace.step.bucket).await?;
             let mut done = row.files_done;
@@ -126,7 +143,7 @@ pub(crate) async fn advance(
                     .await?;
                 done = 0;
             }
-            (report, Listing { id: row.id, taken_at: row.taken_at }, done)
+            (report, Listing { id: row.id, taken_at: row.taken_at }, done, on_engine)
         }
         None => {
             let Some(manifest) = newest else {
@@ -145,7 +162,11 @@ pub(crate) async fn advance(
             let files = report.manifest.files.len();
             let mut conn = pool.acquire().await?;
             let listing = super::open(&mut conn, ListingSource::Inventory, &manifest, report.taken_at(), files).await?;
-            (report, listing, 0)
+            let outside = pace.step.engine.as_ref().filter(|outside| outside.takes(&report));
+            if let Some(outside) = outside {
+                pass::choose(pool, listing.id, &report, outside.engine.name()).await?;
+            }
+            (report, listing, 0, outside.is_some())
         }
     };
     let files_total = i32::try_from(report.manifest.files.len()).unwrap_or(i32::MAX);
@@ -159,7 +180,11 @@ pub(crate) async fn advance(
         stopped: Stop::TimeShare,
         compared: None,
         abandoned,
+        engine: None,
     };
+    if on_engine && let Some(outside) = &pace.step.engine {
+        return pass::advance(pool, pace, outside, &report, listing, progress).await;
+    }
     while files_done < files_total {
         if Instant::now() >= pace.share.until {
             progress.files_done = u32::try_from(files_done).unwrap_or(0);
@@ -189,16 +214,35 @@ pub(crate) async fn advance(
     }
     let mut tx = pool.begin().await?;
     allow_until(&mut tx, pace.share.deadline).await?;
-    let mut findings =
-        super::compare(&mut tx, s3, pace.step.bucket, pace.step.layout, listing, pace.step.grace, pace.step.confirm)
-            .await?;
-    let terms = Terms { grace: pace.step.grace, max: pace.step.adopt_max, tolerance: pace.step.tolerance };
-    super::adopt::adopt(&mut tx, listing, pace.step.layout, &mut findings, terms).await?;
-    let newly_lost = super::record(&mut tx, listing, &findings).await?;
+    let compared = judge_and_record(&mut tx, pace, listing, Listed::Whole).await?;
     tx.commit().await?;
-    let (unknown_keys, unknown_bytes) = findings.unknown_totals();
     progress.stopped = Stop::Compared;
-    progress.compared = Some(Compared {
+    progress.compared = Some(compared);
+    Ok(progress)
+}
+
+/// Judges listing `listing` (held in `reconcile_keys` as `listed` says), adopts what approved prefixes hold, and
+/// records the findings, in the caller's transaction.
+pub(crate) async fn judge_and_record<E: Engine>(
+    tx: &mut sqlx::PgConnection,
+    pace: Paced<'_, Reconciliation<'_, E>>,
+    listing: Listing,
+    listed: Listed<'_>,
+) -> Result<Compared, ReconcileError> {
+    let step = pace.step;
+    let judge = super::Judge {
+        s3: step.s3,
+        bucket: step.bucket,
+        layout: step.layout,
+        grace: step.grace,
+        confirm: step.confirm,
+    };
+    let mut findings = judge.findings(&mut *tx, listing, listed).await?;
+    let terms = Terms { grace: step.grace, max: step.adopt_max, tolerance: step.tolerance };
+    super::adopt::adopt(&mut *tx, listing, step.layout, &mut findings, terms).await?;
+    let newly_lost = super::record(&mut *tx, listing, &findings).await?;
+    let (unknown_keys, unknown_bytes) = findings.unknown_totals();
+    Ok(Compared {
         unknown_keys,
         unknown_bytes,
         shared_prefixes: findings.off_pattern.iter().map(|o| o.prefix.clone()).collect(),
@@ -209,14 +253,13 @@ pub(crate) async fn advance(
         adopted_bytes: findings.adopted_totals().1,
         awaiting_approval: findings.awaiting_approval.clone(),
         withdrawn: findings.withdrawn.clone(),
-    });
-    Ok(progress)
+    })
 }
 
 /// Lets the statements of the caller's transaction run until the pass's deadline (and at least the 30 s every
 /// session has): a data file of millions of keys, or the comparison of a large bucket, takes longer than a
 /// statement of the application's tables should, and `lock_timeout` still stops one behind an application's lock.
-async fn allow_until(tx: &mut sqlx::PgConnection, deadline: Instant) -> Result<(), sqlx::Error> {
+pub(crate) async fn allow_until(tx: &mut sqlx::PgConnection, deadline: Instant) -> Result<(), sqlx::Error> {
     platform::db::statements_until(tx, deadline, platform::db::STATEMENT_TIMEOUT).await
 }
 
@@ -231,6 +274,7 @@ fn nothing_new(manifest: Option<String>, abandoned: Option<String>) -> Progress 
         stopped: Stop::NoNewReport,
         compared: None,
         abandoned,
+        engine: None,
     }
 }
 
@@ -267,9 +311,10 @@ fn is_scan_time(name: &str) -> bool {
         })
 }
 
-/// Reconciliation's share of a pass, with an inventory location configured and S3 at hand.
+/// Reconciliation's share of a pass, with an inventory location configured and S3 at hand; with an engine outside
+/// the database, which compares the reports it takes.
 #[derive(Debug, Clone, Copy)]
-pub struct Reconciliation<'a> {
+pub struct Reconciliation<'a, E = NoEngine> {
     /// Which keys are ours.
     pub layout: &'a KeyLayout,
     /// Where the inventory reports land.
@@ -286,9 +331,11 @@ pub struct Reconciliation<'a> {
     pub tolerance: Tolerance,
     /// The client of the inventory and asset buckets.
     pub s3: &'a aws_sdk_s3::Client,
+    /// An engine outside the database, and which reports it compares.
+    pub engine: Option<Outside<'a, E>>,
 }
 
-impl Step for Reconciliation<'_> {
+impl<E: Engine> Step for Reconciliation<'_, E> {
     type Progress = Progress;
     type Standing = super::Standing;
     type Error = ReconcileError;

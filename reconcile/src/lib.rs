@@ -19,6 +19,7 @@
 
 pub mod adopt;
 pub mod advance;
+pub mod engine;
 pub mod ingest;
 pub mod inventory;
 pub mod once;
@@ -71,6 +72,12 @@ pub enum ReconcileError {
     /// The database failed.
     #[error("the database failed while reconciling: {0}")]
     Database(#[from] sqlx::Error),
+    /// The export of the keys the rows know could not be written.
+    #[error("the export of the known keys cannot be written: {0}")]
+    Export(String),
+    /// The engine comparing outside the database failed.
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
 }
 
 impl From<platform::aws::AwsFailure> for ReconcileError {
@@ -197,6 +204,10 @@ pub struct Findings {
     /// Their ids: a finding about them is forgotten.
     #[serde(skip)]
     pub present: Vec<Uuid>,
+    /// Assets found lost before whose keys an engine's listing holds (one whose keys are all in `reconcile_keys`
+    /// says so there): their findings are forgotten too.
+    #[serde(skip)]
+    pub listed_again: Vec<Uuid>,
     /// Assets the listing lacks that were not confirmed (more than one run confirms).
     pub unconfirmed: u64,
     /// Keys adopted, per prefix and workspace.
@@ -303,115 +314,211 @@ pub async fn compare(
     grace: Duration,
     confirm: usize,
 ) -> Result<Findings, ReconcileError> {
-    // Just written in bulk: without statistics the planner would take a nested loop over a million keys. The hash
-    // tables of the anti-joins hold every key, in parallel batches that fit at a million keys; a larger bucket
-    // would spill them to disk with the default work_mem. Set for this transaction only.
-    sqlx::query!("SELECT asset_sweeper_analyze_reconcile_keys()").execute(&mut *conn).await?;
-    sqlx::query!("SELECT set_config('work_mem', '256MB', true)").fetch_one(&mut *conn).await?;
-    let totals = sqlx::query!(
-        r#"SELECT count(*) AS "keys!", coalesce(sum(byte_size), 0)::bigint AS "bytes!"
-             FROM reconcile_keys WHERE listing_id = $1"#,
-        listing.id
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    let unknown = sqlx::query_as!(
-        Unknown,
-        r#"SELECT k.prefix AS "prefix!", k.workspace_id AS "workspace_id!", count(*) AS "keys!",
-                  sum(k.byte_size)::bigint AS "bytes!",
-                  count(*) FILTER (WHERE k.last_modified > now() - $2 * interval '1 second') AS "young!",
-                  (array_agg(k.storage_key ORDER BY k.storage_key))[1:$3] AS "sample!"
-             FROM reconcile_keys k
-            WHERE k.listing_id = $1 AND k.workspace_id IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = k.storage_key)
-            GROUP BY k.prefix, k.workspace_id
-            ORDER BY k.prefix, k.workspace_id"#,
-        listing.id,
-        grace.as_secs_f64(),
-        SAMPLE,
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let off_pattern = sqlx::query_as!(
-        OffPattern,
-        r#"SELECT k.prefix AS "prefix!", count(*) AS "keys!", count(o.storage_key) AS "known!",
-                  (array_agg(k.storage_key ORDER BY k.storage_key))[1:$2] AS "sample!"
-             FROM reconcile_keys k
-             LEFT JOIN stored_objects o ON o.storage_key = k.storage_key
-            WHERE k.listing_id = $1 AND k.workspace_id IS NULL
-            GROUP BY k.prefix
-            ORDER BY k.prefix"#,
-        listing.id,
-        SAMPLE,
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let prefixes: Vec<String> = layout.prefixes().into_iter().map(str::to_owned).collect();
-    // Bytes are due in the bucket for an asset in use or restorable; an upload still pending may not have sent
-    // them yet, and one never sent is the abandoned upload the lifecycle deletes. An asset row written after the
-    // listing was taken may have bytes the listing could not show (its stored object, which the row's foreign key
-    // makes older, is not read: a third hash join over every row, for nothing the row's own time does not say).
-    let missing = sqlx::query_as!(
-        Missing,
-        r#"SELECT a.id AS asset_id, a.workspace_id, a.storage_key, a.state, a.byte_size
-             FROM assets a
-            WHERE a.state IN ('attached', 'released', 'retired') AND a.created_at < $2
-              AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(a.storage_key, p))
-              AND NOT EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = $1 AND k.storage_key = a.storage_key)
-            ORDER BY (SELECT l.confirmed_at FROM lost_assets l WHERE l.asset_id = a.id) NULLS FIRST, a.storage_key, a.id"#,
-        listing.id,
-        listing.taken_at,
-        &prefixes,
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    // Those never confirmed come first, then those confirmed longest ago: a cap smaller than what is missing
-    // reaches every asset over a few runs. A lookup that fails leaves its asset unconfirmed, not the run failed.
-    let mut unconfirmed = missing.len().saturating_sub(confirm) as u64;
-    let looked: Vec<(Missing, Result<Found, StorageError>)> = futures::stream::iter(missing.into_iter().take(confirm))
-        .map(|asset| async move {
-            let found = objects::inspect(s3, bucket, &asset.storage_key).await;
-            (asset, found)
-        })
-        .buffered(16)
-        .collect()
-        .await;
-    // A prefix another writer shares holds nothing of ours: its keys are reported as refused, not as unknown.
-    let unknown: Vec<Unknown> =
-        unknown.into_iter().filter(|u| !off_pattern.iter().any(|o| o.prefix == u.prefix)).collect();
-    // What records name of them, before any is adopted: read from the key sources and a sample of every text and
-    // JSON column (`schema::naming`).
-    let naming = if unknown.is_empty() {
-        None
-    } else {
-        let refused: Vec<String> = off_pattern.iter().map(|o| quote_literal(&o.prefix)).collect();
-        let keys = format!(
-            "SELECT k.storage_key, k.prefix FROM reconcile_keys k
-              WHERE k.listing_id = {} AND k.workspace_id IS NOT NULL AND k.prefix <> ALL (ARRAY[{}]::text[])
-                AND NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = k.storage_key)",
-            listing.id,
-            refused.join(", ")
-        );
-        Some(schema::naming::probe(&mut *conn, layout, &keys).await?)
-    };
-    let mut findings =
-        Findings { keys: totals.keys, bytes: totals.bytes, unknown, off_pattern, naming, ..Findings::default() };
-    for (asset, found) in looked {
-        match found {
-            Ok(Found::Present) => findings.present.push(asset.asset_id),
-            Ok(Found::Hidden { version_id }) => {
-                findings.lost.push(Lost { asset, restorable_version: Some(version_id) });
+    let judge = Judge { s3, bucket, layout, grace, confirm };
+    judge.findings(conn, listing, Listed::Whole).await
+}
+
+/// What a comparison is judged with: the bucket that confirms what seems gone, which keys are ours, and how far.
+#[derive(Debug, Clone, Copy)]
+pub struct Judge<'a> {
+    /// The client of the asset bucket.
+    pub s3: &'a aws_sdk_s3::Client,
+    /// The asset bucket.
+    pub bucket: &'a str,
+    /// Which keys are ours.
+    pub layout: &'a KeyLayout,
+    /// Keys written within this are young: counted, never adopted.
+    pub grace: Duration,
+    /// The most missing assets confirmed with the bucket (16 at once).
+    pub confirm: usize,
+}
+
+/// How much of a listing `reconcile_keys` holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Listed<'a> {
+    /// Every key it listed under the managed prefixes: the comparison in the application's database.
+    Whole,
+    /// Only the keys no row knew and the first few known keys off the pattern; an engine counted the rest and found
+    /// the gone keys ([`engine`]).
+    Engine(&'a engine::Collected),
+}
+
+impl Judge<'_> {
+    /// The findings of listing `listing`, read as `listed` says it is held. Reads only.
+    pub(crate) async fn findings(
+        &self,
+        conn: &mut PgConnection,
+        listing: Listing,
+        listed: Listed<'_>,
+    ) -> Result<Findings, ReconcileError> {
+        let Judge { s3, bucket, layout, grace, confirm } = *self;
+        // Just written in bulk: without statistics the planner would take a nested loop over a million keys. The
+        // hash tables of the anti-joins hold every key, in parallel batches that fit at a million keys; a larger
+        // bucket would spill them to disk with the default work_mem. Set for this transaction only.
+        sqlx::query!("SELECT asset_sweeper_analyze_reconcile_keys()").execute(&mut *conn).await?;
+        sqlx::query!("SELECT set_config('work_mem', '256MB', true)").fetch_one(&mut *conn).await?;
+        let (keys, bytes) = match listed {
+            Listed::Whole => {
+                let totals = sqlx::query!(
+                    r#"SELECT count(*) AS "keys!", coalesce(sum(byte_size), 0)::bigint AS "bytes!"
+                         FROM reconcile_keys WHERE listing_id = $1"#,
+                    listing.id
+                )
+                .fetch_one(&mut *conn)
+                .await?;
+                (totals.keys, totals.bytes)
             }
-            Ok(Found::Lost) => findings.lost.push(Lost { asset, restorable_version: None }),
-            Err(e) => {
-                tracing::warn!(asset_id = %asset.asset_id, error = %e, "could not confirm missing bytes");
-                unconfirmed += 1;
+            Listed::Engine(collected) => (collected.keys, collected.bytes),
+        };
+        // Samples in key order as S3 lists keys (UTF-8 bytes), whatever the database's collation: the order an
+        // engine outside it sorts in too.
+        let unknown = sqlx::query_as!(
+            Unknown,
+            r#"SELECT k.prefix AS "prefix!", k.workspace_id AS "workspace_id!", count(*) AS "keys!",
+                      sum(k.byte_size)::bigint AS "bytes!",
+                      count(*) FILTER (WHERE k.last_modified > now() - $2 * interval '1 second') AS "young!",
+                      (array_agg(k.storage_key ORDER BY k.storage_key COLLATE "C"))[1:$3] AS "sample!"
+                 FROM reconcile_keys k
+                WHERE k.listing_id = $1 AND k.workspace_id IS NOT NULL
+                  AND NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = k.storage_key)
+                GROUP BY k.prefix, k.workspace_id
+                ORDER BY k.prefix, k.workspace_id"#,
+            listing.id,
+            grace.as_secs_f64(),
+            SAMPLE,
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut off_pattern = sqlx::query_as!(
+            OffPattern,
+            r#"SELECT k.prefix AS "prefix!", count(*) AS "keys!", count(o.storage_key) AS "known!",
+                      (array_agg(k.storage_key ORDER BY k.storage_key COLLATE "C"))[1:$2] AS "sample!"
+                 FROM reconcile_keys k
+                 LEFT JOIN stored_objects o ON o.storage_key = k.storage_key
+                WHERE k.listing_id = $1 AND k.workspace_id IS NULL
+                GROUP BY k.prefix
+                ORDER BY k.prefix"#,
+            listing.id,
+            SAMPLE,
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        if let Listed::Engine(collected) = listed {
+            // Home are the unknown keys off the pattern and the first few known ones; the engine counted the rest.
+            for o in &mut off_pattern {
+                let known = collected.known_off_pattern.get(&o.prefix).copied().unwrap_or(0);
+                o.keys = o.keys - o.known + known;
+                o.known = known;
             }
         }
+        let prefixes: Vec<String> = layout.prefixes().into_iter().map(str::to_owned).collect();
+        // Bytes are due in the bucket for an asset in use or restorable; an upload still pending may not have sent
+        // them yet, and one never sent is the abandoned upload the lifecycle deletes. An asset row written after the
+        // listing was taken may have bytes the listing could not show (its stored object, which the row's foreign
+        // key makes older, is not read: a third hash join over every row, for nothing the row's own time does not
+        // say).
+        let missing = match listed {
+            Listed::Whole => {
+                sqlx::query_as!(
+                    Missing,
+                    r#"SELECT a.id AS asset_id, a.workspace_id, a.storage_key, a.state, a.byte_size
+                         FROM assets a
+                        WHERE a.state IN ('attached', 'released', 'retired') AND a.created_at < $2
+                          AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(a.storage_key, p))
+                          AND NOT EXISTS (SELECT 1 FROM reconcile_keys k
+                                           WHERE k.listing_id = $1 AND k.storage_key = a.storage_key)
+                        ORDER BY (SELECT l.confirmed_at FROM lost_assets l WHERE l.asset_id = a.id) NULLS FIRST,
+                                 a.storage_key, a.id"#,
+                    listing.id,
+                    listing.taken_at,
+                    &prefixes,
+                )
+                .fetch_all(&mut *conn)
+                .await?
+            }
+            // The engine found the keys from the export; their assets are read as they are now.
+            Listed::Engine(collected) => {
+                sqlx::query_as!(
+                    Missing,
+                    r#"SELECT a.id AS asset_id, a.workspace_id, a.storage_key, a.state, a.byte_size
+                         FROM assets a
+                        WHERE a.state IN ('attached', 'released', 'retired') AND a.created_at < $2
+                          AND EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(a.storage_key, p))
+                          AND a.storage_key = ANY ($1)
+                        ORDER BY (SELECT l.confirmed_at FROM lost_assets l WHERE l.asset_id = a.id) NULLS FIRST,
+                                 a.storage_key, a.id"#,
+                    &collected.gone,
+                    listing.taken_at,
+                    &prefixes,
+                )
+                .fetch_all(&mut *conn)
+                .await?
+            }
+        };
+        // Assets found lost before whose keys the engine's listing holds: their findings are forgotten, as a key in
+        // `reconcile_keys` forgets them when every key is home.
+        let listed_again = match listed {
+            Listed::Whole => Vec::new(),
+            Listed::Engine(collected) => {
+                let lost = sqlx::query!("SELECT asset_id, storage_key FROM lost_assets").fetch_all(&mut *conn).await?;
+                let gone: std::collections::HashSet<&str> = collected.gone.iter().map(String::as_str).collect();
+                lost.into_iter()
+                    .filter(|l| {
+                        !matches!(layout.classify(&l.storage_key), platform::keys::KeyClass::Outside)
+                            && !gone.contains(l.storage_key.as_str())
+                    })
+                    .map(|l| l.asset_id)
+                    .collect()
+            }
+        };
+        // Those never confirmed come first, then those confirmed longest ago: a cap smaller than what is missing
+        // reaches every asset over a few runs. A lookup that fails leaves its asset unconfirmed, not the run failed.
+        let mut unconfirmed = missing.len().saturating_sub(confirm) as u64;
+        let looked: Vec<(Missing, Result<Found, StorageError>)> =
+            futures::stream::iter(missing.into_iter().take(confirm))
+                .map(|asset| async move {
+                    let found = objects::inspect(s3, bucket, &asset.storage_key).await;
+                    (asset, found)
+                })
+                .buffered(16)
+                .collect()
+                .await;
+        // A prefix another writer shares holds nothing of ours: its keys are reported as refused, not as unknown.
+        let unknown: Vec<Unknown> =
+            unknown.into_iter().filter(|u| !off_pattern.iter().any(|o| o.prefix == u.prefix)).collect();
+        // What records name of them, before any is adopted: read from the key sources and a sample of every text
+        // and JSON column (`schema::naming`).
+        let naming = if unknown.is_empty() {
+            None
+        } else {
+            let refused: Vec<String> = off_pattern.iter().map(|o| quote_literal(&o.prefix)).collect();
+            let keys = format!(
+                "SELECT k.storage_key, k.prefix FROM reconcile_keys k
+                  WHERE k.listing_id = {} AND k.workspace_id IS NOT NULL AND k.prefix <> ALL (ARRAY[{}]::text[])
+                    AND NOT EXISTS (SELECT 1 FROM stored_objects o WHERE o.storage_key = k.storage_key)",
+                listing.id,
+                refused.join(", ")
+            );
+            Some(schema::naming::probe(&mut *conn, layout, &keys).await?)
+        };
+        let mut findings = Findings { keys, bytes, unknown, off_pattern, naming, listed_again, ..Findings::default() };
+        for (asset, found) in looked {
+            match found {
+                Ok(Found::Present) => findings.present.push(asset.asset_id),
+                Ok(Found::Hidden { version_id }) => {
+                    findings.lost.push(Lost { asset, restorable_version: Some(version_id) });
+                }
+                Ok(Found::Lost) => findings.lost.push(Lost { asset, restorable_version: None }),
+                Err(e) => {
+                    tracing::warn!(asset_id = %asset.asset_id, error = %e, "could not confirm missing bytes");
+                    unconfirmed += 1;
+                }
+            }
+        }
+        findings.present_after_all = findings.present.len() as u64;
+        findings.unconfirmed = unconfirmed;
+        Ok(findings)
     }
-    findings.present_after_all = findings.present.len() as u64;
-    findings.unconfirmed = unconfirmed;
-    Ok(findings)
 }
 
 /// Records what `listing` found, in the caller's transaction: the findings on the listing's row; each asset newly
@@ -422,9 +529,10 @@ pub async fn record(conn: &mut PgConnection, listing: Listing, findings: &Findin
         "DELETE FROM lost_assets l
           WHERE NOT EXISTS (SELECT 1 FROM assets a WHERE a.id = l.asset_id AND a.storage_key = l.storage_key)
              OR EXISTS (SELECT 1 FROM reconcile_keys k WHERE k.listing_id = $1 AND k.storage_key = l.storage_key)
-             OR l.asset_id = ANY ($2)",
+             OR l.asset_id = ANY ($2) OR l.asset_id = ANY ($3)",
         listing.id,
         &findings.present,
+        &findings.listed_again,
     )
     .execute(&mut *conn)
     .await?;
@@ -505,6 +613,30 @@ pub struct LastListing {
     pub shared_prefixes: Vec<String>,
     /// Managed prefixes whose bytes no row knows wait for an operator's approval.
     pub awaiting_approval: Vec<String>,
+    /// The engine outside the database it was compared on, and what that scanned and cost; none: in the database.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<(String, ledger::scan::Scan)>,
+}
+
+/// A report an engine outside the database is comparing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparing {
+    /// Its listing.
+    pub listing: i64,
+    /// The report's manifest.
+    pub location: String,
+    /// The engine.
+    pub engine: String,
+    /// Files of the export written.
+    pub export_files: i32,
+    /// Rows of the export written.
+    pub export_rows: i64,
+    /// Whether the export is whole.
+    pub exported: bool,
+    /// The query, once started, and since when, as the database prints it.
+    pub query: Option<(String, String)>,
+    /// The most it scans, and what that costs: estimated as the report was chosen, exact once the export is whole.
+    pub at_most: ledger::scan::Scan,
 }
 
 /// Where reconciliation stands: its newest compared listing and the assets whose bytes are gone.
@@ -512,6 +644,8 @@ pub struct LastListing {
 pub struct Standing {
     /// The newest compared listing, if any.
     pub last: Option<LastListing>,
+    /// A report an engine outside the database is comparing now.
+    pub comparing: Option<Comparing>,
     /// Assets still found lost (their row unchanged since).
     pub lost: i64,
     /// The first few of them: (asset, key).
@@ -555,6 +689,37 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
             .await?;
     let recorded = newest_recorded(&mut *conn).await?;
     let naming = recorded.as_ref().and_then(|r| r.findings.naming.clone());
+    let scanned = match &recorded {
+        Some(r) => {
+            sqlx::query!(
+                r#"SELECT engine AS "engine!", coalesce(scanned_bytes, 0) AS "scanned!" FROM reconcile_listings
+                    WHERE id = $1 AND engine IS NOT NULL"#,
+                r.id
+            )
+            .fetch_optional(&mut *conn)
+            .await?
+        }
+        None => None,
+    };
+    let comparing = sqlx::query!(
+        r#"SELECT id, location, engine AS "engine!", export_files, export_rows, exported_at IS NOT NULL AS "exported!",
+                  query_id, query_started_at::text, coalesce(scan_at_most, 0) AS "at_most!"
+             FROM reconcile_listings
+            WHERE engine IS NOT NULL AND compared_at IS NULL AND abandoned_at IS NULL
+            ORDER BY id DESC LIMIT 1"#
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(|r| Comparing {
+        listing: r.id,
+        location: r.location,
+        engine: r.engine,
+        export_files: r.export_files,
+        export_rows: r.export_rows,
+        exported: r.exported,
+        query: r.query_id.zip(r.query_started_at),
+        at_most: ledger::scan::Scan::athena(u64::try_from(r.at_most).unwrap_or(0)),
+    });
     let last = recorded.map(|r| {
         let (unknown_keys, unknown_bytes) = r.findings.unknown_totals();
         LastListing {
@@ -566,6 +731,7 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
             unknown_bytes,
             shared_prefixes: r.findings.off_pattern.iter().map(|o| o.prefix.clone()).collect(),
             awaiting_approval: r.findings.awaiting_approval.into_iter().filter(|p| !approved.contains(p)).collect(),
+            engine: scanned.map(|s| (s.engine, ledger::scan::Scan::athena(u64::try_from(s.scanned).unwrap_or(0)))),
         }
     });
     let lost = sqlx::query!(
@@ -584,6 +750,7 @@ pub async fn standing(conn: &mut PgConnection) -> Result<Standing, sqlx::Error> 
     .await?;
     Ok(Standing {
         last,
+        comparing,
         lost: lost.first().map_or(0, |l| l.total),
         lost_sample: lost.into_iter().map(|l| (l.asset_id, l.storage_key)).collect(),
         adopted: adopted.adopted,

@@ -62,6 +62,38 @@ impl Report {
         self.manifest.taken_at().unwrap_or_default()
     }
 
+    /// The bytes of its data files, as its manifest sizes them.
+    pub fn data_bytes(&self) -> u64 {
+        self.manifest.files.iter().map(|f| f.size).sum()
+    }
+
+    /// Whether its files are Parquet or ORC, which a columnar engine reads as S3 wrote them (a CSV report's keys are
+    /// URL-encoded, and its columns text).
+    pub fn columnar(&self) -> bool {
+        matches!(self.format, Format::Columnar(_))
+    }
+
+    /// Whether it lists every version (`is_latest`, `is_delete_marker`), not only current objects.
+    pub fn versions(&self) -> bool {
+        let schema = self.manifest.file_schema.to_ascii_lowercase();
+        schema.contains("is_latest") || schema.contains("islatest")
+    }
+
+    /// Its data files' addresses, `s3://bucket/key` (none for a copy on local disk).
+    pub fn data_files(&self) -> Vec<String> {
+        match &self.store {
+            Store::S3 { bucket, .. } => {
+                self.manifest.files.iter().map(|f| format!("s3://{bucket}/{}", f.key)).collect()
+            }
+            Store::Local { .. } => Vec::new(),
+        }
+    }
+
+    /// The folder S3 named for its scan, `YYYY-MM-DDTHH-MMZ`: the one its manifest is in.
+    pub fn folder(&self) -> &str {
+        self.location.rsplit('/').nth(1).unwrap_or_default()
+    }
+
     /// Streams data file `index` into listing `listing`: decompressed and parsed on a blocking thread while the
     /// batches before are copied, never more than a few batches in memory.
     pub async fn ingest_file(

@@ -146,6 +146,29 @@ pub struct ReconcileSettings {
     pub inventory: Option<InventoryLocation>,
     /// The share, in percent, of what is left of a pass's time budget (after discovery) reconciliation may use.
     pub time_share_percent: u32,
+    /// Amazon Athena, when `RECONCILE_ENGINE` is `athena` or `auto`: where a report is compared instead of in the
+    /// database.
+    pub athena: Option<AthenaSettings>,
+}
+
+/// The bucket comparison on Amazon Athena (`RECONCILE_ENGINE`, docs/deploying.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AthenaSettings {
+    /// The workgroup queries run in (`ATHENA_WORKGROUP`): its output location and limits apply.
+    pub workgroup: String,
+    /// Where query output goes (`ATHENA_OUTPUT`), when the workgroup does not say.
+    pub output: Option<String>,
+    /// The Glue database of both tables (`ATHENA_DATABASE`).
+    pub database: String,
+    /// The S3 Inventory report's table, as AWS documents it (`ATHENA_INVENTORY_TABLE`).
+    pub inventory_table: String,
+    /// The export's table, partitioned by listing (`ATHENA_KNOWN_TABLE`).
+    pub known_table: String,
+    /// Where the export of the known keys is written: the export table's location (`RECONCILE_EXPORT`).
+    pub export: InventoryLocation,
+    /// `auto`: only reports whose data files add up to more than this many bytes (`RECONCILE_ATHENA_ABOVE_BYTES`);
+    /// `athena`: none, every Parquet or ORC report.
+    pub above_bytes: Option<u64>,
 }
 
 /// Discovery's pace: it walks the assets nobody scheduled, a batch at a time, and makes due the ones no source
@@ -450,6 +473,7 @@ impl Settings {
                 }
             }),
             time_share_percent: reader.parsed("RECONCILE_TIME_SHARE_PERCENT", 25, 1..=90u32),
+            athena: reader.athena(),
         };
         if reconcile.inventory.is_some()
             && reconcile.layout.is_none()

@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use platform::location::InventoryLocation;
 use schema::UnindexedSources;
 
 use crate::{LogSettings, Problem};
@@ -127,6 +128,41 @@ impl Reader<'_> {
 
     pub(crate) fn approval_tolerance(&mut self) -> platform::approval::Tolerance {
         platform::approval::Tolerance(self.parsed("APPROVAL_TOLERANCE_PERCENT", 10, 0..=1_000u32))
+    }
+
+    /// `RECONCILE_ENGINE`: `database` (the default), `athena`, or `auto` (Athena above
+    /// `RECONCILE_ATHENA_ABOVE_BYTES`, 1 GiB of report by default); either of the last two needs Athena's settings.
+    pub(crate) fn athena(&mut self) -> Option<crate::AthenaSettings> {
+        let engine = self.get("RECONCILE_ENGINE").unwrap_or_else(|| "database".to_owned());
+        let above_bytes = match engine.as_str() {
+            "database" => return None,
+            "athena" => None,
+            "auto" => Some(self.parsed("RECONCILE_ATHENA_ABOVE_BYTES", 1u64 << 30, 0..=u64::MAX)),
+            _ => {
+                self.invalid("RECONCILE_ENGINE", format!("{engine:?} is not database, athena or auto"));
+                return None;
+            }
+        };
+        let workgroup = self.required("ATHENA_WORKGROUP");
+        let database = self.required("ATHENA_DATABASE");
+        let inventory_table = self.required("ATHENA_INVENTORY_TABLE");
+        let known_table = self.required("ATHENA_KNOWN_TABLE");
+        let export = self.required("RECONCILE_EXPORT").and_then(|text| match InventoryLocation::parse(&text) {
+            Ok(location) => Some(location),
+            Err(reason) => {
+                self.invalid("RECONCILE_EXPORT", reason);
+                None
+            }
+        });
+        Some(crate::AthenaSettings {
+            workgroup: workgroup?,
+            output: self.get("ATHENA_OUTPUT"),
+            database: database?,
+            inventory_table: inventory_table?,
+            known_table: known_table?,
+            export: export?,
+            above_bytes,
+        })
     }
 
     pub(crate) fn prices(&mut self) -> ledger::prices::Prices {

@@ -11,6 +11,7 @@
 //! batch (one statement, committed), send it, release what did not send, and repeat. No transaction is open
 //! while SQS is called.
 
+pub mod athena;
 pub mod enqueue;
 pub mod lock;
 pub mod record;
@@ -27,6 +28,7 @@ use lifecycle::runs::RunOutcome;
 use lifecycle::{assets, brake, discovery};
 use platform::step::{Share, Step};
 use reconcile::advance::Reconciliation;
+use reconcile::engine::pass::Outside;
 use schema::{census, verdict};
 use serde_json::json;
 use settings::Settings;
@@ -61,12 +63,13 @@ pub struct Sweeper {
     sqs: aws_sdk_sqs::Client,
     s3: Option<aws_sdk_s3::Client>,
     cloudwatch: Option<aws_sdk_cloudwatch::Client>,
+    athena: Option<athena::Athena>,
     settings: Settings,
 }
 
 impl Sweeper {
     pub fn new(pool: PgPool, sqs: aws_sdk_sqs::Client, settings: Settings) -> Self {
-        Sweeper { pool, sqs, s3: None, cloudwatch: None, settings }
+        Sweeper { pool, sqs, s3: None, cloudwatch: None, athena: None, settings }
     }
 
     /// With S3: the asset bucket's versioning and lifecycle, read every pass (without, the pass records them as not
@@ -82,6 +85,13 @@ impl Sweeper {
     #[must_use]
     pub fn with_storage_metrics(mut self, cloudwatch: aws_sdk_cloudwatch::Client) -> Self {
         self.cloudwatch = Some(cloudwatch);
+        self
+    }
+
+    /// With Athena, when `RECONCILE_ENGINE` asks for it: the bucket comparison of the reports it takes runs there.
+    #[must_use]
+    pub fn with_athena(mut self, client: aws_sdk_athena::Client) -> Self {
+        self.athena = self.settings.reconcile.athena.as_ref().map(|settings| athena::Athena::new(client, settings));
         self
     }
 
@@ -457,7 +467,7 @@ impl Sweeper {
     }
 
     /// Reconciliation, when it is configured with an inventory location and S3 is at hand.
-    fn reconciliation(&self) -> Option<Reconciliation<'_>> {
+    fn reconciliation(&self) -> Option<Reconciliation<'_, athena::Athena>> {
         let settings = &self.settings.reconcile;
         let (Some(layout), Some(inventory), Some(s3)) = (&settings.layout, &settings.inventory, &self.s3) else {
             return None;
@@ -471,6 +481,11 @@ impl Sweeper {
             adopt_max: settings.adopt_max,
             tolerance: self.settings.approval_tolerance,
             s3,
+            engine: self.athena.as_ref().zip(settings.athena.as_ref()).map(|(engine, athena)| Outside {
+                engine,
+                export: &athena.export,
+                above_bytes: athena.above_bytes,
+            }),
         })
     }
 

@@ -13,6 +13,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let s3 = platform::aws::s3_client(&config, settings.s3_force_path_style);
     let sweeper = Sweeper::new(platform::db::pool(&settings.database), platform::aws::sqs_client(&config), settings)
         .with_storage(s3)
-        .with_storage_metrics(aws_sdk_cloudwatch::Client::new(&config));
+        .with_storage_metrics(aws_sdk_cloudwatch::Client::new(&config))
+        .with_athena(aws_sdk_athena::Client::new(&config));
     run(service_fn(|event| sweeper.handle(event))).await
 }

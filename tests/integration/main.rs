@@ -12,6 +12,7 @@ mod discovery;
 mod docs;
 mod e2e;
 mod effect;
+mod engine;
 mod findings;
 mod harness;
 mod holds;

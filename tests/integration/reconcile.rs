@@ -42,9 +42,14 @@ async fn listing(ctx: &TestContext, tx: &mut sqlx::PgConnection, layout: &KeyLay
 /// An asset row, `attached` three days, whose bytes were never put in the bucket.
 pub(crate) async fn row_without_bytes(ctx: &TestContext, ws: Uuid, state: &str) -> (Uuid, String) {
     let key = key(ws);
-    let id = seed(ctx, ws, state, "3 days", &key).await;
-    delete_every_version(ctx, &key).await;
-    (id, key)
+    (row_without_bytes_at(ctx, ws, state, &key).await, key)
+}
+
+/// [`row_without_bytes`], at `key`.
+pub(crate) async fn row_without_bytes_at(ctx: &TestContext, ws: Uuid, state: &str, key: &str) -> Uuid {
+    let id = seed(ctx, ws, state, "3 days", key).await;
+    delete_every_version(ctx, key).await;
+    id
 }
 
 async fn delete_every_version(ctx: &TestContext, key: &str) {
