@@ -2,7 +2,12 @@
 //! and the product's Parquet export from LocalStack) against the comparison in the application's database, on the
 //! same report and the same rows: the findings, and what recording them leaves in `lost_assets`, are the same.
 
+use std::time::{Duration, Instant};
+
 use chrono::Utc;
+use platform::step::{Share, Step};
+use reconcile::advance::{Reconciliation, Stop};
+use reconcile::engine::pass::Outside;
 use uuid::Uuid;
 
 use integration_tests::TestContext;
@@ -58,7 +63,8 @@ async fn fixture(ctx: &TestContext) -> Fixture {
     }
     // Outside: a managed prefix is matched as written, and its workspace's folder in capitals is not under it.
     listed(&mut rows, &format!("{}/Orphan.PNG", ws.to_string().to_uppercase()), 13);
-    // Known, off the pattern, in the shared prefix: seven, so the sample of five leaves some out.
+    // Known, off the pattern, in the shared prefix: seven, before the two unknown ones in key order, so the sample of
+    // five is all known keys and leaves two out.
     for i in 0..7 {
         let key = format!("{shared}/nested/known-{i}.bin");
         sqlx::query(
@@ -70,7 +76,7 @@ async fn fixture(ctx: &TestContext) -> Fixture {
         .expect("a stored object");
         listed(&mut rows, &key, 5);
     }
-    listed(&mut rows, &format!("{shared}/nested/a-unknown.bin"), 3);
+    listed(&mut rows, &format!("{shared}/nested/y-unknown.bin"), 3);
     listed(&mut rows, &format!("{shared}/nested/z-unknown.bin"), 3);
     listed(&mut rows, &format!("{shared}/on-pattern.png"), 3);
     listed(&mut rows, "exports/report.csv", 1_000);
@@ -237,4 +243,81 @@ async fn the_comparison_on_an_engine_finds_exactly_what_the_database_finds_in_pa
         assert_eq!(found, whole, "{format:?}");
         assert_eq!(lost_found, lost_whole, "{format:?}");
     }
+}
+
+#[tokio::test]
+async fn the_sweep_exports_starts_the_query_and_a_later_pass_collects_it_and_a_failed_query_starts_again() {
+    let ctx = TestContext::new().await;
+    let Fixture { layout, rows } = fixture(&ctx).await;
+    let files: Vec<Vec<u8>> = rows.chunks(9).map(|chunk| Format::Parquet.write(&ctx.bucket, chunk, 4)).collect();
+    put_files(&ctx, "inventory/", SCAN, Format::Parquet, &files, None).await;
+    let inventory = InventoryLocation::parse(&format!("s3://{}/inventory/", ctx.bucket)).expect("a location");
+    let exports = InventoryLocation::parse(&format!("s3://{}/exports/known/", ctx.bucket)).expect("a location");
+    let engine = LocalEngine::new(&[&ctx.bucket]).failing_once().running_for(1);
+    let settings = ctx.settings(&[]);
+    let step = Reconciliation {
+        layout: &layout,
+        inventory: &inventory,
+        bucket: &ctx.bucket,
+        grace: settings.grace,
+        confirm: 100,
+        adopt_max: 100,
+        tolerance: settings.approval_tolerance,
+        s3: &ctx.s3,
+        engine: Some(Outside { engine: &engine, export: &exports, above_bytes: None }),
+    };
+    let spent = || Share { until: Instant::now(), deadline: Instant::now() + Duration::from_secs(60) };
+    let ample = || Share {
+        until: Instant::now() + Duration::from_secs(60),
+        deadline: Instant::now() + Duration::from_secs(120),
+    };
+    let report_bytes: u64 = files.iter().map(|f| f.len() as u64).sum();
+
+    // A pass whose share is spent chooses the engine for the report and says what it will cost; it exports nothing.
+    let first = step.advance(ctx.pool(), spent()).await.expect("a pass");
+    assert_eq!(first.stopped, Stop::TimeShare);
+    let on = first.engine.expect("on the engine");
+    assert_eq!((on.engine.as_str(), on.export_files, on.query.as_deref()), ("datafusion", 0, None));
+    assert!(on.at_most.bytes >= report_bytes, "{on:?}");
+    assert_eq!(on.at_most.cents, 1, "Athena's ten-megabyte minimum");
+    let standing =
+        <Reconciliation<'_, LocalEngine> as Step>::standing(&mut *ctx.pool().acquire().await.expect("a connection"))
+            .await
+            .expect("standing");
+    let comparing = standing.comparing.expect("a comparison under way, with its cost");
+    assert_eq!((comparing.engine.as_str(), comparing.exported, comparing.query), ("datafusion", false, None));
+
+    // The next exports and starts the query; the engine fails it: the pass fails naming it, and forgets it.
+    let e = step.advance(ctx.pool(), ample()).await.expect_err("a failed query").to_string();
+    assert!(e.contains("failed, and the next pass starts it again: the test's engine fails this one"), "{e}");
+    let row: (i32, i64, Option<String>) =
+        sqlx::query_as("SELECT export_files, export_rows, query_id FROM reconcile_listings ORDER BY id DESC LIMIT 1")
+            .fetch_one(ctx.pool())
+            .await
+            .expect("the listing");
+    assert_eq!(row, (1, 21, None), "exported once, the failed query forgotten");
+
+    // Started again, and still running when the pass polls: a later pass collects it.
+    let running = step.advance(ctx.pool(), ample()).await.expect("a pass");
+    assert_eq!(running.stopped, Stop::EngineRunning, "{running:?}");
+    assert!(running.engine.is_some_and(|on| on.query.is_some() && on.scanned.is_none()));
+    let third = step.advance(ctx.pool(), ample()).await.expect("a pass");
+    assert_eq!(third.stopped, Stop::Compared, "{third:?}");
+    let compared = third.compared.expect("compared");
+    assert_eq!((compared.unknown_keys, compared.lost, compared.newly_lost), (5, 3, 2), "{compared:?}");
+    let on = third.engine.expect("on the engine");
+    assert!(on.query.is_some() && on.scanned.is_some_and(|s| s.bytes > 0), "{on:?}");
+    let keys: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM reconcile_keys").fetch_one(ctx.pool()).await.expect("keys");
+    assert_eq!(keys, 0, "a compared listing's keys go");
+    let standing =
+        <Reconciliation<'_, LocalEngine> as Step>::standing(&mut *ctx.pool().acquire().await.expect("a connection"))
+            .await
+            .expect("standing");
+    assert!(standing.comparing.is_none());
+    let (engine_name, scanned) = standing.last.and_then(|l| l.engine).expect("compared on the engine");
+    assert_eq!(engine_name, "datafusion");
+    assert!(scanned.bytes > 0);
+    // Nothing new: the report was compared.
+    assert_eq!(step.advance(ctx.pool(), ample()).await.expect("a pass").stopped, Stop::NoNewReport);
 }

@@ -4,6 +4,7 @@
 //! pages, so a caller polls and pages it as it does Athena.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::DateTime;
@@ -32,6 +33,10 @@ pub struct LocalEngine {
     ctx: SessionContext,
     dialect: Dialect,
     done: Mutex<HashMap<String, (Vec<Row>, u64)>>,
+    /// Polls answered `Running` before the output is ready, as a query that outlives a pass.
+    running_for: AtomicU32,
+    /// Fail the next query that finishes, as Athena fails one.
+    fail_next: AtomicBool,
 }
 
 const NAME: &str = "datafusion";
@@ -58,7 +63,27 @@ impl LocalEngine {
             let url = url::Url::parse(&format!("s3://{bucket}")).expect("a bucket's URL");
             ctx.register_object_store(&url, Arc::new(EmptyRanges(store)));
         }
-        LocalEngine { ctx, dialect: Dialect::Local, done: Mutex::new(HashMap::new()) }
+        LocalEngine {
+            ctx,
+            dialect: Dialect::Local,
+            done: Mutex::new(HashMap::new()),
+            running_for: AtomicU32::new(0),
+            fail_next: AtomicBool::new(false),
+        }
+    }
+
+    /// Answers `Running` to the first `polls` polls of each query.
+    #[must_use]
+    pub fn running_for(self, polls: u32) -> LocalEngine {
+        self.running_for.store(polls, Ordering::SeqCst);
+        self
+    }
+
+    /// Fails the first query that finishes.
+    #[must_use]
+    pub fn failing_once(self) -> LocalEngine {
+        self.fail_next.store(true, Ordering::SeqCst);
+        self
     }
 
     /// The report `manifest` (its data files in `bucket`) as the table `inventory`.
@@ -221,6 +246,13 @@ impl Engine for LocalEngine {
     }
 
     async fn poll(&self, id: &str) -> Result<Running, EngineError> {
+        if self.fail_next.swap(false, Ordering::SeqCst) {
+            return Ok(Running::Failed("the test's engine fails this one".to_owned()));
+        }
+        if self.running_for.load(Ordering::SeqCst) > 0 {
+            self.running_for.fetch_sub(1, Ordering::SeqCst);
+            return Ok(Running::Running);
+        }
         let done = self.done.lock().map_err(failed)?;
         Ok(match done.get(id) {
             Some((_, scanned)) => Running::Succeeded { scanned: *scanned },

@@ -315,3 +315,51 @@ pub async fn compare(
 ) -> Result<Findings, ReconcileError> {
     judge.findings(conn, listing, Listed::Engine(collected)).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading() -> Reading<'static> {
+        let taken_at = DateTime::from_timestamp_millis(1_764_547_200_000).expect("a time");
+        Reading { listing: 42, taken_at, folder: "2026-11-30T00-00Z", versions: true }
+    }
+
+    #[test]
+    fn the_dialects_differ_only_in_naming_the_two_datasets() {
+        let athena =
+            Dialect::Athena { database: "assets".into(), inventory: "inv\"entory".into(), known: "known".into() };
+        let prefixes = ["ws/", "it's/"];
+        let local = render(&Dialect::Local, &reading(), &prefixes);
+        let remote = render(&athena, &reading(), &prefixes);
+        assert!(local.contains("FROM inventory inventory") && local.contains("FULL OUTER JOIN known k"), "{local}");
+        assert!(
+            remote.contains(r#"FROM (SELECT * FROM "assets"."inv""entory" WHERE dt = '2026-11-30-00-00') inventory"#),
+            "{remote}"
+        );
+        assert!(
+            remote.contains(r#"FULL OUTER JOIN (SELECT * FROM "assets"."known" WHERE listing = '42') k"#),
+            "{remote}"
+        );
+        let without = |text: &str, names: &[&str]| names.iter().fold(text.to_owned(), |t, n| t.replace(n, "_"));
+        assert_eq!(
+            without(&local, &["FROM inventory inventory", "JOIN known k"]),
+            without(
+                &remote,
+                &[
+                    r#"FROM (SELECT * FROM "assets"."inv""entory" WHERE dt = '2026-11-30-00-00') inventory"#,
+                    r#"JOIN (SELECT * FROM "assets"."known" WHERE listing = '42') k"#
+                ]
+            ),
+            "the rest of the text is the same"
+        );
+        // The prefixes as standard literals, the report's time in milliseconds, every placeholder filled.
+        assert!(local.contains("starts_with(key, 'ws/') OR starts_with(key, 'it''s/')"), "{local}");
+        assert!(local.contains("k.due_since_ms < 1764547200000"), "{local}");
+        assert!(local.contains("coalesce(is_latest, true) AND NOT coalesce(is_delete_marker, false)"));
+        assert!(!local.contains('{') && !remote.contains('{'), "{local}");
+        let current_only = render(&Dialect::Local, &Reading { versions: false, ..reading() }, &prefixes);
+        assert!(current_only.contains("WHERE true") && !current_only.contains("is_latest"), "{current_only}");
+        assert!(render(&Dialect::Local, &reading(), &[]).contains("AND (false)"), "no prefix: no key");
+    }
+}
