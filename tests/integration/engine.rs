@@ -273,6 +273,19 @@ async fn the_sweep_exports_starts_the_query_and_a_later_pass_collects_it_and_a_f
     };
     let report_bytes: u64 = files.iter().map(|f| f.len() as u64).sum();
 
+    // Before anything runs, a dry run says what the report would cost on Athena.
+    let manifest = format!("s3://{}/inventory/{SCAN}/manifest.json", ctx.bucket);
+    let prefixes = layout.prefixes().join(",");
+    let env = [("RECONCILE_PREFIXES", prefixes.as_str()), ("RECONCILE_KEY_PATTERN", PATTERN)];
+    let args = ["--json", "reconcile", "--inventory", manifest.as_str(), "--dry-run"];
+    let (_, dry) = crate::cli::json_with_code(&crate::cli::run_with(&ctx.db.url, Some(&ctx), &env, &args));
+    let at_most = &dry["on_athena"]["at_most"];
+    assert!(at_most["bytes"].as_u64().is_some_and(|b| b >= report_bytes), "{dry}");
+    assert_eq!(
+        (&at_most["cents"], &dry["on_athena"]["export_estimated"]),
+        (&serde_json::json!(1), &serde_json::json!(true))
+    );
+
     // A pass whose share is spent chooses the engine for the report and says what it will cost; it exports nothing.
     let first = step.advance(ctx.pool(), spent()).await.expect("a pass");
     assert_eq!(first.stopped, Stop::TimeShare);

@@ -52,6 +52,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         adopt_max: settings.reconcile.adopt_max,
         tolerance: settings.approval_tolerance,
     };
+    // What the report would cost on Athena, said before anything runs: its data files, and the export as the
+    // planner's statistics size it.
+    let on_athena = match &args.inventory {
+        Some(location) if location.starts_with("s3://") => {
+            let report = ::reconcile::read::Report::open(&s3, location, bucket).await?;
+            let known_bytes = ::reconcile::engine::cost::export_estimate(&mut tx).await?;
+            report.columnar().then_some(::reconcile::engine::cost::Estimate {
+                inventory_bytes: report.data_bytes(),
+                known_bytes,
+                known_estimated: true,
+            })
+        }
+        _ => None,
+    };
     // A dry run adopts too, in the transaction it rolls back: it shows what would be adopted.
     let (listing, read_from, findings) = reconcile(&mut tx, &s3, bucket, layout, source, limits).await?;
     let recorded = if args.dry_run {
@@ -65,6 +79,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
 
     let prices = crate::money::prices()?;
     let mut text = render(&findings, &read_from, layout, &prices);
+    if let Some(at_most) = &on_athena {
+        let _ = writeln!(
+            text,
+            "on Athena (RECONCILE_ENGINE): this report would scan at most {} (the report's data files and the export of \
+             the known keys{})",
+            at_most.athena(),
+            if at_most.known_estimated { ", estimated from the table's statistics" } else { "" }
+        );
+    }
     match recorded {
         None => text.push_str("dry run: nothing was written"),
         Some(newly) => {
@@ -107,6 +130,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
             }).into_iter().map(|(ws, b)| (ws.to_string(), json!({ "bytes": b, "money": prices.monthly(b.max(0).unsigned_abs()) }))).collect::<serde_json::Map<_, _>>(),
             "findings": findings,
             "newly_lost": recorded,
+            "on_athena": on_athena.map(|e| json!({ "at_most": e.athena(), "export_estimated": e.known_estimated })),
         }),
         attention,
     })

@@ -443,6 +443,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
                 last.unknown_bytes,
                 reconciliation.lost
             );
+            if let Some((engine, scanned)) = &last.engine {
+                let _ = writeln!(text, "  compared on {engine}: scanned {scanned}");
+            }
             // What records name of those keys, per prefix: what an approval of their adoption is read on.
             for line in naming.iter().flat_map(schema::naming::Naming::lines) {
                 let _ = writeln!(text, "  {line}");
@@ -450,6 +453,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<Output> {
         }
         (None, Some(_)) => text.push_str("reconciliation: never run (asset-sweeper reconcile)\n"),
         (None, None) => text.push_str("reconciliation: off (RECONCILE_PREFIXES and RECONCILE_KEY_PATTERN not set)\n"),
+    }
+    if let Some(c) = &reconciliation.comparing {
+        let step = match (&c.query, c.exported) {
+            (Some((id, since)), _) => format!("query {id} running since {since}"),
+            (None, true) => "export written, the query starts next pass".to_owned(),
+            (None, false) => {
+                format!("exporting the known keys: {} file(s), {} row(s) so far", c.export_files, c.export_rows)
+            }
+        };
+        let _ = writeln!(
+            text,
+            "reconciliation: comparing {} on {} (listing {}): {step}; scans at most {}",
+            c.location, c.engine, c.listing, c.at_most
+        );
     }
     for (asset, key) in &reconciliation.lost_sample {
         let _ = writeln!(text, "  lost: {asset} {key}");
