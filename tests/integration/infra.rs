@@ -240,6 +240,18 @@ async fn the_template_deploys_into_localstack_with_the_settings_it_promises() {
             continue;
         }
         let (statement, allowed): (&Value, &[&str]) = match statement.get("Fn::If") {
+            // The comparison on Athena writes its export and Athena's output to its own work bucket (the Athena test).
+            Some(conditional) if conditional[0] == "WithAthena" => (
+                &conditional[1],
+                &[
+                    "s3:GetObject",
+                    "s3:PutObject",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                    "s3:ListBucket",
+                    "s3:GetBucketLocation",
+                ],
+            ),
             Some(conditional) => {
                 let reading = ["WithInventory", "WithAccessLogs", "WithCloudFrontLogs"];
                 assert!(
@@ -309,14 +321,87 @@ async fn no_function_role_may_destroy_an_object_version() {
             );
         }
     }
-    // The sweep writes nothing to any bucket: it reads inventory reports and confirms lost bytes.
-    let sweep = &roles.iter().find(|(name, _)| *name == "SweepRole").expect("sweep role").1;
-    for power in ["s3:PutObject", "s3:DeleteObject"] {
+    // The sweep writes nothing to any bucket: it reads inventory reports and confirms lost bytes. Only with the
+    // comparison on Athena does it write, and there only to its own work bucket (the Athena test below).
+    let sweep = json!(Resolver::new(&stack.processed, &[]).statements("SweepRole")).to_string();
+    for power in ["s3:PutObject", "s3:DeleteObject", "athena:", "glue:"] {
         assert!(!sweep.contains(power), "SweepRole holds {power}: {sweep}");
     }
     let consumer = &roles.iter().find(|(name, _)| *name == "ConsumerRole").expect("consumer role").1;
     // Hidden bytes come back by copying their kept version.
     assert!(consumer.contains("s3:GetObjectVersion") && consumer.contains("s3:PutObject"), "{consumer}");
+}
+
+/// The comparison on Athena: off by default; asked for, the template creates the work bucket, the workgroup and both
+/// tables, hands the sweep their names, and lets it query in its workgroup alone and write only its work folders.
+#[tokio::test]
+async fn athena_is_off_unless_asked_for_and_then_the_sweep_may_query_its_workgroup_and_write_its_work_bucket_only() {
+    let stack = deployed().await;
+    let t = &stack.processed;
+    let off = Resolver::new(t, &[]);
+    assert_eq!(off.environment("SweepFunction")["RECONCILE_ENGINE"], json!("database"));
+    for resource in ["ReconcileWorkBucket", "ReconcileWorkGroup", "ReconcileDatabase", "ReconcileKnownTable"] {
+        assert!(!off.exists(resource), "{resource} exists by default");
+    }
+    let without_inventory = Resolver::new(t, &[("ReconcileEngine", "athena")]).refusals();
+    assert!(without_inventory.iter().any(|r| r.starts_with("AthenaReadsTheInventory")), "{without_inventory:?}");
+
+    let given = [
+        ("ReconcileEngine", "auto"),
+        ("ReconcileInventoryBucket", "acme-inventory"),
+        ("ReconcileInventoryPrefix", "reports/acme-assets/daily/"),
+        ("ReconcilePrefixes", "uploads/"),
+        ("ReconcileKeyPattern", "uploads/(?P<workspace>[0-9a-f-]{36})/.+"),
+    ];
+    let on = Resolver::new(t, &given);
+    assert_eq!(on.refusals(), Vec::<String>::new());
+    let env = on.environment("SweepFunction");
+    assert_eq!(env["RECONCILE_ENGINE"], json!("auto"));
+    assert_eq!(env["ATHENA_WORKGROUP"], json!("<ReconcileWorkGroup>"));
+    assert_eq!(env["RECONCILE_EXPORT"], json!("s3://<ReconcileWorkBucket>/known/"));
+    // The environment the template gives is one the settings take, with the code's threshold as its default.
+    let settings = settings::Settings::from_lookup(|name| match name {
+        "DATABASE_URL" => Some("postgres://localhost/x".to_owned()),
+        "CLEANUP_QUEUE_URL" => Some("http://localhost/q".to_owned()),
+        "ASSET_BUCKET" => Some("bucket".to_owned()),
+        _ => env[name]
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(|v| v.replace("<ReconcileWorkBucket>", "work-bucket").replace("<ReconcileWorkGroup>", "work-group")),
+    })
+    .expect("the template's settings");
+    let athena = settings.reconcile.athena.expect("Athena");
+    assert_eq!(athena.above_bytes, Some(default(t, "ReconcileAthenaAboveBytes")));
+    assert_eq!((athena.inventory_table.as_str(), athena.known_table.as_str()), ("inventory", "known"));
+    // The known table reads each listing's folder, where the export writes it.
+    let known = &t["Resources"]["ReconcileKnownTable"]["Properties"]["TableInput"];
+    let template = on.resolve(&known["Parameters"]["storage.location.template"]).expect("a location");
+    assert_eq!(template, json!("s3://<ReconcileWorkBucket>/known/listing=${listing}/"));
+    let columns: Vec<String> =
+        known["StorageDescriptor"]["Columns"].as_array().expect("columns").iter().map(|c| scalar(&c["Name"])).collect();
+    let exported: Vec<String> = reconcile::engine::export::schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(columns, exported, "the table's columns are the export's");
+
+    let statements = on.statements("SweepRole");
+    for statement in &statements {
+        let actions = strings(&statement["Action"]);
+        let resources = strings(&statement["Resource"]);
+        if actions.iter().any(|a| a.starts_with("athena:")) {
+            assert_eq!(
+                resources,
+                ["arn:aws:athena:us-east-1:000000000000:workgroup/<ReconcileWorkGroup>"],
+                "{statement}"
+            );
+        }
+        if actions.iter().any(|a| a == "s3:PutObject") {
+            assert_eq!(
+                resources,
+                ["arn:aws:s3:::<ReconcileWorkBucket>/known/*", "arn:aws:s3:::<ReconcileWorkBucket>/athena/*"],
+                "{statement}"
+            );
+        }
+    }
+    assert!(statements.iter().any(|s| grants(s, "athena:StartQueryExecution")));
 }
 
 /// The dashboard: LocalStack's CloudFormation has no provider for `AWS::CloudWatch::Dashboard` (it accepts the
@@ -1091,8 +1176,17 @@ async fn an_existing_bucket_is_adopted_and_named_everywhere() {
     for function in ["SweepFunction", "ConsumerFunction"] {
         assert_eq!(resolver.environment(function)["ASSET_BUCKET"], existing.as_str(), "{function}");
     }
-    let s3_resources = stack.processed["Resources"].as_object().expect("resources").values();
-    assert_eq!(s3_resources.filter(|r| r["Type"] == "AWS::S3::Bucket").count(), 1, "only AssetBucket, conditional");
+    let resources = stack.processed["Resources"].as_object().expect("resources");
+    let buckets: Vec<(&str, &Value)> = resources
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::S3::Bucket")
+        .map(|(n, r)| (n.as_str(), &r["Condition"]))
+        .collect();
+    assert_eq!(
+        buckets,
+        [("AssetBucket", &json!("CreateAssetBucket")), ("ReconcileWorkBucket", &json!("WithAthena"))],
+        "only the asset bucket and Athena's work bucket, each conditional"
+    );
 }
 
 /// The bucket check: the sweep may read the bucket's versioning and lifecycle, the consumer its versioning, on the
