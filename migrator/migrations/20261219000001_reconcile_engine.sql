@@ -9,6 +9,8 @@ ALTER TABLE reconcile_listings
     ADD COLUMN export_bytes     bigint      NOT NULL DEFAULT 0 CHECK (export_bytes >= 0),
     ADD COLUMN exported_at      timestamptz,
     ADD COLUMN query_id         text,
+    -- Queries started for this listing: each failed one is started again, up to a few, under a new token.
+    ADD COLUMN query_attempts   integer     NOT NULL DEFAULT 0 CHECK (query_attempts >= 0),
     ADD COLUMN query_started_at timestamptz,
     ADD COLUMN scan_at_most     bigint,
     ADD COLUMN scanned_bytes    bigint;

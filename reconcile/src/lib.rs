@@ -460,15 +460,12 @@ impl Judge<'_> {
         let listed_again = match listed {
             Listed::Whole => Vec::new(),
             Listed::Engine(collected) => {
-                let lost = sqlx::query!("SELECT asset_id, storage_key FROM lost_assets").fetch_all(&mut *conn).await?;
-                let gone: std::collections::HashSet<&str> = collected.gone.iter().map(String::as_str).collect();
-                lost.into_iter()
-                    .filter(|l| {
-                        !matches!(layout.classify(&l.storage_key), platform::keys::KeyClass::Outside)
-                            && !gone.contains(l.storage_key.as_str())
-                    })
-                    .map(|l| l.asset_id)
-                    .collect()
+                sqlx::query_scalar!(
+                    "SELECT asset_id FROM lost_assets WHERE storage_key = ANY ($1) ORDER BY asset_id",
+                    &collected.relisted
+                )
+                .fetch_all(&mut *conn)
+                .await?
             }
         };
         // Those never confirmed come first, then those confirmed longest ago: a cap smaller than what is missing

@@ -28,7 +28,7 @@ use lifecycle::runs::RunOutcome;
 use lifecycle::{assets, brake, discovery};
 use platform::step::{Share, Step};
 use reconcile::advance::Reconciliation;
-use reconcile::engine::pass::Outside;
+use reconcile::advance::on_engine::Outside;
 use schema::{census, verdict};
 use serde_json::json;
 use settings::Settings;

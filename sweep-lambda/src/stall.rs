@@ -14,7 +14,10 @@ pub fn stalled(report: &SweepReport) -> Option<Vec<Held>> {
         || report.census.as_ref().is_some_and(|c| c.blocks > 0 || c.columns_finished > 0)
         || report.discovery.as_ref().is_some_and(|d| d.scanned > 0)
         || report.records.as_ref().is_some_and(|r| r.deleted > 0)
-        || report.reconcile.as_ref().is_some_and(|r| r.keys_read > 0);
+        || report
+            .reconcile
+            .as_ref()
+            .is_some_and(|r| r.keys_read > 0 || r.engine.as_ref().is_some_and(|e| e.written_now > 0));
     if advanced {
         return None;
     }

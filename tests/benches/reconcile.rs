@@ -28,7 +28,7 @@ use platform::keys::KeyLayout;
 use reconcile::inventory::{self, Manifest};
 use reconcile::read::Report;
 use reconcile::{self, Findings, ListingSource};
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 fn env_number(name: &str, default: usize) -> usize {
@@ -37,47 +37,6 @@ fn env_number(name: &str, default: usize) -> usize {
 
 const FILES: usize = 10;
 const BUCKET: &str = "bench-assets";
-
-async fn exec(pool: &PgPool, sql: &str) {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).execute(pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-/// `rows` assets attached three days ago, each with its stored object keyed `{workspace}/{id}.png`.
-async fn rows(pool: &PgPool, rows: usize) {
-    // Loading, not the application writing: the touch triggers would turn each row into a second write.
-    exec(pool, "ALTER TABLE assets DISABLE TRIGGER USER").await;
-    exec(
-        pool,
-        &format!(
-            "CREATE TABLE numbered AS
-               SELECT n, gen_random_uuid() AS id,
-                      ('00000000-0000-4000-8000-0000000000' || lpad((n % 100)::text, 2, '0'))::uuid AS ws
-                 FROM generate_series(1, {rows}) n;
-             INSERT INTO stored_objects (storage_key, content_hash, byte_size, created_at, updated_at)
-             SELECT ws || '/' || id || '.png', 'sha256:' || n, 1000, now() - interval '3 days',
-                    now() - interval '3 days' FROM numbered;
-             INSERT INTO assets (id, workspace_id, storage_key, content_hash, byte_size, state, created_at, updated_at)
-             SELECT id, ws, ws || '/' || id || '.png', 'sha256:' || n, 1000, 'attached', now() - interval '3 days',
-                    now() - interval '3 days' FROM numbered;
-             DROP TABLE numbered;"
-        ),
-    )
-    .await;
-    exec(pool, "ALTER TABLE assets ENABLE TRIGGER USER").await;
-    exec(pool, "VACUUM ANALYZE").await;
-}
-
-/// The report's keys: every row's but `drift` of them, and `drift` keys no row knows.
-async fn listed_keys(pool: &PgPool, drift: usize) -> Vec<String> {
-    let mut keys: Vec<String> =
-        sqlx::query_scalar("SELECT storage_key FROM stored_objects ORDER BY md5(storage_key) OFFSET $1")
-            .bind(drift as i64)
-            .fetch_all(pool)
-            .await
-            .expect("keys");
-    keys.extend((0..drift).map(|i| format!("00000000-0000-4000-8000-0000000000{:02}/{}.png", i % 100, Uuid::new_v4())));
-    keys
-}
 
 /// The report of `keys` in `format`, in `FILES` files with S3's schema, under `dir`: the manifest's path.
 fn report(dir: &Path, format: Format, keys: &[String]) -> String {
@@ -150,8 +109,8 @@ async fn main() {
     let sample = env_number("BENCH_SAMPLE", 20_000);
     let db = TestDatabase::new().await;
     eprintln!("reconcile: loading {keys} assets ...");
-    rows(&db.pool, keys).await;
-    let listed = listed_keys(&db.pool, drift).await;
+    integration_tests::bucket::rows(&db.pool, keys).await;
+    let listed = integration_tests::bucket::listed_keys(&db.pool, drift).await;
     let dir = std::env::temp_dir().join(format!("reconcile-bench-{}", Uuid::new_v4()));
     let layout = KeyLayout::new("*", r"(?P<workspace>[0-9a-f-]{36})/[0-9a-f-]{36}\.png").expect("a layout");
     // Never called: nothing is confirmed with the bucket in this run.
@@ -164,7 +123,7 @@ async fn main() {
         eprintln!("reconcile: report of {} keys written in {} ({bytes} bytes)", listed.len(), format.name());
         // Where the time of reading goes: decoding alone, without Postgres.
         let decode = parse_only(&manifest).await;
-        let peak_kib = peak_resident_kib();
+        let peak_kib = integration_tests::bucket::peak_resident_kib("self");
         let mut runs = [(Duration::ZERO, Duration::ZERO); 2];
         for run in &mut runs {
             let (ingest, compare, findings) = reconcile_once(&db.pool, &s3, &manifest, &layout).await;
@@ -237,16 +196,6 @@ async fn main() {
         "pace:       a bucket of 1 000 000 000 keys takes {:.1} h of ingest and comparison at this rate",
         1e9 / rate / 3600.0
     );
-}
-
-/// The process's peak resident memory so far (`VmHWM`), in KiB; 0 where /proc does not say.
-fn peak_resident_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// Every file of the report decoded, the keys dropped.

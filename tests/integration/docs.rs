@@ -351,6 +351,21 @@ fn the_consumer_compiles_every_crate_it_shares_with_the_sweep_with_the_sweeps_fe
     );
 }
 
+/// The comparison's local engine is the tests': a Lambda carries none of it, and the consumer no Athena client.
+#[test]
+fn neither_function_links_the_local_engine_and_the_consumer_links_no_athena_client() {
+    for function in ["sweep-lambda", "consumer-lambda"] {
+        let linked = resolved_features(function);
+        for engine in ["datafusion", "datafusion-orc", "object_store"] {
+            let found: Vec<&String> = linked.iter().filter(|l| l.starts_with(&format!("{engine} v"))).collect();
+            assert!(found.is_empty(), "{function} links {engine}: {found:?}");
+        }
+    }
+    let consumer = resolved_features("consumer-lambda");
+    assert!(!consumer.iter().any(|l| l.starts_with("aws-sdk-athena ")), "the consumer links Athena's client");
+    assert!(resolved_features("sweep-lambda").iter().any(|l| l.starts_with("aws-sdk-athena ")));
+}
+
 #[test]
 fn only_reconciliation_reads_inventory_files_and_neither_schema_nor_records_can_call_s3() {
     let manifests = manifests();

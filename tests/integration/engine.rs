@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use platform::step::{Share, Step};
+use reconcile::advance::on_engine::Outside;
 use reconcile::advance::{Reconciliation, Stop};
-use reconcile::engine::pass::Outside;
 use uuid::Uuid;
 
 use integration_tests::TestContext;
@@ -294,7 +294,7 @@ async fn the_sweep_exports_starts_the_query_and_a_later_pass_collects_it_and_a_f
     assert!(on.at_most.bytes >= report_bytes, "{on:?}");
     assert_eq!(on.at_most.cents, 1, "Athena's ten-megabyte minimum");
     let standing =
-        <Reconciliation<'_, LocalEngine> as Step>::standing(&mut *ctx.pool().acquire().await.expect("a connection"))
+        <Reconciliation<'_, LocalEngine> as Step>::standing(&mut ctx.pool().acquire().await.expect("a connection"))
             .await
             .expect("standing");
     let comparing = standing.comparing.expect("a comparison under way, with its cost");
@@ -324,7 +324,7 @@ async fn the_sweep_exports_starts_the_query_and_a_later_pass_collects_it_and_a_f
         sqlx::query_scalar("SELECT count(*) FROM reconcile_keys").fetch_one(ctx.pool()).await.expect("keys");
     assert_eq!(keys, 0, "a compared listing's keys go");
     let standing =
-        <Reconciliation<'_, LocalEngine> as Step>::standing(&mut *ctx.pool().acquire().await.expect("a connection"))
+        <Reconciliation<'_, LocalEngine> as Step>::standing(&mut ctx.pool().acquire().await.expect("a connection"))
             .await
             .expect("standing");
     assert!(standing.comparing.is_none());
@@ -332,5 +332,47 @@ async fn the_sweep_exports_starts_the_query_and_a_later_pass_collects_it_and_a_f
     assert_eq!(engine_name, "datafusion");
     assert!(scanned.bytes > 0);
     // Nothing new: the report was compared.
+    assert_eq!(step.advance(ctx.pool(), ample()).await.expect("a pass").stopped, Stop::NoNewReport);
+}
+
+#[tokio::test]
+async fn a_query_that_keeps_failing_gives_its_listing_up_after_a_few_attempts_each_a_new_query() {
+    let ctx = TestContext::new().await;
+    let Fixture { layout, rows } = fixture(&ctx).await;
+    let files: Vec<Vec<u8>> = rows.chunks(9).map(|chunk| Format::Orc.write(&ctx.bucket, chunk, 4)).collect();
+    put_files(&ctx, "inventory/", SCAN, Format::Orc, &files, None).await;
+    let inventory = InventoryLocation::parse(&format!("s3://{}/inventory/", ctx.bucket)).expect("a location");
+    let exports = InventoryLocation::parse(&format!("s3://{}/exports/known/", ctx.bucket)).expect("a location");
+    let engine = LocalEngine::new(&[&ctx.bucket]).failing(reconcile::advance::on_engine::ATTEMPTS as u32);
+    let settings = ctx.settings(&[]);
+    let step = Reconciliation {
+        layout: &layout,
+        inventory: &inventory,
+        bucket: &ctx.bucket,
+        grace: settings.grace,
+        confirm: 100,
+        adopt_max: 100,
+        tolerance: settings.approval_tolerance,
+        s3: &ctx.s3,
+        engine: Some(Outside { engine: &engine, export: &exports, above_bytes: None }),
+    };
+    let ample = || Share {
+        until: Instant::now() + Duration::from_secs(60),
+        deadline: Instant::now() + Duration::from_secs(120),
+    };
+    for attempt in 1..=reconcile::advance::on_engine::ATTEMPTS {
+        let e = step.advance(ctx.pool(), ample()).await.expect_err("a failed query").to_string();
+        let last = attempt == reconcile::advance::on_engine::ATTEMPTS;
+        assert_eq!(e.contains("the listing is given up"), last, "attempt {attempt}: {e}");
+    }
+    let row: (i32, Option<String>, Option<String>) = sqlx::query_as(
+        "SELECT query_attempts, query_id, abandoned_why FROM reconcile_listings ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(ctx.pool())
+    .await
+    .expect("the listing");
+    assert_eq!((row.0, row.1), (reconcile::advance::on_engine::ATTEMPTS, None));
+    assert!(row.2.is_some_and(|why| why.contains("failed 3 times")));
+    // Given up, the report is not read again: the next one is compared anew.
     assert_eq!(step.advance(ctx.pool(), ample()).await.expect("a pass").stopped, Stop::NoNewReport);
 }

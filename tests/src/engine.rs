@@ -4,7 +4,7 @@
 //! pages, so a caller polls and pages it as it does Athena.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::DateTime;
@@ -35,8 +35,8 @@ pub struct LocalEngine {
     done: Mutex<HashMap<String, (Vec<Row>, u64)>>,
     /// Polls answered `Running` before the output is ready, as a query that outlives a pass.
     running_for: AtomicU32,
-    /// Fail the next query that finishes, as Athena fails one.
-    fail_next: AtomicBool,
+    /// Fail this many of the next polls, as Athena fails a query.
+    fail_next: AtomicU32,
 }
 
 const NAME: &str = "datafusion";
@@ -68,7 +68,7 @@ impl LocalEngine {
             dialect: Dialect::Local,
             done: Mutex::new(HashMap::new()),
             running_for: AtomicU32::new(0),
-            fail_next: AtomicBool::new(false),
+            fail_next: AtomicU32::new(0),
         }
     }
 
@@ -82,7 +82,13 @@ impl LocalEngine {
     /// Fails the first query that finishes.
     #[must_use]
     pub fn failing_once(self) -> LocalEngine {
-        self.fail_next.store(true, Ordering::SeqCst);
+        self.failing(1)
+    }
+
+    /// Fails the first `queries` queries.
+    #[must_use]
+    pub fn failing(self, queries: u32) -> LocalEngine {
+        self.fail_next.store(queries, Ordering::SeqCst);
         self
     }
 
@@ -246,7 +252,7 @@ impl Engine for LocalEngine {
     }
 
     async fn poll(&self, id: &str) -> Result<Running, EngineError> {
-        if self.fail_next.swap(false, Ordering::SeqCst) {
+        if self.fail_next.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
             return Ok(Running::Failed("the test's engine fails this one".to_owned()));
         }
         if self.running_for.load(Ordering::SeqCst) > 0 {

@@ -5,6 +5,7 @@
 //! `scripts/test`, which starts what they need.
 
 pub mod access_logs;
+pub mod bucket;
 pub mod engine;
 pub mod fixtures;
 pub mod reports;

@@ -4,8 +4,9 @@
 -- supplies the two relations, the report's filter of current objects and the managed prefixes as literals.
 --
 -- One row out per key no row knows (`unknown`) and per known key the report lacks whose bytes are due or were
--- found lost (`gone`); per prefix, the count of keys both hold (`matched`) and of known keys off the key pattern
--- (`off_pattern`, with its first five keys in key order). The output is as small as the differences: the
+-- found lost (`gone`); per prefix, the count of keys both hold (`matched`, with each one found lost before on its
+-- own row: its bytes are back) and of known keys off the key pattern (`off_pattern`, with its first five keys in
+-- key order on rows of their own). The output is as small as the differences: the
 -- application's database re-checks every one of them against its rows before anything is recorded or adopted.
 WITH listed AS (
     SELECT key, size, last_modified_date AS modified
@@ -18,6 +19,7 @@ paired AS (
            coalesce(l.size, k.byte_size) AS size,
            l.modified,
            k.prefix,
+           coalesce(k.found_lost, false) AS found_lost,
            CASE WHEN k.storage_key IS NULL THEN 'unknown'
                 WHEN l.key IS NULL THEN 'gone'
                 WHEN k.off_pattern THEN 'off_pattern'
@@ -29,14 +31,15 @@ paired AS (
 -- A known key off the pattern is ranked within its prefix; every other key alone, so the window's partitions stay
 -- as spread as the keys.
 ranked AS (
-    SELECT finding, prefix, key, size, modified,
+    SELECT finding, prefix, key, size, modified, found_lost,
            row_number() OVER (PARTITION BY finding, prefix, CASE WHEN finding = 'off_pattern' THEN '' ELSE key END
                                   ORDER BY key) AS nth
       FROM paired
 ),
 shown AS (
     SELECT finding, prefix, size, modified,
-           CASE WHEN finding IN ('unknown', 'gone') OR (finding = 'off_pattern' AND nth <= 5) THEN key END AS key
+           CASE WHEN finding IN ('unknown', 'gone') OR (finding = 'off_pattern' AND nth <= 5) OR found_lost THEN key
+           END AS key
       FROM ranked
 )
 SELECT finding, prefix, key, count(*) AS keys, sum(size) AS bytes, max(modified) AS modified

@@ -150,10 +150,7 @@ impl Export<'_> {
             }
         };
         let key = format!("{}part-{number:05}.parquet", folder(location, listing));
-        // A file of no rows is written only as the first, so that even an export of nothing has its table's file.
-        if rows == 0 && number > 0 {
-            return Ok(Written { key, last_key, rows, bytes: 0, done });
-        }
+        // Written even with no rows: a file of this number an interrupted attempt wrote must not keep its rows.
         let body = writer.into_inner().map_err(failed)?;
         let bytes = body.len() as u64;
         s3.put_object()

@@ -1,5 +1,5 @@
 //! The bucket comparison on an engine outside the application's database, for buckets too large to copy into it
-//! (invariant 27). Only the *finding* moves: the engine runs one SQL text (`comparison.sql`) over S3 Inventory's
+//! (invariant 31). Only the *finding* moves: the engine runs one SQL text (`comparison.sql`) over S3 Inventory's
 //! report and the product's export of the keys its rows know ([`export`]), and hands back only the differences.
 //! Those come home to `reconcile_keys` in bounded pages ([`collect`]), and the application's database re-checks and
 //! judges them exactly as it judges a report it read itself ([`compare`]): the same findings, adoption, approvals
@@ -10,7 +10,6 @@
 
 pub mod cost;
 pub mod export;
-pub mod pass;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -79,19 +78,19 @@ pub fn render(dialect: &Dialect, reading: &Reading<'_>, prefixes: &[&str]) -> St
             ),
         ),
     };
-    let current =
-        if reading.versions { "coalesce(is_latest, true) AND NOT coalesce(is_delete_marker, false)" } else { "true" };
+    let current = if reading.versions { "is_latest AND NOT coalesce(is_delete_marker, false)" } else { "true" };
     let managed = if prefixes.is_empty() {
         "false".to_owned()
     } else {
         prefixes.iter().map(|p| format!("starts_with(key, {})", literal(p))).collect::<Vec<_>>().join(" OR ")
     };
+    // The prefixes last: a literal of the operator's is never read for a placeholder.
     COMPARISON
         .replace("{inventory}", &inventory)
         .replace("{known}", &known)
         .replace("{current}", current)
-        .replace("{managed}", &managed)
         .replace("{taken_at_ms}", &reading.taken_at.timestamp_millis().to_string())
+        .replace("{managed}", &managed)
 }
 
 /// S3 names a report's folder `2026-11-30T00-00Z`; the partition AWS's documented table adds for it is
@@ -119,7 +118,7 @@ text_enum! {
         Gone = "gone",
         /// Known keys off the key pattern of a prefix: one row for each of the first five, one for the rest.
         OffPattern = "off_pattern",
-        /// Keys both hold, counted per prefix.
+        /// Keys both hold, counted per prefix; one found lost before on a row of its own, with its key.
         Matched = "matched",
     }
 }
@@ -258,6 +257,9 @@ pub struct Collected {
     pub known_off_pattern: BTreeMap<String, i64>,
     /// Known keys the report lacks whose bytes are due or were found lost.
     pub gone: Vec<String>,
+    /// Known keys the report lists that were found lost before (and the sampled keys off the pattern): a finding
+    /// about their assets is forgotten, as one whose key is in `reconcile_keys` is.
+    pub relisted: Vec<String>,
     /// Keys that came home into `reconcile_keys`.
     pub ingested: u64,
 }
@@ -287,6 +289,9 @@ pub async fn collect(
         }
         collected.keys += row.keys;
         collected.bytes += row.bytes;
+        if let (Finding::Matched | Finding::OffPattern, Some(key)) = (row.finding, &row.key) {
+            collected.relisted.push(key.clone());
+        }
         if let (Finding::Unknown | Finding::OffPattern, Some(key)) = (row.finding, &row.key) {
             let last_modified = row.modified.ok_or_else(|| bad("last-modified time"))?;
             encoder
@@ -356,7 +361,7 @@ mod tests {
         // The prefixes as standard literals, the report's time in milliseconds, every placeholder filled.
         assert!(local.contains("starts_with(key, 'ws/') OR starts_with(key, 'it''s/')"), "{local}");
         assert!(local.contains("k.due_since_ms < 1764547200000"), "{local}");
-        assert!(local.contains("coalesce(is_latest, true) AND NOT coalesce(is_delete_marker, false)"));
+        assert!(local.contains("is_latest AND NOT coalesce(is_delete_marker, false)"));
         assert!(!local.contains('{') && !remote.contains('{'), "{local}");
         let current_only = render(&Dialect::Local, &Reading { versions: false, ..reading() }, &prefixes);
         assert!(current_only.contains("WHERE true") && !current_only.contains("is_latest"), "{current_only}");

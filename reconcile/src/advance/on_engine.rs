@@ -13,10 +13,10 @@ use std::time::Instant;
 use serde::Serialize;
 use sqlx::PgPool;
 
-use super::cost::Estimate;
-use super::export::{self, Export, ROWS_PER_FILE};
-use super::{Collected, Datasets, Engine, EngineError, Reading, Running};
-use crate::advance::{Progress, Reconciliation, Stop};
+use super::{Progress, Reconciliation, Stop};
+use crate::engine::cost::Estimate;
+use crate::engine::export::{self, Export, ROWS_PER_FILE};
+use crate::engine::{Collected, Datasets, Engine, EngineError, Reading, Running};
 use crate::read::Report;
 use crate::{Listed, Listing, ReconcileError};
 use ledger::scan::Scan;
@@ -43,6 +43,9 @@ impl<E: Engine> Outside<'_, E> {
     }
 }
 
+/// Queries started for one listing at most: the last failure gives the listing up.
+pub const ATTEMPTS: i32 = 3;
+
 /// Where a comparison on an engine stands, as the run record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OnEngine {
@@ -50,6 +53,8 @@ pub struct OnEngine {
     pub engine: String,
     /// Files of the export written so far.
     pub export_files: u32,
+    /// Of them, written in this pass.
+    pub written_now: u32,
     /// Rows of the export written so far.
     pub export_rows: u64,
     /// The query, once started.
@@ -73,12 +78,15 @@ struct Saved {
     query_id: Option<String>,
     /// The most the query scans, as estimated when the report was chosen.
     estimated: i64,
+    /// Queries started so far.
+    attempts: i32,
 }
 
 async fn saved(pool: &PgPool, listing: i64) -> Result<Saved, sqlx::Error> {
     let row = sqlx::query!(
         r#"SELECT engine AS "engine!", export_files, export_after, export_rows, export_bytes,
-                  exported_at IS NOT NULL AS "exported!", query_id, coalesce(scan_at_most, 0) AS "estimated!"
+                  exported_at IS NOT NULL AS "exported!", query_id, coalesce(scan_at_most, 0) AS "estimated!",
+                  query_attempts
              FROM reconcile_listings WHERE id = $1"#,
         listing
     )
@@ -93,13 +101,20 @@ async fn saved(pool: &PgPool, listing: i64) -> Result<Saved, sqlx::Error> {
         exported: row.exported,
         query_id: row.query_id,
         estimated: row.estimated,
+        attempts: row.query_attempts,
     })
 }
 
-/// Marks `listing` (of `report`) as compared on `engine`, with the most it will scan as estimated now.
-pub(crate) async fn choose(pool: &PgPool, listing: i64, report: &Report, engine: &str) -> Result<(), sqlx::Error> {
-    let mut conn = pool.acquire().await?;
-    let known_bytes = super::cost::export_estimate(&mut conn).await?;
+/// Marks `listing` (of `report`) as compared on `engine`, with the most it will scan as estimated now, in the
+/// caller's transaction: the one that opened the listing, so no crash leaves a report chosen for an engine to be
+/// copied into the database instead.
+pub(crate) async fn choose(
+    conn: &mut sqlx::PgConnection,
+    listing: i64,
+    report: &Report,
+    engine: &str,
+) -> Result<(), sqlx::Error> {
+    let known_bytes = crate::engine::cost::export_estimate(&mut *conn).await?;
     let estimate = Estimate { inventory_bytes: report.data_bytes(), known_bytes, known_estimated: true };
     sqlx::query!(
         "UPDATE reconcile_listings SET engine = $2, scan_at_most = $3 WHERE id = $1",
@@ -132,9 +147,11 @@ pub(crate) async fn advance<E: Engine>(
         .athena(),
         false => Scan::athena(u64::try_from(saved.estimated).unwrap_or(0)),
     };
-    let on_engine = |saved: &Saved| OnEngine {
+    let mut written_now = 0;
+    let on_engine = |saved: &Saved, written_now: u32| OnEngine {
         engine: saved.engine.clone(),
         export_files: u32::try_from(saved.export_files).unwrap_or(0),
+        written_now,
         export_rows: u64::try_from(saved.export_rows).unwrap_or(0),
         query: saved.query_id.clone(),
         at_most: at_most(saved),
@@ -143,7 +160,7 @@ pub(crate) async fn advance<E: Engine>(
     let export = Export { s3: pace.step.s3, location: outside.export, layout: pace.step.layout, listing: listing.id };
     while !saved.exported {
         if Instant::now() >= pace.share.until {
-            progress.engine = Some(on_engine(&saved));
+            progress.engine = Some(on_engine(&saved, written_now));
             return Ok(progress);
         }
         let mut conn = pool.acquire().await?;
@@ -169,6 +186,7 @@ pub(crate) async fn advance<E: Engine>(
         saved.export_bytes = row.export_bytes;
         saved.export_after = written.last_key;
         saved.exported = written.done;
+        written_now += 1;
     }
     let engine = outside.engine;
     let id = match saved.query_id.clone() {
@@ -182,10 +200,19 @@ pub(crate) async fn advance<E: Engine>(
                 folder: report.folder(),
                 versions: report.versions(),
             };
-            let sql = super::render(engine.dialect(), &reading, &pace.step.layout.prefixes());
+            // Each attempt its own text, so Athena's idempotency token (a digest of it) starts a new query after a
+            // failed one, while a pass that crashed before saving the id gets the same one back.
+            let sql = format!(
+                "{}-- asset-sweeper: listing {}, attempt {}\n",
+                crate::engine::render(engine.dialect(), &reading, &pace.step.layout.prefixes()),
+                listing.id,
+                saved.attempts + 1
+            );
             let id = engine.start(&sql).await?;
             sqlx::query!(
-                "UPDATE reconcile_listings SET query_id = $2, query_started_at = now(), scan_at_most = $3 WHERE id = $1",
+                "UPDATE reconcile_listings
+                    SET query_id = $2, query_started_at = now(), scan_at_most = $3, query_attempts = query_attempts + 1
+                  WHERE id = $1",
                 listing.id,
                 id,
                 i64::try_from(at_most(&saved).bytes).unwrap_or(i64::MAX),
@@ -196,7 +223,7 @@ pub(crate) async fn advance<E: Engine>(
             id
         }
     };
-    let mut state = on_engine(&saved);
+    let mut state = on_engine(&saved, written_now);
     let scanned = match engine.poll(&id).await? {
         Running::Running => {
             progress.stopped = Stop::EngineRunning;
@@ -204,11 +231,28 @@ pub(crate) async fn advance<E: Engine>(
             return Ok(progress);
         }
         Running::Failed(reason) => {
-            sqlx::query!("UPDATE reconcile_listings SET query_id = NULL WHERE id = $1", listing.id)
-                .execute(pool)
-                .await?;
-            let reason =
-                format!("query {id} of listing {} failed, and the next pass starts it again: {reason}", listing.id);
+            // Started again by the next pass, up to ATTEMPTS in all: a query that fails as often fails for a reason
+            // a person must read (a table's definition, the workgroup's limits), and each attempt may be billed.
+            let attempts = saved.attempts + 1;
+            let given_up = attempts >= ATTEMPTS;
+            let then = if given_up {
+                format!("it failed {attempts} times: the listing is given up, and the next report is compared anew")
+            } else {
+                "the next pass starts it again".to_owned()
+            };
+            let reason = format!("query {id} of listing {} failed, and {then}: {reason}", listing.id);
+            sqlx::query!(
+                "UPDATE reconcile_listings
+                    SET query_id = NULL,
+                        abandoned_at = CASE WHEN $2 THEN now() END,
+                        abandoned_why = CASE WHEN $2 THEN $3 END
+                  WHERE id = $1",
+                listing.id,
+                given_up,
+                reason,
+            )
+            .execute(pool)
+            .await?;
             return Err(EngineError::Failed { engine: engine.name(), reason }.into());
         }
         Running::Succeeded { scanned } => scanned,
@@ -220,13 +264,13 @@ pub(crate) async fn advance<E: Engine>(
         return Ok(progress);
     }
     let mut tx = pool.begin().await?;
-    crate::advance::allow_until(&mut tx, pace.share.deadline).await?;
+    super::allow_until(&mut tx, pace.share.deadline).await?;
     // A collection cut short by a crash left nothing: its transaction rolled back.
     let mut collected = Collected::default();
     let mut token: Option<String> = None;
     loop {
         let page = engine.page(&id, token.as_deref()).await?;
-        super::collect(&mut tx, listing.id, pace.step.layout, &page.rows, &mut collected).await?;
+        crate::engine::collect(&mut tx, listing.id, pace.step.layout, &page.rows, &mut collected).await?;
         match page.next {
             Some(next) => token = Some(next),
             None => break,
@@ -241,7 +285,7 @@ pub(crate) async fn advance<E: Engine>(
     .execute(&mut *tx)
     .await?;
     progress.keys_read = u64::try_from(collected.keys).unwrap_or(0);
-    let compared = crate::advance::judge_and_record(&mut tx, pace, listing, Listed::Engine(&collected)).await?;
+    let compared = super::judge_and_record(&mut tx, pace, listing, Listed::Engine(&collected)).await?;
     tx.commit().await?;
     progress.stopped = Stop::Compared;
     progress.compared = Some(compared);

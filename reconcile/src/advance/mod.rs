@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use sqlx::PgPool;
 
+pub mod on_engine;
+
 use super::adopt::Terms;
-use super::engine::pass::{self, OnEngine, Outside};
 use super::engine::{Engine, NoEngine};
 use super::read::Report;
 use super::{Listed, Listing, ListingSource, ReconcileError};
@@ -19,6 +20,8 @@ use platform::keys::KeyLayout;
 use platform::location::InventoryLocation;
 use platform::step::{Paced, Share, Step};
 use platform::text_enum;
+
+use on_engine::{OnEngine, Outside};
 
 text_enum! {
     /// Why reconciliation stopped in a pass.
@@ -109,7 +112,9 @@ pub(crate) async fn advance<E: Engine>(
     .await?;
     let mut abandoned = None;
     let why = match (&unfinished, &newest) {
-        (Some(row), Some(newest)) if *newest != row.location => {
+        // One on an engine is finished first: its export outlasts a day's report at the largest sizes, and a failing
+        // query gives it up after a few attempts (`on_engine`).
+        (Some(row), Some(newest)) if *newest != row.location && row.engine.is_none() => {
             Some(format!("superseded by {newest} before it was finished"))
         }
         // Begun on an engine no longer configured: the next report is compared where the settings now say.
@@ -160,12 +165,13 @@ pub(crate) async fn advance<E: Engine>(
             }
             let report = Report::open(s3, &manifest, pace.step.bucket).await?;
             let files = report.manifest.files.len();
-            let mut conn = pool.acquire().await?;
-            let listing = super::open(&mut conn, ListingSource::Inventory, &manifest, report.taken_at(), files).await?;
+            let mut tx = pool.begin().await?;
+            let listing = super::open(&mut tx, ListingSource::Inventory, &manifest, report.taken_at(), files).await?;
             let outside = pace.step.engine.as_ref().filter(|outside| outside.takes(&report));
             if let Some(outside) = outside {
-                pass::choose(pool, listing.id, &report, outside.engine.name()).await?;
+                on_engine::choose(&mut tx, listing.id, &report, outside.engine.name()).await?;
             }
+            tx.commit().await?;
             (report, listing, 0, outside.is_some())
         }
     };
@@ -183,7 +189,7 @@ pub(crate) async fn advance<E: Engine>(
         engine: None,
     };
     if on_engine && let Some(outside) = &pace.step.engine {
-        return pass::advance(pool, pace, outside, &report, listing, progress).await;
+        return on_engine::advance(pool, pace, outside, &report, listing, progress).await;
     }
     while files_done < files_total {
         if Instant::now() >= pace.share.until {
