@@ -131,13 +131,13 @@ impl Reader<'_> {
     }
 
     /// `RECONCILE_ENGINE`: `database` (the default), `athena`, or `auto` (Athena above
-    /// `RECONCILE_ATHENA_ABOVE_BYTES`, 1 GiB of report by default); either of the last two needs Athena's settings.
+    /// `RECONCILE_ATHENA_ABOVE_BYTES`, 4 GiB of report by default: about 100 000 000 keys in S3's Parquet); either of the last two needs Athena's settings.
     pub(crate) fn athena(&mut self) -> Option<crate::AthenaSettings> {
         let engine = self.get("RECONCILE_ENGINE").unwrap_or_else(|| "database".to_owned());
         let above_bytes = match engine.as_str() {
             "database" => return None,
             "athena" => None,
-            "auto" => Some(self.parsed("RECONCILE_ATHENA_ABOVE_BYTES", 1u64 << 30, 0..=u64::MAX)),
+            "auto" => Some(self.parsed("RECONCILE_ATHENA_ABOVE_BYTES", 4u64 << 30, 0..=u64::MAX)),
             _ => {
                 self.invalid("RECONCILE_ENGINE", format!("{engine:?} is not database, athena or auto"));
                 return None;
