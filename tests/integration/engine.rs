@@ -140,6 +140,45 @@ fn listed(rows: &mut Vec<Row>, key: &str, size: i64) {
     rows.push(Row::current(key, size, OLD_MS));
 }
 
+/// Where the sweep's reconciliation reads the reports and writes the export, in the test's bucket.
+struct Locations {
+    inventory: InventoryLocation,
+    exports: InventoryLocation,
+}
+
+impl Locations {
+    fn of(ctx: &TestContext) -> Locations {
+        let at = |folder: &str| InventoryLocation::parse(&format!("s3://{}/{folder}", ctx.bucket)).expect("a location");
+        Locations { inventory: at("inventory/"), exports: at("exports/known/") }
+    }
+}
+
+/// Reconciliation's step of a sweep pass, comparing every report on `engine`.
+fn sweeping<'a>(
+    ctx: &'a TestContext,
+    layout: &'a KeyLayout,
+    locations: &'a Locations,
+    engine: &'a LocalEngine,
+) -> Reconciliation<'a, LocalEngine> {
+    let settings = ctx.settings(&[]);
+    Reconciliation {
+        layout,
+        inventory: &locations.inventory,
+        bucket: &ctx.bucket,
+        grace: settings.grace,
+        confirm: 100,
+        adopt_max: 100,
+        tolerance: settings.approval_tolerance,
+        s3: &ctx.s3,
+        engine: Some(Outside { engine, export: &locations.exports, above_bytes: None }),
+    }
+}
+
+/// A share of a pass with time for everything.
+fn ample() -> Share {
+    Share { until: Instant::now() + Duration::from_secs(60), deadline: Instant::now() + Duration::from_secs(120) }
+}
+
 fn judge<'a>(ctx: &'a TestContext, layout: &'a KeyLayout) -> Judge<'a> {
     Judge { s3: &ctx.s3, bucket: &ctx.bucket, layout, grace: ctx.settings(&[]).grace, confirm: 100 }
 }
@@ -251,26 +290,10 @@ async fn the_sweep_exports_starts_the_query_and_a_later_pass_collects_it_and_a_f
     let Fixture { layout, rows } = fixture(&ctx).await;
     let files: Vec<Vec<u8>> = rows.chunks(9).map(|chunk| Format::Parquet.write(&ctx.bucket, chunk, 4)).collect();
     put_files(&ctx, "inventory/", SCAN, Format::Parquet, &files, None).await;
-    let inventory = InventoryLocation::parse(&format!("s3://{}/inventory/", ctx.bucket)).expect("a location");
-    let exports = InventoryLocation::parse(&format!("s3://{}/exports/known/", ctx.bucket)).expect("a location");
+    let locations = Locations::of(&ctx);
     let engine = LocalEngine::new(&[&ctx.bucket]).failing_once().running_for(1);
-    let settings = ctx.settings(&[]);
-    let step = Reconciliation {
-        layout: &layout,
-        inventory: &inventory,
-        bucket: &ctx.bucket,
-        grace: settings.grace,
-        confirm: 100,
-        adopt_max: 100,
-        tolerance: settings.approval_tolerance,
-        s3: &ctx.s3,
-        engine: Some(Outside { engine: &engine, export: &exports, above_bytes: None }),
-    };
+    let step = sweeping(&ctx, &layout, &locations, &engine);
     let spent = || Share { until: Instant::now(), deadline: Instant::now() + Duration::from_secs(60) };
-    let ample = || Share {
-        until: Instant::now() + Duration::from_secs(60),
-        deadline: Instant::now() + Duration::from_secs(120),
-    };
     let report_bytes: u64 = files.iter().map(|f| f.len() as u64).sum();
 
     // Before anything runs, a dry run says what the report would cost on Athena.
@@ -341,25 +364,9 @@ async fn a_query_that_keeps_failing_gives_its_listing_up_after_a_few_attempts_ea
     let Fixture { layout, rows } = fixture(&ctx).await;
     let files: Vec<Vec<u8>> = rows.chunks(9).map(|chunk| Format::Orc.write(&ctx.bucket, chunk, 4)).collect();
     put_files(&ctx, "inventory/", SCAN, Format::Orc, &files, None).await;
-    let inventory = InventoryLocation::parse(&format!("s3://{}/inventory/", ctx.bucket)).expect("a location");
-    let exports = InventoryLocation::parse(&format!("s3://{}/exports/known/", ctx.bucket)).expect("a location");
+    let locations = Locations::of(&ctx);
     let engine = LocalEngine::new(&[&ctx.bucket]).failing(reconcile::advance::on_engine::ATTEMPTS as u32);
-    let settings = ctx.settings(&[]);
-    let step = Reconciliation {
-        layout: &layout,
-        inventory: &inventory,
-        bucket: &ctx.bucket,
-        grace: settings.grace,
-        confirm: 100,
-        adopt_max: 100,
-        tolerance: settings.approval_tolerance,
-        s3: &ctx.s3,
-        engine: Some(Outside { engine: &engine, export: &exports, above_bytes: None }),
-    };
-    let ample = || Share {
-        until: Instant::now() + Duration::from_secs(60),
-        deadline: Instant::now() + Duration::from_secs(120),
-    };
+    let step = sweeping(&ctx, &layout, &locations, &engine);
     for attempt in 1..=reconcile::advance::on_engine::ATTEMPTS {
         let e = step.advance(ctx.pool(), ample()).await.expect_err("a failed query").to_string();
         let last = attempt == reconcile::advance::on_engine::ATTEMPTS;
