@@ -7,7 +7,7 @@ import re
 import sys
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, WaiterError
 
 root, stack, architecture, database_url = sys.argv[1:5]
 overrides = []
@@ -87,16 +87,34 @@ if status in ("CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "DELETE_F
     cfn.get_waiter("stack_delete_complete").wait(StackName=stack, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
     status = None
 exists = status is not None
-if exists:
-    try:
-        cfn.update_stack(**arguments)
-        cfn.get_waiter("stack_update_complete").wait(StackName=stack, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
-    except ClientError as e:
-        if "No updates are to be performed" not in str(e):
-            raise
-else:
-    cfn.create_stack(**arguments)
-    cfn.get_waiter("stack_create_complete").wait(StackName=stack, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+
+
+def failed_resources():
+    """What CloudFormation said of each resource that failed, so a failed deploy names its cause."""
+    events = cfn.describe_stack_events(StackName=stack).get("StackEvents", [])
+    for event in reversed(events):
+        if event.get("ResourceStatus", "").endswith("_FAILED"):
+            print(
+                f"deploy: {event.get('LogicalResourceId')} ({event.get('ResourceType')}): "
+                f"{event.get('ResourceStatus')}: {event.get('ResourceStatusReason')}",
+                file=sys.stderr,
+            )
+
+
+try:
+    if exists:
+        try:
+            cfn.update_stack(**arguments)
+            cfn.get_waiter("stack_update_complete").wait(StackName=stack, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+        except ClientError as e:
+            if "No updates are to be performed" not in str(e):
+                raise
+    else:
+        cfn.create_stack(**arguments)
+        cfn.get_waiter("stack_create_complete").wait(StackName=stack, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+except WaiterError:
+    failed_resources()
+    raise
 
 described = cfn.describe_stacks(StackName=stack)["Stacks"][0]
 outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
