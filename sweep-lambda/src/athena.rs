@@ -201,7 +201,8 @@ mod tests {
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[0].finding, Finding::Unknown);
         assert_eq!(rows[0].key.as_deref(), Some("ws/it's a key.png"));
-        assert_eq!(rows[0].modified.map(|t| t.timestamp_millis()), Some(1_764_506_096_789));
+        let at = DateTime::parse_from_rfc3339("2026-11-30T12:34:56.789Z").expect("a time");
+        assert_eq!(rows[0].modified, Some(at.with_timezone(&Utc)), "UTC, to the millisecond");
         assert_eq!((rows[1].keys, rows[1].bytes, rows[1].prefix.as_deref()), (1_000_000, 123_456_789, Some("ws/")));
         assert_eq!((rows[2].finding, rows[2].modified), (Finding::Gone, None));
         // A later page has no header; a page of other columns or values is refused, naming what is wrong.
